@@ -1,0 +1,122 @@
+"""mcp-notebook: a live Jupyter/IPython kernel as a Model Context Protocol resource server.
+
+``%load_ext mcp_notebook`` starts the hub. Public API: :func:`resource`, :func:`connection_info`,
+:func:`hub`, :func:`notify`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+__version__ = "0.1.0"
+
+F = TypeVar("F", bound=Callable[..., Any])
+_current: Any = None  # the running KernelHub, if any
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext mcp_notebook``: start the hub and print one line (never the token)."""
+    global _current
+    from .kernel import KernelHub
+
+    if _current is not None and _current.running:
+        print(f"mcp-notebook is already serving at {_current.transport.url}")
+        return
+    kernel_hub = KernelHub(ipython)
+    kernel_hub.start()
+    _current = kernel_hub
+    print(
+        f"mcp-notebook: MCP server at {kernel_hub.transport.url} "
+        f"(token in {kernel_hub.runtime_file}; mcp_notebook.connection_info() has it)"
+        if kernel_hub.config.require_token
+        else f"mcp-notebook: MCP server at {kernel_hub.transport.url} (no token required)"
+    )
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext mcp_notebook``: stop everything the extension started."""
+    global _current
+    if _current is not None:
+        _current.stop()
+        _current = None
+
+
+def hub() -> Any:
+    """The running :class:`~mcp_notebook.kernel.KernelHub` (raises if the extension is not loaded)."""
+    if _current is None:
+        raise RuntimeError("mcp-notebook is not loaded: run %load_ext mcp_notebook first")
+    return _current
+
+
+def connection_info() -> dict[str, Any]:
+    """url, token, pid, kernel_id, notebook_path, protocol_versions of the running hub."""
+    return hub().connection_info()
+
+
+def notify(*uris: str, list_changed: bool = False) -> None:
+    """Tell subscribers that resources changed (for custom resources changed outside cells)."""
+    if _current is not None:
+        _current.hub.changed(uris, list_changed=list_changed)
+
+
+def resource(
+    uri: str,
+    name: str | None = None,
+    mime_type: str | None = None,
+    description: str | None = None,
+    *,
+    title: str | None = None,
+    annotations: dict[str, Any] | None = None,
+    icons: Iterable[dict[str, Any]] = (),
+    meta: dict[str, Any] | None = None,
+    complete: dict[str, Any] | None = None,
+    timeout: float = 10.0,
+) -> Callable[[F], F]:
+    """Register a function as a resource (a plain URI) or a resource template (RFC 6570).
+
+    Template variables are passed as keyword arguments. Return ``str`` for text, ``bytes`` for
+    a binary blob, a dict/list for JSON. ``complete`` maps a template variable to a list of
+    values or a ``callable(prefix) -> values`` for completion/complete.
+    """
+    from .kernel import CUSTOM
+    from .providers.custom import make_registration
+
+    def decorate(fn: F) -> F:
+        CUSTOM.register(
+            make_registration(
+                uri,
+                fn,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                annotations=annotations,
+                icons=icons,
+                meta=meta,
+                complete=complete,
+                timeout=timeout,
+            )
+        )
+        return fn
+
+    return decorate
+
+
+def remove_resource(uri: str) -> bool:
+    """Unregister a resource registered with :func:`resource`."""
+    from .kernel import CUSTOM
+
+    return CUSTOM.unregister(uri)
+
+
+__all__ = [
+    "__version__",
+    "connection_info",
+    "hub",
+    "load_ipython_extension",
+    "notify",
+    "remove_resource",
+    "resource",
+    "unload_ipython_extension",
+]

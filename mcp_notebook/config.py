@@ -1,0 +1,51 @@
+"""All knobs, as traitlets on one Configurable: ``c.MCPHub.port = 8765`` in ipython_config.py,
+or ``%config MCPHub.port = 8765`` before ``%load_ext mcp_notebook``."""
+
+from __future__ import annotations
+
+from traitlets import Bool, Float, Int, List, Unicode, validate
+from traitlets.config import Configurable
+
+from .redact import DEFAULT_SECRET_WORDS
+
+
+class MCPHub(Configurable):
+    """Settings of the in-kernel MCP hub."""
+
+    host = Unicode("127.0.0.1", help="Address to bind. Anything but loopback is an explicit, warned opt-in.").tag(
+        config=True
+    )
+    port = Int(0, help="TCP port; 0 picks a free one.").tag(config=True)
+    require_token = Bool(True, help="Require 'Authorization: Bearer <token>' on every request.").tag(config=True)
+    token = Unicode("", help="Fixed token (default: a fresh random one per hub).").tag(config=True)
+    allowed_origins = List(Unicode(), help="Extra Origin values to accept besides loopback ones.").tag(config=True)
+    max_body_bytes = Int(1_000_000, help="Largest request body accepted (HTTP 413 above).").tag(config=True)
+    max_batch = Int(50, help="Most messages in one JSON-RPC batch (2025-03-26).").tag(config=True)
+    max_sessions = Int(64, help="Most concurrent handshake-era sessions; the least recently used goes.").tag(
+        config=True
+    )
+    max_read_chars = Int(60_000, help="Cap on the text of one resource read (~15k tokens).").tag(config=True)
+    repr_timeout = Float(2.0, help="Seconds a user __repr__ may take during a read.").tag(config=True)
+    page_size = Int(500, help="Items per page of resources/list and resources/templates/list.").tag(config=True)
+    secret_words = List(
+        Unicode(), default_value=list(DEFAULT_SECRET_WORDS), help="Name words that hide a variable as a secret."
+    ).tag(config=True)
+    include_names = List(Unicode(), help="Regexes of names always exposed (beats secret_words).").tag(config=True)
+    exclude_names = List(Unicode(), help="Regexes of names never exposed.").tag(config=True)
+    instructions = Unicode(
+        "Resources of a live Jupyter kernel. Start with nb://vars (what is defined) and nb://kernel.",
+        help="Instructions sent to clients.",
+    ).tag(config=True)
+
+    @validate("port")
+    def _valid_port(self, proposal):
+        value = proposal["value"]
+        if not 0 <= value <= 65535:
+            raise ValueError(f"port must be 0..65535, got {value}")
+        return value
+
+    @validate("max_read_chars", "page_size", "max_body_bytes", "max_batch", "max_sessions")
+    def _positive(self, proposal):
+        if proposal["value"] < 1:
+            raise ValueError(f"{proposal['trait'].name} must be at least 1")
+        return proposal["value"]

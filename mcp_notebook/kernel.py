@@ -1,0 +1,193 @@
+"""IPython glue: start and stop the hub inside a shell, the post-cell hook, kernel facts."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import secrets
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import MCPHub
+from .resource_hub import Hub
+from .protocol.server import McpServer, ServerSettings
+from .protocol.versions import ALL_VERSIONS
+from .providers.custom import CustomProvider
+from .providers.kernel import KernelProvider
+from .providers.variables import VariablesProvider
+from .redact import NameFilter
+from .runtime import remove_runtime_file, write_runtime_file
+from .transport.http import HttpTransport
+
+# Registrations outlive hubs (a decorator may run before %load_ext, or across %reload_ext).
+CUSTOM = CustomProvider()
+
+
+class ConnectionInfo(dict):
+    """Connection details; the token is in the dict but never in its repr (cell outputs get shared)."""
+
+    def __repr__(self) -> str:
+        shown = {k: ("***" if k == "token" and v else v) for k, v in self.items()}
+        return f"ConnectionInfo({shown!r})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+
+class KernelHub:
+    """One running hub: providers, protocol server, HTTP transport, hooks and runtime file."""
+
+    def __init__(self, shell: Any, config: MCPHub | None = None):
+        self.shell = shell
+        self.config = config or MCPHub(parent=shell)
+        cfg = self.config
+        self.token = cfg.token or secrets.token_urlsafe(32)
+        self.started_at = time.time()
+        self.hub = Hub()
+        self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
+        self.hub.add_provider(KernelProvider(self.summary))
+        self.hub.add_provider(self.variables)
+        self.hub.add_provider(CUSTOM)
+        self.server = McpServer(self.hub, self._settings())
+        self.transport: HttpTransport | None = None
+        self.runtime_file: Path | None = None
+        self._hook_registered = False
+        self._filter_cache: tuple[tuple, NameFilter] | None = None
+
+    # -- settings -----------------------------------------------------------------------
+    def _settings(self) -> ServerSettings:
+        cfg = self.config
+        return ServerSettings(
+            version=__version__,
+            instructions=cfg.instructions,
+            page_size=cfg.page_size,
+            max_batch=cfg.max_batch,
+            max_sessions=cfg.max_sessions,
+            require_token=cfg.require_token,
+            token=self.token,
+            allowed_origins=tuple(cfg.allowed_origins),
+            allowed_hosts=() if _is_loopback(cfg.host) else (cfg.host,),
+        )
+
+    def _name_filter(self) -> NameFilter:
+        cfg = self.config
+        key = (tuple(cfg.secret_words), tuple(cfg.include_names), tuple(cfg.exclude_names))
+        if self._filter_cache is None or self._filter_cache[0] != key:
+            self._filter_cache = (key, NameFilter(*key))
+        return self._filter_cache[1]
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.config
+        if not _is_loopback(cfg.host):
+            warnings.warn(
+                f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.",
+                stacklevel=3,
+            )
+        if not cfg.require_token:
+            warnings.warn(
+                "MCPHub.require_token is False: any local process can read this kernel's data.",
+                stacklevel=3,
+            )
+        self.transport = HttpTransport(self.server, cfg.host, cfg.port, cfg.max_body_bytes)
+        try:
+            self.transport.start()
+        except BaseException:
+            self.transport.stop()
+            raise
+        CUSTOM.on_change = lambda: self.hub.changed(list_changed=True)
+        self.shell.events.register("post_run_cell", self._post_run_cell)
+        self._hook_registered = True
+        self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        """Leave nothing behind: hook, streams, server thread, socket, runtime file."""
+        atexit.unregister(self.stop)
+        if self._hook_registered:
+            try:
+                self.shell.events.unregister("post_run_cell", self._post_run_cell)
+            except ValueError:
+                pass
+            self._hook_registered = False
+        if CUSTOM.on_change is not None:
+            CUSTOM.on_change = None
+        if self.transport is not None:
+            self.transport.stop()
+        self.hub.close()
+        remove_runtime_file(self.runtime_file)
+        self.runtime_file = None
+
+    @property
+    def running(self) -> bool:
+        return self.transport is not None and self.transport.alive
+
+    # -- the hot path -------------------------------------------------------------------
+    def _post_run_cell(self, result: Any = None) -> None:
+        self.hub.after_cell()
+
+    # -- facts --------------------------------------------------------------------------
+    def connection_info(self) -> ConnectionInfo:
+        assert self.transport is not None
+        return ConnectionInfo(
+            url=self.transport.url,
+            token=self.token if self.config.require_token else None,
+            pid=os.getpid(),
+            kernel_id=kernel_id(),
+            notebook_path=notebook_path(self.shell),
+            protocol_versions=list(ALL_VERSIONS),
+            started_at=self.started_at,
+            server_version=__version__,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        import IPython
+
+        return {
+            "language": "python",
+            "python": sys.version.split()[0],
+            "ipython": IPython.__version__,
+            "mcp_notebook": __version__,
+            "pid": os.getpid(),
+            "kernel_id": kernel_id(),
+            "notebook_path": notebook_path(self.shell),
+            "variables": len(self.variables.exposed_names()),
+            "cells_executed": self.hub.cells_seen,
+            "url": self.transport.url if self.transport else None,
+        }
+
+    def _file_key(self) -> str:
+        return kernel_id() or f"pid{os.getpid()}-{self.transport.port if self.transport else 0}"
+
+
+def _is_loopback(host: str) -> bool:
+    from .protocol.security import is_loopback_host
+
+    return is_loopback_host(host)
+
+
+def kernel_id() -> str | None:
+    """The kernel id from the connection file name (kernel-<id>.json), when in a kernel."""
+    try:
+        from ipykernel.connect import get_connection_file
+
+        name = Path(get_connection_file()).name
+    except Exception:
+        return None
+    m = re.match(r"kernel-(.+)\.json$", name)
+    return m.group(1) if m else None
+
+
+def notebook_path(shell: Any) -> str | None:
+    """Where the notebook lives, when the frontend tells: VS Code, Jupyter Server, or a setting."""
+    ns = getattr(shell, "user_ns", {})
+    for candidate in (ns.get("__vsc_ipynb_file__"), os.environ.get("JPY_SESSION_NAME")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return None
+

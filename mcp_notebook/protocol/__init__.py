@@ -1,0 +1,1 @@
+"""Sans-IO MCP: JSON-RPC framing, revisions, resource models, sessions and dispatch."""

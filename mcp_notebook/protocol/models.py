@@ -1,0 +1,120 @@
+"""Resource descriptors and contents, rendered per negotiated revision.
+
+Plain slotted dataclasses: they are built on the request path, so they stay cheap. Each
+``to_json(version)`` emits only the fields that revision defines.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+from .versions import knows
+
+
+@dataclass(slots=True)
+class Annotations:
+    audience: tuple[str, ...] | None = None
+    priority: float | None = None
+    last_modified: str | None = None  # ISO 8601
+
+    def to_json(self, version: str) -> dict[str, Any] | None:
+        out: dict[str, Any] = {}
+        if self.audience:
+            out["audience"] = list(self.audience)
+        if self.priority is not None:
+            out["priority"] = self.priority
+        if self.last_modified and knows(version, "last_modified"):
+            out["lastModified"] = self.last_modified
+        return out or None
+
+
+@dataclass(slots=True)
+class Icon:
+    src: str
+    mime_type: str | None = None
+    sizes: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"src": self.src}
+        if self.mime_type:
+            out["mimeType"] = self.mime_type
+        if self.sizes:
+            out["sizes"] = list(self.sizes)
+        return out
+
+
+def _common(obj: Any, out: dict[str, Any], version: str) -> dict[str, Any]:
+    if obj.title and knows(version, "title"):
+        out["title"] = obj.title
+    if obj.description:
+        out["description"] = obj.description
+    if obj.mime_type:
+        out["mimeType"] = obj.mime_type
+    if obj.annotations is not None:
+        ann = obj.annotations.to_json(version)
+        if ann:
+            out["annotations"] = ann
+    if obj.icons and knows(version, "icons"):
+        out["icons"] = [icon.to_json() for icon in obj.icons]
+    if obj.meta and knows(version, "meta"):
+        out["_meta"] = obj.meta
+    return out
+
+
+@dataclass(slots=True)
+class Resource:
+    uri: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: Annotations | None = None
+    icons: tuple[Icon, ...] = ()
+    meta: dict[str, Any] | None = None
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        out = _common(self, {"uri": self.uri, "name": self.name}, version)
+        if self.size is not None and knows(version, "size"):
+            out["size"] = self.size
+        return out
+
+
+@dataclass(slots=True)
+class ResourceTemplate:
+    uri_template: str
+    name: str
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: Annotations | None = None
+    icons: tuple[Icon, ...] = ()
+    meta: dict[str, Any] | None = None
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        return _common(self, {"uriTemplate": self.uri_template, "name": self.name}, version)
+
+
+@dataclass(slots=True)
+class Contents:
+    """One item of a resources/read result: text or binary."""
+
+    uri: str
+    mime_type: str | None = None
+    text: str | None = None
+    blob: bytes | None = None
+    meta: dict[str, Any] | None = field(default=None)
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"uri": self.uri}
+        if self.mime_type:
+            out["mimeType"] = self.mime_type
+        if self.blob is not None:
+            out["blob"] = base64.b64encode(self.blob).decode("ascii")
+        else:
+            out["text"] = self.text if self.text is not None else ""
+        if self.meta and knows(version, "meta"):
+            out["_meta"] = self.meta
+        return out

@@ -1,0 +1,63 @@
+"""HTTP-level admission checks: Host and Origin (DNS rebinding), bearer token."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for localhost, 127.0.0.0/8 and ::1 (no port, brackets stripped)."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def split_host_header(value: str) -> str:
+    """Host header without its port."""
+    value = value.strip()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[: end + 1] if end > 0 else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def host_allowed(headers: Mapping[str, str], extra_hosts: Iterable[str] = ()) -> bool:
+    host = headers.get("host")
+    if not host:
+        return False
+    name = split_host_header(host)
+    return is_loopback_host(name) or name.lower() in {h.lower() for h in extra_hosts}
+
+
+def origin_allowed(headers: Mapping[str, str], extra_origins: Iterable[str] = ()) -> bool:
+    """No Origin (non-browser clients) is fine; a present one must be loopback or listed."""
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    if origin in set(extra_origins):
+        return True
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(parts.hostname)
+
+
+def token_valid(headers: Mapping[str, str], token: str) -> bool:
+    """Constant-time check of ``Authorization: Bearer <token>``."""
+    auth = headers.get("authorization", "")
+    scheme, _, given = auth.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())

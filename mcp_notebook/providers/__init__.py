@@ -1,0 +1,1 @@
+"""Resource providers: one module per kind of resource."""

@@ -1,0 +1,362 @@
+"""Kernel variables as resources: ``nb://vars`` (index) and ``nb://vars/{name}`` (one value).
+
+Change detection after each cell is O(number of names) with C-speed steps: the names list and
+the ``id()`` of every value are compared against the previous cell's; only names whose binding
+changed are looked at in Python. In-place mutation of a watched variable is caught by a cheap
+fingerprint (len/shape) or, failing that, by the hub's exact digest off the main thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, MutableMapping
+from datetime import datetime, timezone
+from itertools import compress
+from operator import ne
+from types import ModuleType
+from typing import Any
+
+from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
+from ..redact import NameFilter, contains_secret, mask_secrets
+from ..render import RenderTimeout, bounded_repr, call_guarded, type_name
+from ..uri import compile_template
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+
+PREFIX = "nb://vars"
+INDEX_URI = "nb://vars"
+VAR_TEMPLATE = "nb://vars/{name}"
+_INDEX = compile_template("nb://vars{?offset,limit}")
+_VAR = compile_template(VAR_TEMPLATE)
+_SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
+_ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
+_SECRET_SCAN_CHARS = 8192
+_JSON = "application/json"
+
+
+def var_uri(name: str) -> str:
+    return f"{PREFIX}/{name}"
+
+
+def cheap_shape(value: Any) -> tuple | int | None:
+    """len() of builtin containers or .shape of known array types; never runs user code."""
+    cls = type(value)
+    if cls in _SIZED_BUILTINS:
+        return len(value)
+    if cls.__module__.partition(".")[0] in _ARRAY_LIBS:
+        shape = getattr(value, "shape", None)
+        if isinstance(shape, tuple):
+            return shape
+    return None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class VariablesProvider(Provider):
+    """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
+
+    def __init__(
+        self,
+        user_ns: MutableMapping[str, Any],
+        hidden_ns: MutableMapping[str, Any],
+        name_filter: Callable[[], NameFilter],
+        limits: Any,
+    ):
+        self._ns = user_ns
+        self._hidden_ns = hidden_ns
+        self._filter = name_filter
+        self._limits = limits
+        self.user_hidden: set[str] = set()
+        self._keys: list[str] = []
+        self._ids: list[int] = []
+        self._exposed: dict[str, type] = {}
+        self._modified: dict[str, str] = {}
+        self._fingerprints: dict[str, Any] = {}
+        self.rebuild()
+
+    # -- exposure -----------------------------------------------------------------------
+    def _exposable(self, name: str, value: Any) -> bool:
+        if name.startswith("_") or name in self.user_hidden:
+            return False
+        if name in self._hidden_ns and self._hidden_ns[name] is value:
+            return False
+        if isinstance(value, ModuleType) or not self._filter().allowed(name):
+            return False
+        if type(value) is str and contains_secret(value[:_SECRET_SCAN_CHARS]):
+            return False
+        return True
+
+    def rebuild(self) -> None:
+        """Recompute everything from scratch (on load, and when hide/show rules change)."""
+        keys, ids = self._read_ns()
+        self._keys, self._ids = keys, ids
+        stamp = _now()
+        exposed = {}
+        for name in keys:
+            value = self._ns.get(name)
+            if self._exposable(name, value):
+                exposed[name] = type(value)
+                self._modified.setdefault(name, stamp)
+        self._exposed = exposed
+
+    def _read_ns(self) -> tuple[list[str], list[int]]:
+        for _ in range(5):  # another thread may resize the namespace while we copy it
+            try:
+                items = list(self._ns.items())
+            except RuntimeError:
+                continue
+            return [k for k, _ in items], list(map(id, (v for _, v in items)))
+        return list(self._keys), list(self._ids)
+
+    def exposed_names(self) -> list[str]:
+        return list(self._exposed)
+
+    def value(self, name: str) -> Any:
+        """The live value of an exposed variable, or ResourceNotFound."""
+        if name not in self._exposed:
+            raise ResourceNotFound(var_uri(name))
+        missing = object()
+        value = self._ns.get(name, missing)
+        if value is missing or not self._exposable(name, value):
+            raise ResourceNotFound(var_uri(name))
+        return value
+
+    # -- hot path -----------------------------------------------------------------------
+    def snapshot(self, watched: frozenset[str]) -> ChangeSet:
+        keys, ids = self._read_ns()
+        if keys == self._keys:
+            rebound = list(compress(keys, map(ne, ids, self._ids))) if ids != self._ids else []
+            removed: list[str] = []
+        else:
+            prev = dict(zip(self._keys, self._ids))
+            cur = dict(zip(keys, ids))
+            rebound = [k for k, _ in cur.items() - prev.items()]
+            removed = list(prev.keys() - cur.keys())
+        self._keys, self._ids = keys, ids
+        changes = ChangeSet()
+        if rebound or removed:
+            self._apply(rebound, removed, changes)
+        self._check_watched(watched, changes)
+        return changes
+
+    def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet) -> None:
+        exposed = dict(self._exposed)
+        stamp = _now()
+        touched = False
+        for name in removed:
+            if exposed.pop(name, None) is not None:
+                changes.list_changed = True
+                changes.updated.add(var_uri(name))
+                self._modified.pop(name, None)
+        for name in rebound:
+            value = self._ns.get(name)
+            if self._exposable(name, value):
+                if exposed.get(name) is not type(value):
+                    changes.list_changed = True
+                exposed[name] = type(value)
+                self._modified[name] = stamp
+                changes.updated.add(var_uri(name))
+                touched = True
+            elif exposed.pop(name, None) is not None:
+                changes.list_changed = True
+                changes.updated.add(var_uri(name))
+        if touched or changes.list_changed:
+            changes.updated.add(INDEX_URI)
+            self._exposed = exposed
+
+    def _check_watched(self, watched: frozenset[str], changes: ChangeSet) -> None:
+        prefix = PREFIX + "/"
+        for uri in watched:
+            if uri == INDEX_URI:
+                changes.maybe.add(uri)
+                continue
+            if not uri.startswith(prefix) or uri in changes.updated:
+                continue
+            name = uri[len(prefix) :]
+            if name not in self._exposed:
+                continue
+            fingerprint = cheap_shape(self._ns.get(name))
+            if self._fingerprints.get(name, fingerprint) != fingerprint:
+                changes.updated.add(uri)
+                changes.updated.add(INDEX_URI)
+                self._modified[name] = _now()
+            else:
+                changes.maybe.add(uri)
+            self._fingerprints[name] = fingerprint
+
+    def digest(self, uri: str) -> bytes | None:
+        try:
+            contents = self.read(uri)
+        except (ResourceNotFound, ResourceReadError, InvalidResourceParams):
+            return b"missing"
+        h = hashlib.blake2b(digest_size=16)
+        for item in contents:
+            h.update((item.text or "").encode("utf-8", "surrogatepass"))
+        return h.digest()
+
+    # -- listing ------------------------------------------------------------------------
+    def owns(self, uri: str) -> bool:
+        return uri == INDEX_URI or uri.startswith(PREFIX + "/") or uri.startswith(PREFIX + "?")
+
+    def list_resources(self) -> list[Resource]:
+        out = [
+            Resource(
+                uri=INDEX_URI,
+                name="vars",
+                title="Variables",
+                description="Index of the kernel's variables: name, type, shape or length. Start here.",
+                mime_type=_JSON,
+                annotations=Annotations(audience=("assistant",), priority=0.9),
+            )
+        ]
+        for name, cls in list(self._exposed.items()):
+            tname = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__.split('.')[0]}.{cls.__qualname__}"
+            out.append(
+                Resource(
+                    uri=var_uri(name),
+                    name=name,
+                    title=f"{name} ({tname})",
+                    description=f"Variable {name} of type {tname}",
+                    mime_type=_JSON,
+                    annotations=Annotations(last_modified=self._modified.get(name), priority=0.5),
+                )
+            )
+        return out
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        return [
+            ResourceTemplate(
+                uri_template=VAR_TEMPLATE,
+                name="variable",
+                title="Variable by name",
+                description="One variable: type, shape or length, and a bounded repr.",
+                mime_type=_JSON,
+            )
+        ]
+
+    def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        if template != VAR_TEMPLATE:
+            return None
+        if argument != "name":
+            return []
+        return rank_completions(list(self._exposed), value)
+
+    # -- reading ------------------------------------------------------------------------
+    def read(self, uri: str) -> list[Contents]:
+        params = _INDEX.match(uri)
+        if params is not None:
+            return [self._read_index(uri, params)]
+        params = _VAR.match(uri)
+        if params is None:
+            raise ResourceNotFound(uri)
+        return [self._read_var(uri, params["name"])]
+
+    def _read_index(self, uri: str, params: dict[str, str]) -> Contents:
+        unknown = set(params) - {"offset", "limit"}
+        if unknown:
+            raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {INDEX_URI}; use offset, limit")
+        offset = _int_param(params, "offset", 0)
+        limit = _int_param(params, "limit", 1000)
+        names = list(self._exposed)
+        rows = []
+        budget = self._limits.max_read_chars - 400
+        used = 0
+        end = offset
+        for name in names[offset : offset + limit]:
+            row = self._index_row(name)
+            used += len(json.dumps(row)) + 1
+            if used > budget and rows:
+                break
+            rows.append(row)
+            end += 1
+        doc: dict[str, Any] = {"count": len(names), "offset": offset, "variables": rows}
+        if end < len(names):
+            doc["truncated"] = True
+            doc["next"] = _INDEX.expand({"offset": end, "limit": limit})
+        return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False))
+
+    def _index_row(self, name: str) -> dict[str, Any]:
+        value = self._ns.get(name)
+        row: dict[str, Any] = {"name": name, "type": type_name(value), "uri": var_uri(name)}
+        shape = cheap_shape(value)
+        if isinstance(shape, tuple):
+            row["shape"] = list(shape)
+        elif shape is not None:
+            row["len"] = shape
+        dtype = getattr(value, "dtype", None) if isinstance(shape, tuple) else None
+        if dtype is not None:
+            row["dtype"] = str(dtype)
+        return row
+
+    def _read_var(self, uri: str, name: str) -> Contents:
+        value = self.value(name)
+        limits = self._limits
+        doc: dict[str, Any] = self._index_row(name)
+        try:
+            text, truncated = bounded_repr(value, max(200, limits.max_read_chars - 1000), limits.repr_timeout)
+        except RenderTimeout as exc:
+            raise ResourceReadError(f"repr({name}) did not finish: {exc}") from None
+        except Exception as exc:  # a raising __repr__ is the object's problem, not the server's
+            raise ResourceReadError(f"repr({name}) raised {type(exc).__name__}: {exc}") from None
+        doc["repr"] = mask_secrets(text)
+        if truncated:
+            doc["truncated"] = True
+        if callable(value) and not isinstance(value, type):
+            doc.update(_callable_info(value, limits.repr_timeout))
+        doc["modified"] = self._modified.get(name)
+        return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+
+    # -- hide/show ----------------------------------------------------------------------
+    def set_hidden(self, name: str, hidden: bool) -> None:
+        if hidden:
+            self.user_hidden.add(name)
+        else:
+            self.user_hidden.discard(name)
+        self.rebuild()
+
+
+def _int_param(params: dict[str, str], key: str, default: int) -> int:
+    raw = params.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidResourceParams(f"{key} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise InvalidResourceParams(f"{key} must not be negative, got {value}")
+    return value
+
+
+def _callable_info(value: Any, timeout: float) -> dict[str, Any]:
+    import inspect
+
+    def info() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        try:
+            out["signature"] = str(inspect.signature(value))
+        except (TypeError, ValueError):
+            pass
+        doc = inspect.getdoc(value)
+        if doc:
+            out["doc"] = doc[:2000]
+        return out
+
+    try:
+        return call_guarded(info, timeout)
+    except Exception:
+        return {}
+
+
+def rank_completions(candidates: list[str], prefix: str) -> list[str]:
+    """Prefix matches first (case-sensitive, then -insensitive), then substring matches."""
+    low = prefix.lower()
+    first = [c for c in candidates if c.startswith(prefix)]
+    seen = set(first)
+    second = [c for c in candidates if c not in seen and c.lower().startswith(low)]
+    seen.update(second)
+    third = [c for c in candidates if c not in seen and low in c.lower()]
+    return first + second + third
+

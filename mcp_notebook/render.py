@@ -1,0 +1,89 @@
+"""Bounded, guarded rendering of arbitrary Python values.
+
+User objects run their own code in ``__repr__`` (and ``__len__``): it can raise, hang, recurse,
+or return megabytes. Everything here is bounded in output size and, for code we do not know,
+in time: such calls run on a short-lived daemon thread and are abandoned after a timeout.
+"""
+
+from __future__ import annotations
+
+import reprlib
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Types whose repr is our own C code: fast, bounded by our limits, no user code.
+SAFE_SCALARS = (type(None), bool, int, float, complex, str, bytes, bytearray)
+_MAX_STUCK = 8
+_stuck = threading.BoundedSemaphore(_MAX_STUCK)
+
+
+class RenderTimeout(TimeoutError):
+    """User code did not return in time."""
+
+
+def call_guarded(fn: Callable[[], T], timeout: float) -> T:
+    """Run ``fn`` on a daemon thread; raise RenderTimeout if it does not finish in time.
+
+    A call that never returns keeps its thread (it cannot be killed); at most a few such
+    threads are allowed before further guarded calls are refused outright.
+    """
+    if not _stuck.acquire(blocking=False):
+        raise RenderTimeout("too many earlier renderings are still stuck in user code")
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+            box["error"] = exc
+        finally:
+            done.set()
+            _stuck.release()
+
+    threading.Thread(target=run, name="mcp-notebook-render", daemon=True).start()
+    if not done.wait(timeout):
+        raise RenderTimeout(f"user code did not return within {timeout:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class _BoundedRepr(reprlib.Repr):
+    def __init__(self, max_chars: int):
+        super().__init__()
+        self.maxlevel = 4
+        self.maxlist = self.maxtuple = self.maxset = self.maxfrozenset = self.maxdeque = 50
+        self.maxdict = 50
+        self.maxstring = max_chars
+        self.maxlong = 400
+        self.maxother = max_chars
+
+    def repr_instance(self, obj: Any, level: int) -> str:
+        text = repr(obj)
+        return text if len(text) <= self.maxother else text[: self.maxother] + "…"
+
+
+def bounded_repr(value: Any, max_chars: int, timeout: float) -> tuple[str, bool]:
+    """repr() of ``value`` cut to ``max_chars``; returns (text, truncated)."""
+    if type(value) in SAFE_SCALARS and not isinstance(value, (str, bytes, bytearray)):
+        text = repr(value)
+    elif isinstance(value, str) and type(value) is str:
+        text = repr(value[: max_chars + 1])
+    else:
+        text = call_guarded(lambda: _BoundedRepr(max_chars).repr(value), timeout)
+    if len(text) > max_chars:
+        return text[:max_chars], True
+    return text, False
+
+
+def type_name(value: Any) -> str:
+    """Qualified type name: ``pandas.core.frame.DataFrame`` becomes ``pandas.DataFrame``."""
+    cls = type(value)
+    module = cls.__module__ or ""
+    if module == "builtins":
+        return cls.__qualname__
+    return f"{module.split('.')[0]}.{cls.__qualname__}"

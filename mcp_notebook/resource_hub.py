@@ -1,0 +1,194 @@
+"""The hub: provider registry, URI routing, watched URIs, and change fan-out.
+
+Usable in-process without any transport. Thread model: reads may come from any thread;
+``after_cell`` runs on the kernel's main thread and stays O(number of names); exact change
+checks for watched resources run on the hub's own worker thread. Listeners are called from
+whichever thread detected the change and must hand work to their own thread themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from .protocol.models import Contents, Resource, ResourceTemplate
+from .providers.base import ChangeSet, Provider, ResourceNotFound
+
+log = logging.getLogger(__name__)
+
+LIST_CHANGED = "list_changed"
+UPDATED = "updated"
+Listener = Callable[[str, tuple[str, ...]], None]
+
+
+class Hub:
+    """Routes URIs to providers and tells listeners what changed."""
+
+    def __init__(self, providers: Iterable[Provider] = ()):
+        self._providers: list[Provider] = list(providers)
+        self._listeners: list[Listener] = []
+        self._watched: Counter[str] = Counter()
+        self._digests: dict[str, bytes | None] = {}
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self.cells_seen = 0
+
+    # -- registry -----------------------------------------------------------------------
+    def add_provider(self, provider: Provider) -> None:
+        self._providers.append(provider)
+
+    def provider_for(self, uri: str) -> Provider:
+        for provider in self._providers:
+            if provider.owns(uri):
+                return provider
+        raise ResourceNotFound(uri)
+
+    def list_resources(self) -> list[Resource]:
+        out: list[Resource] = []
+        for provider in self._providers:
+            out.extend(provider.list_resources())
+        return out
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        out: list[ResourceTemplate] = []
+        for provider in self._providers:
+            out.extend(provider.list_templates())
+        return out
+
+    def read(self, uri: str) -> list[Contents]:
+        return self.provider_for(uri).read(uri)
+
+    def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        """Completion values, or None when no provider knows the template."""
+        for provider in self._providers:
+            values = provider.complete(template, argument, value, context)
+            if values is not None:
+                return values
+        return None
+
+    # -- listeners and watched URIs -----------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def watch(self, uri: str) -> None:
+        """Count one more watcher of ``uri``; the first one records a baseline digest."""
+        with self._lock:
+            self._watched[uri] += 1
+            first = self._watched[uri] == 1
+        if first:
+            self._submit(lambda: self._record_digest(uri))
+
+    def unwatch(self, uri: str) -> None:
+        with self._lock:
+            if self._watched[uri] <= 1:
+                self._watched.pop(uri, None)
+                self._digests.pop(uri, None)
+            else:
+                self._watched[uri] -= 1
+
+    def watched(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._watched)
+
+    # -- change detection ---------------------------------------------------------------
+    def after_cell(self) -> None:
+        """Main thread, after each cell: cheap snapshots, then exact checks off-thread."""
+        self.cells_seen += 1
+        watched = self.watched()
+        total = ChangeSet()
+        for provider in self._providers:
+            try:
+                changes = provider.snapshot(watched)
+            except Exception:  # a provider must never break the user's cell
+                log.exception("snapshot of %r failed", provider)
+                continue
+            total.list_changed |= changes.list_changed
+            total.updated |= changes.updated
+            total.maybe |= changes.maybe
+        if total.list_changed:
+            self._emit(LIST_CHANGED, ())
+        updated = tuple(sorted(total.updated & watched))
+        if updated:
+            self._emit(UPDATED, updated)
+        recheck = (total.maybe & watched) - total.updated
+        if updated or recheck:
+            self._submit(lambda: self._exact_check(updated, recheck))
+
+    def changed(self, uris: Iterable[str] = (), list_changed: bool = False) -> None:
+        """Report changes from outside a cell (custom resources, settings)."""
+        if list_changed:
+            self._emit(LIST_CHANGED, ())
+        watched = self.watched()
+        updated = tuple(sorted(set(uris) & watched))
+        if updated:
+            self._emit(UPDATED, updated)
+            self._submit(lambda: self._exact_check(updated, set()))
+
+    def _exact_check(self, refresh: tuple[str, ...], recheck: set[str]) -> None:
+        for uri in refresh:
+            self._record_digest(uri)
+        changed = []
+        for uri in sorted(recheck):
+            before = self._digests.get(uri)
+            after = self._digest(uri)
+            if after != before:
+                self._digests[uri] = after
+                changed.append(uri)
+        if changed:
+            self._emit(UPDATED, tuple(changed))
+
+    def _record_digest(self, uri: str) -> None:
+        if uri in self._watched:
+            self._digests[uri] = self._digest(uri)
+
+    def _digest(self, uri: str) -> bytes | None:
+        try:
+            return self.provider_for(uri).digest(uri)
+        except Exception:
+            return None
+
+    def _emit(self, kind: str, uris: tuple[str, ...]) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(kind, uris)
+            except Exception:
+                log.exception("hub listener failed")
+
+    # -- worker -------------------------------------------------------------------------
+    def _submit(self, job: Callable[[], None]) -> None:
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._run_jobs, name="mcp-notebook-hub", daemon=True)
+            self._worker.start()
+        self._jobs.put(job)
+
+    def _run_jobs(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:
+                log.exception("hub job failed")
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Wait until queued exact checks have run (tests and widgets use this)."""
+        done = threading.Event()
+        self._submit(done.set)
+        return done.wait(timeout)
+
+    def close(self) -> None:
+        """Stop the worker; listeners are dropped."""
+        self._listeners.clear()
+        if self._worker is not None and self._worker.is_alive():
+            self._jobs.put(None)
+            self._worker.join(timeout=2)
+        self._worker = None

@@ -1,0 +1,1 @@
+"""Transports: Streamable HTTP (tornado, in a daemon thread)."""
