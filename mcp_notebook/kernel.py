@@ -14,13 +14,13 @@ from typing import Any
 
 from . import __version__
 from .config import MCPHub
-from .resource_hub import Hub
 from .protocol.server import McpServer, ServerSettings
 from .protocol.versions import ALL_VERSIONS
 from .providers.custom import CustomProvider
 from .providers.kernel import KernelProvider
 from .providers.variables import VariablesProvider
 from .redact import NameFilter
+from .resource_hub import Hub
 from .runtime import remove_runtime_file, write_runtime_file
 from .transport.http import HttpTransport
 
@@ -190,4 +190,3 @@ def notebook_path(shell: Any) -> str | None:
         if isinstance(candidate, str) and candidate:
             return candidate
     return None
-

@@ -8,9 +8,27 @@ from collections.abc import Iterable
 # A name is secret-looking when one of its words (split at _, -, digits and camelCase) is one
 # of these, or when it contains one of the compound forms (``openaiapikey``, ``dbPassword``).
 DEFAULT_SECRET_WORDS: tuple[str, ...] = (
-    "key", "keys", "apikey", "token", "tokens", "secret", "secrets", "password", "passwords",
-    "passwd", "pwd", "passphrase", "credential", "credentials", "creds", "auth", "bearer",
-    "cookie", "cookies", "privatekey", "signature",
+    "key",
+    "keys",
+    "apikey",
+    "token",
+    "tokens",
+    "secret",
+    "secrets",
+    "password",
+    "passwords",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "credential",
+    "credentials",
+    "creds",
+    "auth",
+    "bearer",
+    "cookie",
+    "cookies",
+    "privatekey",
+    "signature",
 )
 _COMPOUNDS = ("apikey", "secret", "password", "passwd", "credential", "privatekey", "accesskey", "authtoken")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")

@@ -38,7 +38,7 @@ def call_guarded(fn: Callable[[], T], timeout: float) -> T:
     def run() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+        except BaseException as exc:
             box["error"] = exc
         finally:
             done.set()

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..resource_hub import LIST_CHANGED, UPDATED, Hub
 from ..providers.base import InvalidResourceParams, ResourceNotFound, ResourceReadError
+from ..resource_hub import LIST_CHANGED, UPDATED, Hub
 from . import jsonrpc as rpc
 from .jsonrpc import RpcError
 from .security import host_allowed, origin_allowed, token_valid
@@ -182,7 +182,9 @@ class McpServer:
             return self._status(403, "Forbidden: Origin is not allowed")
         if s.require_token and not token_valid(headers, s.token):
             return self._status(
-                401, "Unauthorized: send 'Authorization: Bearer <token>'", {"WWW-Authenticate": 'Bearer realm="mcp-notebook"'}
+                401,
+                "Unauthorized: send 'Authorization: Bearer <token>'",
+                {"WWW-Authenticate": 'Bearer realm="mcp-notebook"'},
             )
         return None
 
@@ -236,17 +238,27 @@ class McpServer:
             return HttpReply.error(RpcError(rpc.INVALID_REQUEST, "Invalid Request: empty batch", status=400))
         if len(items) > self.settings.max_batch:
             return HttpReply.error(
-                RpcError(rpc.INVALID_REQUEST, f"Invalid Request: batch of {len(items)} exceeds {self.settings.max_batch}", status=400)
+                RpcError(
+                    rpc.INVALID_REQUEST,
+                    f"Invalid Request: batch of {len(items)} exceeds {self.settings.max_batch}",
+                    status=400,
+                )
             )
         if any(isinstance(i, dict) and i.get("method") == "initialize" for i in items):
-            return HttpReply.error(RpcError(rpc.INVALID_REQUEST, "Invalid Request: initialize must not be batched", status=400))
+            return HttpReply.error(
+                RpcError(rpc.INVALID_REQUEST, "Invalid Request: initialize must not be batched", status=400)
+            )
         session, problem = self._session_of(req.headers)
         if problem is not None:
             return problem
         assert session is not None
         if not allows_batch(session.version):
             return HttpReply.error(
-                RpcError(rpc.INVALID_REQUEST, f"Invalid Request: JSON-RPC batches are not part of MCP {session.version}", status=400)
+                RpcError(
+                    rpc.INVALID_REQUEST,
+                    f"Invalid Request: JSON-RPC batches are not part of MCP {session.version}",
+                    status=400,
+                )
             )
         replies = []
         ctx = Ctx(session.version, session, headers=req.headers)
@@ -342,7 +354,9 @@ class McpServer:
     # -- GET stream ---------------------------------------------------------------------------
     def _get(self, req: HttpRequest) -> HttpReply:
         if "mcp-session-id" not in req.headers:
-            return self._status(405, "Method not allowed: GET opens the stream of a handshake-era session", {"Allow": "POST"})
+            return self._status(
+                405, "Method not allowed: GET opens the stream of a handshake-era session", {"Allow": "POST"}
+            )
         accept = req.headers.get("accept", "")
         if "text/event-stream" not in accept and "*/*" not in accept:
             return self._status(406, "Not Acceptable: GET needs 'Accept: text/event-stream'")
@@ -622,7 +636,9 @@ class McpServer:
             elif kind == UPDATED:
                 for uri in uris:
                     if uri in listen.uris:
-                        listen.stream.push(rpc.notification("notifications/resources/updated", {"_meta": meta, "uri": uri}))
+                        listen.stream.push(
+                            rpc.notification("notifications/resources/updated", {"_meta": meta, "uri": uri})
+                        )
 
     @staticmethod
     def _send(session: Session, message: dict[str, Any]) -> None:
@@ -638,7 +654,9 @@ class McpServer:
             sessions = list(self._sessions.values())
         for session in sessions:
             if session.log_level is not None and rank >= LOG_LEVELS.index(session.log_level):
-                self._send(session, rpc.notification("notifications/message", {"level": level, "logger": logger, "data": data}))
+                self._send(
+                    session, rpc.notification("notifications/message", {"level": level, "logger": logger, "data": data})
+                )
 
     # == introspection and shutdown ===============================================================
     def sessions(self) -> list[Session]:

@@ -194,7 +194,7 @@ def make_registration(
     timeout: float = 10.0,
 ) -> Registration:
     """Validate decorator arguments into a Registration (clear errors for bad input)."""
-    if not isinstance(uri, str) or "://" not in uri and ":" not in uri:
+    if not isinstance(uri, str) or ("://" not in uri and ":" not in uri):
         raise ValueError(f"resource URI must be absolute (scheme:...), got {uri!r}")
     if isinstance(annotations, dict):
         annotations = Annotations(
@@ -203,7 +203,9 @@ def make_registration(
             last_modified=annotations.get("lastModified") or annotations.get("last_modified"),
         )
     icon_objs = tuple(
-        i if isinstance(i, Icon) else Icon(src=i["src"], mime_type=i.get("mimeType"), sizes=tuple(i.get("sizes") or ()) or None)
+        i
+        if isinstance(i, Icon)
+        else Icon(src=i["src"], mime_type=i.get("mimeType"), sizes=tuple(i.get("sizes") or ()) or None)
         for i in icons
     )
     doc = inspect.getdoc(fn)

@@ -212,7 +212,11 @@ class VariablesProvider(Provider):
             )
         ]
         for name, cls in list(self._exposed.items()):
-            tname = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__.split('.')[0]}.{cls.__qualname__}"
+            tname = (
+                cls.__qualname__
+                if cls.__module__ == "builtins"
+                else f"{cls.__module__.split('.')[0]}.{cls.__qualname__}"
+            )
             out.append(
                 Resource(
                     uri=var_uri(name),
@@ -359,4 +363,3 @@ def rank_completions(candidates: list[str], prefix: str) -> list[str]:
     seen.update(second)
     third = [c for c in candidates if c not in seen and low in c.lower()]
     return first + second + third
-

@@ -49,8 +49,16 @@ class _McpHandler(tornado.web.RequestHandler):
         headers = {k.lower(): v for k, v in self.request.headers.get_all()}
         limit = self.transport.max_body_bytes
         if len(self.request.body) > limit:
-            self._send(HttpReply.json({"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32600, "message": f"Payload too large: the limit is {limit} bytes"}}, 413))
+            self._send(
+                HttpReply.json(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": None,
+                        "error": {"code": -32600, "message": f"Payload too large: the limit is {limit} bytes"},
+                    },
+                    413,
+                )
+            )
             return None
         return HttpRequest(self.request.method or "", headers, self.request.body)
 
@@ -122,8 +130,9 @@ class _McpHandler(tornado.web.RequestHandler):
                     return
                 waiter = asyncio.ensure_future(ready.wait())
                 gone = asyncio.ensure_future(self._gone.wait())
-                done, pending = await asyncio.wait({waiter, gone}, timeout=KEEPALIVE_SECONDS,
-                                                   return_when=asyncio.FIRST_COMPLETED)
+                done, pending = await asyncio.wait(
+                    {waiter, gone}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                )
                 for task in pending:
                     task.cancel()
                 ready.clear()
@@ -142,8 +151,9 @@ class HttpTransport:
         self.max_body_bytes = max_body_bytes
         self.streams: set[Stream] = set()
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
-        self._sockets = tornado.netutil.bind_sockets(port, address=host, family=socket.AF_INET
-                                                     if ":" not in host else socket.AF_INET6)
+        self._sockets = tornado.netutil.bind_sockets(
+            port, address=host, family=socket.AF_INET if ":" not in host else socket.AF_INET6
+        )
         self.host = host
         self.port = self._sockets[0].getsockname()[1]
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -171,9 +181,7 @@ class HttpTransport:
         asyncio.set_event_loop(loop)
         try:
             # No access log: the server thread must never write into the user's cell output.
-            app = tornado.web.Application(
-                [(PATH, _McpHandler, {"transport": self})], log_function=lambda handler: None
-            )
+            app = tornado.web.Application([(PATH, _McpHandler, {"transport": self})], log_function=lambda handler: None)
             self._server = tornado.httpserver.HTTPServer(
                 app,
                 max_body_size=max(self.max_body_bytes * 4, 1 << 20),
@@ -223,4 +231,3 @@ class HttpTransport:
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
-
