@@ -130,8 +130,8 @@ class VariablesProvider(Provider):
             rebound = list(compress(keys, map(ne, ids, self._ids))) if ids != self._ids else []
             removed: list[str] = []
         else:
-            prev = dict(zip(self._keys, self._ids))
-            cur = dict(zip(keys, ids))
+            prev = dict(zip(self._keys, self._ids, strict=True))
+            cur = dict(zip(keys, ids, strict=True))
             rebound = [k for k, _ in cur.items() - prev.items()]
             removed = list(prev.keys() - cur.keys())
         self._keys, self._ids = keys, ids
