@@ -143,6 +143,7 @@ class KernelHub:
             protocol_versions=list(ALL_VERSIONS),
             started_at=self.started_at,
             server_version=__version__,
+            runtime_file=str(self.runtime_file) if self.runtime_file else None,
         )
 
     def summary(self) -> dict[str, Any]:

@@ -79,12 +79,16 @@ class Hub:
             self._listeners.remove(listener)
 
     def watch(self, uri: str) -> None:
-        """Count one more watcher of ``uri``; the first one records a baseline digest."""
+        """Count one more watcher of ``uri``; the first one records a baseline digest.
+
+        The baseline is taken right here (on the caller's thread, a request or widget), so that a
+        change made by the very next cell is measured against the state the watcher saw.
+        """
         with self._lock:
             self._watched[uri] += 1
             first = self._watched[uri] == 1
         if first:
-            self._submit(lambda: self._record_digest(uri))
+            self._record_digest(uri)
 
     def unwatch(self, uri: str) -> None:
         with self._lock:

@@ -61,7 +61,7 @@ def parse_body(body: bytes) -> Any:
     """Decode a request body as JSON, or raise a parse error."""
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise RpcError(PARSE_ERROR, f"Parse error: {exc}", status=400) from None
 
 

@@ -1,0 +1,112 @@
+"""``mcp-notebook demo``: a real kernel with the extension and sample data, serving until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.request
+from typing import Any
+
+SAMPLE_CELLS = [
+    "%load_ext mcp_notebook",
+    # Sample data: uses pandas/numpy when installed, plain Python otherwise.
+    """\
+import random
+random.seed(7)
+cities = ["Lisbon", "Oslo", "Nairobi", "Lima", "Osaka"]
+readings = [{"city": random.choice(cities), "day": d, "temp_c": round(random.uniform(-5, 35), 1)} for d in range(200)]
+try:
+    import pandas as pd
+    weather = pd.DataFrame(readings)
+except ImportError:
+    weather = readings
+summary = {c: sum(r["temp_c"] for r in readings if r["city"] == c) for c in cities}
+notes = "Sample session started by `mcp-notebook demo`."
+""",
+    """\
+import mcp_notebook
+
+@mcp_notebook.resource("demo://greeting/{who}", description="A greeting for anyone")
+def greeting(who: str) -> str:
+    return f"Hello, {who}, from the kernel!"
+""",
+    "print(f'{len(readings)} readings from {len(cities)} cities')",
+]
+
+
+def _rpc(url: str, token: str | None, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    """One stateless (2026-07-28) request with the standard library."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+    }
+    if name:
+        headers["Mcp-Name"] = name
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def run_demo(seconds: float | None = None) -> int:
+    """Start the kernel, load sample data, show a first exchange, serve until Ctrl-C or ``seconds``."""
+    from jupyter_client.manager import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.kernel_spec.argv[0] = sys.executable
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        for code in SAMPLE_CELLS:
+            reply = kc.execute_interactive(code, timeout=60, output_hook=lambda msg: None)
+            if reply["content"]["status"] != "ok":
+                print(f"demo cell failed: {reply['content'].get('evalue')}", file=sys.stderr)
+                return 1
+        info = _kernel_info(kc)
+        url, token = info["url"], info["token"]
+        listed = _rpc(url, token, "resources/list", {})["result"]["resources"]
+        read = _rpc(url, token, "resources/read", {"uri": "nb://vars"}, name="nb://vars")["result"]
+        index = json.loads(read["contents"][0]["text"])
+        print("mcp-notebook demo: a kernel with sample data is serving MCP resources.\n")
+        print(f"  endpoint   {url}")
+        print(f"  token      in {info.get('runtime_file')} (mode 0600; never printed)")
+        print(f"  resources  {len(listed)}: " + ", ".join(r["uri"] for r in listed[:8]))
+        print("  variables  " + ", ".join(f"{v['name']} ({v['type']})" for v in index["variables"]))
+        print("\nConnect a client with the header 'Authorization: Bearer <token>', or see README.md.")
+        print("Press Ctrl-C to stop." if seconds is None else f"Serving for {seconds:g} s.")
+        sys.stdout.flush()
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
+            if not km.is_alive():
+                print("the demo kernel died", file=sys.stderr)
+                return 1
+    except KeyboardInterrupt:
+        print("\nstopping")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=False)
+    return 0
+
+
+def _kernel_info(kc: Any) -> dict[str, Any]:
+    lines: list[str] = []
+
+    def hook(msg: dict[str, Any]) -> None:
+        if msg["msg_type"] == "stream":
+            lines.append(msg["content"]["text"])
+
+    code = "import json as _j, mcp_notebook as _m; print(_j.dumps(dict(_m.connection_info())))"
+    kc.execute_interactive(code, timeout=30, output_hook=hook)
+    return json.loads("".join(lines).strip().splitlines()[-1])
