@@ -349,3 +349,56 @@ def test_token_origin_and_host_checks():
     assert server.handle(req(body, host="evil.example.com")).status == 403
     assert server.handle(req(body, host="localhost:8888", origin="http://localhost:3000")).status == 200
     assert server.handle(req(body, host="[::1]:8888")).status == 200
+
+
+# -- logging ------------------------------------------------------------------------------------
+def _sse_messages(reply) -> list[dict[str, Any]]:
+    return [json.loads(e.split(b"data: ", 1)[1]) for e in reply.stream.drain()]
+
+
+def test_per_request_log_level_puts_logs_on_the_response_stream():
+    server, ns, hub = make_server()
+
+    class Boom:
+        def __repr__(self):
+            raise RuntimeError("bad repr")
+
+    ns["boom"] = Boom()
+    hub.after_cell()
+    accept = "application/json, text/event-stream"
+    meta = {**META, "io.modelcontextprotocol/logLevel": "warning"}
+    body = rpc("resources/read", {"uri": "nb://vars/boom", "_meta": meta})
+    headers = {"mcp_protocol_version": MODERN, "mcp_method": "resources/read", "mcp_name": "nb://vars/boom"}
+    reply = server.handle(req(body, accept=accept, **headers))
+    messages = _sse_messages(reply)
+    assert messages[0]["method"] == "notifications/message" and messages[0]["params"]["level"] == "error"
+    assert messages[-1]["error"]["code"] == -32603 and reply.stream.closed
+    # Without a log level: plain JSON, no log messages.
+    plain = server.handle(
+        req(rpc("resources/read", {"uri": "nb://vars/boom", "_meta": META}), accept=accept, **headers)
+    )
+    assert plain.stream is None and json.loads(plain.body)["error"]["code"] == -32603
+    bad = server.handle(
+        req(
+            rpc("resources/list", {"_meta": {**META, "io.modelcontextprotocol/logLevel": "loud"}}),
+            mcp_protocol_version=MODERN,
+            mcp_method="resources/list",
+        )
+    )
+    assert bad.status == 400
+
+
+def test_session_log_level_applies_to_its_requests():
+    server, _, _ = make_server()
+    sid = open_session(server)
+    call(server, sid, "logging/setLevel", {"level": "info"})
+    reply = server.handle(
+        req(
+            rpc("resources/subscribe", {"uri": "nb://vars/later"}),
+            mcp_session_id=sid,
+            accept="application/json, text/event-stream",
+        )
+    )
+    messages = _sse_messages(reply)
+    assert messages[0]["params"]["level"] == "info" and "does not exist yet" in messages[0]["params"]["data"]["message"]
+    assert messages[-1]["result"] == {}

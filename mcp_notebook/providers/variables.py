@@ -102,12 +102,16 @@ class VariablesProvider(Provider):
         self._exposed = exposed
 
     def _read_ns(self) -> tuple[list[str], list[int]]:
-        for _ in range(5):  # another thread may resize the namespace while we copy it
+        """Names and value ids, both built in C (no per-item Python code, no tuples for the GC)."""
+        ns = self._ns
+        for _ in range(5):  # another thread may resize the namespace between the two copies
             try:
-                items = list(self._ns.items())
+                keys = list(ns)
+                ids = list(map(id, ns.values()))
             except RuntimeError:
                 continue
-            return [k for k, _ in items], list(map(id, (v for _, v in items)))
+            if len(keys) == len(ids):
+                return keys, ids
         return list(self._keys), list(self._ids)
 
     def exposed_names(self) -> list[str]:
@@ -126,11 +130,18 @@ class VariablesProvider(Provider):
     # -- hot path -----------------------------------------------------------------------
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         keys, ids = self._read_ns()
-        if keys == self._keys:
-            rebound = list(compress(keys, map(ne, ids, self._ids))) if ids != self._ids else []
-            removed: list[str] = []
+        prev_keys, prev_ids = self._keys, self._ids
+        n = len(prev_keys)
+        removed: list[str] = []
+        if keys == prev_keys:
+            rebound = list(compress(keys, map(ne, ids, prev_ids))) if ids != prev_ids else []
+        elif len(keys) > n and keys[:n] == prev_keys:
+            # The usual case: the cell only added names, which dicts keep at the end.
+            head = ids[:n]
+            rebound = list(compress(keys, map(ne, head, prev_ids))) if head != prev_ids else []
+            rebound += keys[n:]
         else:
-            prev = dict(zip(self._keys, self._ids, strict=True))
+            prev = dict(zip(prev_keys, prev_ids, strict=True))
             cur = dict(zip(keys, ids, strict=True))
             rebound = [k for k, _ in cur.items() - prev.items()]
             removed = list(prev.keys() - cur.keys())
@@ -138,11 +149,13 @@ class VariablesProvider(Provider):
         changes = ChangeSet()
         if rebound or removed:
             self._apply(rebound, removed, changes)
-        self._check_watched(watched, changes)
+        if watched:
+            self._check_watched(watched, changes)
         return changes
 
     def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet) -> None:
-        exposed = dict(self._exposed)
+        # In-place updates are safe: readers on other threads copy with one C-level list()/dict().
+        exposed = self._exposed
         stamp = _now()
         touched = False
         for name in removed:
@@ -150,6 +163,7 @@ class VariablesProvider(Provider):
                 changes.list_changed = True
                 changes.updated.add(var_uri(name))
                 self._modified.pop(name, None)
+                self._fingerprints.pop(name, None)
         for name in rebound:
             value = self._ns.get(name)
             if self._exposable(name, value):
@@ -164,7 +178,6 @@ class VariablesProvider(Provider):
                 changes.updated.add(var_uri(name))
         if touched or changes.list_changed:
             changes.updated.add(INDEX_URI)
-            self._exposed = exposed
 
     def _check_watched(self, watched: frozenset[str], changes: ChangeSet) -> None:
         prefix = PREFIX + "/"
