@@ -26,6 +26,7 @@ from . import jsonrpc as rpc
 from .jsonrpc import RpcError
 from .security import host_allowed, origin_allowed, token_valid
 from .streams import Stream
+from .tools import Tools
 from .versions import (
     ALL_VERSIONS,
     HANDSHAKE_VERSIONS,
@@ -117,10 +118,24 @@ class Ctx:
     session: Session | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    logs: list[tuple[str, Any]] = field(default_factory=list)
 
     @property
     def modern(self) -> bool:
         return self.session is None
+
+    @property
+    def log_level(self) -> str | None:
+        """The threshold for this request: per request (_meta) or per session (logging/setLevel)."""
+        if self.session is not None:
+            return self.session.log_level
+        return self.meta.get(META_LOG_LEVEL)
+
+    def log(self, level: str, data: Any) -> None:
+        """Queue a log message for this request's own response stream, if the client asked for logs."""
+        threshold = self.log_level
+        if threshold is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold):
+            self.logs.append((level, data))
 
 
 class McpServer:
@@ -134,7 +149,9 @@ class McpServer:
         self._lock = threading.RLock()
         self.closed = False
         self.on_activity: Callable[[], None] | None = None
+        self.activity_listeners: list[Callable[[], None]] = []  # e.g. widgets; called like on_activity
         hub.add_listener(self.on_hub_event)
+        self.tools = Tools(hub, settings.page_size)
         self._handshake: dict[str, Callable[[Ctx, dict[str, Any]], dict[str, Any]]] = {
             "ping": self._ping,
             "logging/setLevel": self._set_level,
@@ -144,6 +161,8 @@ class McpServer:
             "resources/subscribe": self._subscribe,
             "resources/unsubscribe": self._unsubscribe,
             "completion/complete": self._complete,
+            "tools/list": self.tools.list_tools,
+            "tools/call": self.tools.call_tool,
         }
         self._modern: dict[str, Callable[[Ctx, dict[str, Any]], dict[str, Any]]] = {
             "server/discover": self._discover,
@@ -151,8 +170,16 @@ class McpServer:
             "resources/templates/list": self._templates,
             "resources/read": self._read,
             "completion/complete": self._complete,
+            "tools/list": self.tools.list_tools,
+            "tools/call": self.tools.call_tool,
         }
-        self._cacheable = {"server/discover", "resources/list", "resources/templates/list", "resources/read"}
+        self._cacheable = {
+            "server/discover",
+            "resources/list",
+            "resources/templates/list",
+            "resources/read",
+            "tools/list",
+        }
 
     # == entry point =========================================================================
     def handle(self, req: HttpRequest) -> HttpReply:
@@ -230,8 +257,8 @@ class McpServer:
         if msg.is_response or msg.is_notification:
             self._notification(session, msg)
             return HttpReply(202)
-        reply = self._dispatch(Ctx(session.version, session, headers=req.headers), msg)
-        return HttpReply.json(reply, headers={"Mcp-Session-Id": session.id})
+        ctx = Ctx(session.version, session, headers=req.headers)
+        return self._answer(ctx, self._dispatch(ctx, msg), {"Mcp-Session-Id": session.id})
 
     def _batch(self, req: HttpRequest, items: list[Any]) -> HttpReply:
         if not items:
@@ -402,13 +429,20 @@ class McpServer:
         if msg.method not in self._modern:
             err = RpcError(rpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
             return HttpReply.json(rpc.error(msg.id, err), 404)
-        return HttpReply.json(self._dispatch(ctx, msg))
+        return self._answer(ctx, self._dispatch(ctx, msg))
 
     def _modern_ctx(self, headers: dict[str, str], msg: rpc.Message) -> Ctx:
         meta = msg.params.get("_meta")
         if not isinstance(meta, dict) or META_VERSION not in meta:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] is required", status=400)
         version = meta[META_VERSION]
+        header_version = headers.get("mcp-protocol-version")
+        if header_version is not None and header_version != version:  # a mismatch wins over an unsupported version
+            raise RpcError(
+                rpc.HEADER_MISMATCH,
+                f"Header mismatch: MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}",
+                status=400,
+            )
         if version not in MODERN_VERSIONS:
             raise RpcError(
                 rpc.UNSUPPORTED_VERSION,
@@ -435,10 +469,11 @@ class McpServer:
             raise mismatch(f"MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}")
         if headers.get("mcp-method") != msg.method:
             raise mismatch(f"Mcp-Method {headers.get('mcp-method')!r} must equal the method {msg.method!r}")
-        if msg.method == "resources/read":
+        named = {"resources/read": "uri", "tools/call": "name"}.get(msg.method or "")
+        if named is not None:
             name = headers.get("mcp-name")
-            if name is None or decode_header_value(name) != msg.params.get("uri"):
-                raise mismatch(f"Mcp-Name {name!r} must equal params.uri")
+            if name is None or decode_header_value(name) != msg.params.get(named):
+                raise mismatch(f"Mcp-Name {name!r} must equal params.{named}")
 
     def _listen(self, ctx: Ctx, msg: rpc.Message) -> HttpReply:
         wanted = msg.params.get("notifications")
@@ -489,6 +524,7 @@ class McpServer:
         except InvalidResourceParams as exc:
             return rpc.error(msg.id, RpcError(rpc.INVALID_PARAMS, f"Invalid params: {exc}"))
         except ResourceReadError as exc:
+            ctx.log("error", {"message": str(exc), "method": msg.method})
             return rpc.error(msg.id, RpcError(rpc.INTERNAL_ERROR, str(exc)))
         except Exception as exc:
             log.exception("%s failed", msg.method)
@@ -500,6 +536,17 @@ class McpServer:
                 value.setdefault("ttlMs", 0)
                 value.setdefault("cacheScope", "private")
         return rpc.result(msg.id, value)
+
+    @staticmethod
+    def _answer(ctx: Ctx, reply: dict[str, Any], headers: dict[str, str] | None = None) -> HttpReply:
+        """JSON, or an SSE response carrying this request's log messages before its result."""
+        if not ctx.logs or "text/event-stream" not in ctx.headers.get("accept", ""):
+            return HttpReply.json(reply, headers=headers)
+        stream = Stream("response")
+        for level, data in ctx.logs:
+            stream.push(rpc.notification("notifications/message", {"level": level, "logger": "mcp-notebook", "data": data}))
+        stream.close(reply)
+        return HttpReply(200, headers=dict(headers or {}), stream=stream)
 
     # -- methods ------------------------------------------------------------------------------
     def _ping(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
@@ -548,6 +595,13 @@ class McpServer:
     def _subscribe(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         uri = _uri_param(params)
         self.hub.provider_for(uri)  # ResourceNotFound for URIs nothing serves
+        if ctx.log_level is not None:  # only pay for the existence check when someone listens
+            try:
+                self.hub.read(uri)
+            except ResourceNotFound:
+                ctx.log("info", {"message": f"{uri} does not exist yet; an update follows when it appears", "uri": uri})
+            except Exception:
+                pass
         assert ctx.session is not None
         with self._lock:
             new = uri not in ctx.session.subscriptions
@@ -599,6 +653,7 @@ class McpServer:
     # -- descriptors ----------------------------------------------------------------------------
     def _capabilities(self, version: str) -> dict[str, Any]:
         caps: dict[str, Any] = {"resources": {"subscribe": True, "listChanged": True}}
+        caps["tools"] = {}
         if knows(version, "completions_capability"):
             caps["completions"] = {}
         if not knows(version, "modern"):
@@ -682,9 +737,11 @@ class McpServer:
             self._listens.clear()
 
     def _touch(self) -> None:
-        if self.on_activity is not None:
+        """Sessions or streams changed: tell on_activity and every activity listener (they must not block)."""
+        callbacks = [self.on_activity] if self.on_activity is not None else []
+        for callback in callbacks + list(self.activity_listeners):
             try:
-                self.on_activity()
+                callback()
             except Exception:
                 log.exception("activity callback failed")
 
