@@ -16,7 +16,15 @@ _current: Any = None  # the running KernelHub, if any
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext mcp_notebook``: start the hub and print one line (never the token)."""
+    """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
+    from .magics import register_magics
+
+    register_magics(ipython)
+    _start(ipython)
+
+
+def _start(ipython: Any) -> None:
+    """Start a hub in ``ipython`` (also ``%mcp start``)."""
     global _current
     from .kernel import KernelHub
 
@@ -26,6 +34,9 @@ def load_ipython_extension(ipython: Any) -> None:
     kernel_hub = KernelHub(ipython)
     kernel_hub.start()
     _current = kernel_hub
+    from .widgets.live import recent_notifications  # no ipywidgets import
+
+    recent_notifications(kernel_hub.hub)  # the panel's ring buffer starts with the hub
     print(
         f"mcp-notebook: MCP server at {kernel_hub.transport.url} "
         f"(token in {kernel_hub.runtime_file}; mcp_notebook.connection_info() has it)"
@@ -35,7 +46,15 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """``%unload_ext mcp_notebook``: stop everything the extension started."""
+    """``%unload_ext mcp_notebook``: stop everything the extension started, ``%mcp`` included."""
+    from .magics import unregister_magics
+
+    unregister_magics(ipython)
+    _stop()
+
+
+def _stop() -> None:
+    """Stop the running hub, if any (also ``%mcp stop``)."""
     global _current
     if _current is not None:
         _current.stop()
@@ -103,6 +122,27 @@ def resource(
     return decorate
 
 
+def panel() -> Any:
+    """An ipywidgets panel of the hub: endpoint, clients, subscriptions, notifications, start/stop."""
+    from .widgets import panel as _panel
+
+    return _panel()
+
+
+def browser(kind: str = "all", text: str = "") -> Any:
+    """An ipywidgets resource browser: filter, preview as a client sees it, subscribe to watch changes."""
+    from .widgets import browser as _browser
+
+    return _browser(kind, text)
+
+
+def watch(uri: str) -> Any:
+    """An ipywidgets view of one resource that re-renders when a cell changes it (close() to stop)."""
+    from .widgets import watch as _watch
+
+    return _watch(uri)
+
+
 def remove_resource(uri: str) -> bool:
     """Unregister a resource registered with :func:`resource`."""
     from .kernel import CUSTOM
@@ -112,11 +152,14 @@ def remove_resource(uri: str) -> bool:
 
 __all__ = [
     "__version__",
+    "browser",
     "connection_info",
     "hub",
     "load_ipython_extension",
     "notify",
+    "panel",
     "remove_resource",
     "resource",
     "unload_ipython_extension",
+    "watch",
 ]

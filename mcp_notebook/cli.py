@@ -3,14 +3,81 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
     return run_demo(args.seconds)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from .runtime import discover, runtime_dir
+
+    records = discover(clean=not args.keep_stale)
+    if args.json:
+        print(json.dumps([r.public() for r in records], indent=2))
+        return 0
+    if not records:
+        print(f"no mcp-notebook hubs running (runtime dir {runtime_dir()})")
+        return 0
+    rows = [("KERNEL", "NOTEBOOK", "URL", "PID", "STATE")]
+    for r in records:
+        state = "alive" if r.alive else ("stale" if args.keep_stale else "stale (removed)")
+        rows.append((r.kernel_id or "-", r.notebook_path or "-", r.url, str(r.pid or "-"), state))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _bridge(args: argparse.Namespace) -> int:
+    from .bridge import run_bridge
+
+    return run_bridge(args.notebook, args.kernel, args.reconnect_timeout)
+
+
+def _config(args: argparse.Namespace) -> int:
+    from . import clients_config as cc
+    from .bridge import NoHub, Selector
+
+    selection = ["--notebook", args.notebook] if args.notebook else ["--kernel", args.kernel] if args.kernel else []
+    try:
+        if args.http:
+            try:
+                record = Selector(args.notebook, args.kernel).find()
+            except NoHub as exc:
+                print(f"mcp-notebook config: {exc}", file=sys.stderr)
+                return 1
+            server = cc.entry(args.host, bridge_args=selection, url=record.url, token=record.token)
+        else:
+            server = cc.entry(args.host, bridge_args=selection or ["--latest"])
+        if args.write or args.path:
+            path = cc.write(args.host, Path(args.path) if args.path else cc.default_path(args.host), args.name, server)
+            print(f"wrote the {args.name!r} server for {args.host} to {path}")
+            return 0
+    except cc.ConfigError as exc:
+        print(f"mcp-notebook config: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(cc.snippet(args.host, args.name, cc.masked(server)), indent=2))
+    if args.http:
+        print(
+            "note: the token is not printed; --write puts it into the config file (mode 0600). "
+            "The URL changes when the kernel restarts unless MCPHub.port is fixed: prefer the bridge.",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--notebook", metavar="PATH", help="the hub of this notebook (path as the kernel knows it)")
+    group.add_argument("--kernel", metavar="ID", help="the hub of this kernel id (or a unique prefix)")
+    group.add_argument("--latest", action="store_true", help="the most recently started hub (the default)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,6 +87,27 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="start a kernel with sample data and serve it until Ctrl-C")
     demo.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
     demo.set_defaults(func=_demo)
+
+    lst = sub.add_parser("list", help="running hubs on this machine (stale runtime files are removed)")
+    lst.add_argument("--json", action="store_true", help="JSON output (never includes tokens)")
+    lst.add_argument("--keep-stale", action="store_true", help="show stale files without removing them")
+    lst.set_defaults(func=_list)
+
+    bridge = sub.add_parser("bridge", help="speak MCP on stdio and forward to a kernel's hub (for stdio-only hosts)")
+    _add_selection(bridge)
+    bridge.add_argument(
+        "--reconnect-timeout", type=float, default=30.0, metavar="S", help="how long to wait for a restarted hub"
+    )
+    bridge.set_defaults(func=_bridge)
+
+    config = sub.add_parser("config", help="print (or --write) the MCP config snippet for a host")
+    config.add_argument("host", choices=("claude-code", "claude-desktop", "vscode", "cursor"))
+    _add_selection(config)
+    config.add_argument("--http", action="store_true", help="the HTTP endpoint of a running hub instead of the bridge")
+    config.add_argument("--write", action="store_true", help="merge the entry into the host's config file")
+    config.add_argument("--path", help="config file to write (implies --write)")
+    config.add_argument("--name", default="notebook", help="server name in the config (default: notebook)")
+    config.set_defaults(func=_config)
     return parser
 
 

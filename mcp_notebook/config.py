@@ -36,6 +36,40 @@ class MCPHub(Configurable):
         "Resources of a live Jupyter kernel. Start with nb://vars (what is defined) and nb://kernel.",
         help="Instructions sent to clients.",
     ).tag(config=True)
+    # -- tables and arrays (providers/frames.py)
+    frame_page_rows = Int(100, help="Rows of a nb://frames page when the URI gives no limit.").tag(config=True)
+    frame_max_rows = Int(10_000, help="Largest limit a nb://frames page accepts.").tag(config=True)
+    frame_max_columns = Int(100, help="Columns of a nb://frames page when the URI gives no columns=.").tag(config=True)
+    frame_stats_rows = Int(1_000_000, help="Leading rows scanned for the statistics of nb://frames/{name}/schema.").tag(
+        config=True
+    )
+
+    @validate("frame_page_rows", "frame_max_rows", "frame_max_columns", "frame_stats_rows")
+    def _positive_frames(self, proposal):
+        if proposal["value"] < 1:
+            raise ValueError(f"{proposal['trait'].name} must be at least 1")
+        return proposal["value"]
+
+    # -- executed cells and the notebook document (providers/cells.py, providers/notebook.py)
+    max_cells = Int(200, help="Executed cells kept in the history (nb://cells); older ones are dropped.").tag(
+        config=True
+    )
+    max_output_chars = Int(500_000, help="Characters kept per captured output; the rest is cut with a note.").tag(
+        config=True
+    )
+    max_image_bytes = Int(5_000_000, help="Images larger than this are dropped from captured outputs.").tag(config=True)
+    max_cell_outputs = Int(500, help="Outputs kept per executed cell; further ones are counted, not kept.").tag(
+        config=True
+    )
+    notebook_path = Unicode(
+        "", help="Path of the .ipynb for nb://notebook (default: from the frontend: JPY_SESSION_NAME, VS Code)."
+    ).tag(config=True)
+
+    @validate("max_cells", "max_output_chars", "max_image_bytes", "max_cell_outputs")
+    def _positive_capture(self, proposal):
+        if proposal["value"] < 1:
+            raise ValueError(f"{proposal['trait'].name} must be at least 1")
+        return proposal["value"]
 
     @validate("port")
     def _valid_port(self, proposal):

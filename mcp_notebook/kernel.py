@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .capture import CellCapture
 from .config import MCPHub
 from .protocol.server import McpServer, ServerSettings
 from .protocol.versions import ALL_VERSIONS
+from .providers.cells import CellsProvider
 from .providers.custom import CustomProvider
+from .providers.frames import FramesProvider
 from .providers.kernel import KernelProvider
+from .providers.notebook import NotebookProvider
 from .providers.variables import VariablesProvider
 from .redact import NameFilter
 from .resource_hub import Hub
@@ -49,15 +53,22 @@ class KernelHub:
         self.token = cfg.token or secrets.token_urlsafe(32)
         self.started_at = time.time()
         self.hub = Hub()
+        self._filter_cache: tuple[tuple, NameFilter] | None = None  # before VariablesProvider uses it
         self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
         self.hub.add_provider(KernelProvider(self.summary))
         self.hub.add_provider(self.variables)
+        self.hub.add_provider(FramesProvider(self.variables, cfg))
         self.hub.add_provider(CUSTOM)
+        self.capture = CellCapture(shell, cfg)
+        self.hub.add_provider(CellsProvider(self.capture, cfg))
+        self.notebook = NotebookProvider(
+            lambda: cfg.notebook_path or notebook_path(shell), cfg, self.capture.seq_for_cell_id
+        )
+        self.hub.add_provider(self.notebook)
         self.server = McpServer(self.hub, self._settings())
         self.transport: HttpTransport | None = None
         self.runtime_file: Path | None = None
         self._hook_registered = False
-        self._filter_cache: tuple[tuple, NameFilter] | None = None
 
     # -- settings -----------------------------------------------------------------------
     def _settings(self) -> ServerSettings:
@@ -103,6 +114,8 @@ class KernelHub:
         CUSTOM.on_change = lambda: self.hub.changed(list_changed=True)
         self.shell.events.register("post_run_cell", self._post_run_cell)
         self._hook_registered = True
+        self.capture.install()
+        self.notebook.watched, self.notebook.changed = self.hub.watched, self.hub.changed
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
 
@@ -115,6 +128,8 @@ class KernelHub:
             except ValueError:
                 pass
             self._hook_registered = False
+        self.capture.uninstall()
+        self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None
         if self.transport is not None:
@@ -129,6 +144,7 @@ class KernelHub:
 
     # -- the hot path -------------------------------------------------------------------
     def _post_run_cell(self, result: Any = None) -> None:
+        self.capture.post_run_cell(result)  # finish the cell record before change detection
         self.hub.after_cell()
 
     # -- facts --------------------------------------------------------------------------

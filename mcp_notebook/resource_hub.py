@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import queue
+import secrets
 import threading
-from collections import Counter
+import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
 from .protocol.models import Contents, Resource, ResourceTemplate
@@ -22,6 +24,48 @@ log = logging.getLogger(__name__)
 LIST_CHANGED = "list_changed"
 UPDATED = "updated"
 Listener = Callable[[str, tuple[str, ...]], None]
+JournalEntry = tuple[int, float, str, tuple[str, ...]]  # (seq, unix time, kind, uris)
+
+
+class ChangeJournal:
+    """A bounded ring buffer of recent changes, for clients that poll instead of subscribing.
+
+    ``epoch`` is new for every hub, so a cursor from a previous kernel is recognised as stale.
+    """
+
+    def __init__(self, maxlen: int = 1000):
+        self.epoch = secrets.token_hex(4)
+        self._entries: deque[JournalEntry] = deque(maxlen=maxlen)
+        self._seq = 0
+        self._cond = threading.Condition()
+        self.closed = False
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    def append(self, kind: str, uris: tuple[str, ...]) -> None:
+        with self._cond:
+            self._seq += 1
+            self._entries.append((self._seq, time.time(), kind, uris))
+            self._cond.notify_all()
+
+    def since(self, seq: int) -> tuple[list[JournalEntry], bool]:
+        """Entries after ``seq``, and whether older ones were already dropped from the buffer."""
+        with self._cond:
+            entries = [e for e in self._entries if e[0] > seq]
+            gap = bool(self._entries) and self._entries[0][0] > seq + 1 and self._seq > seq
+            return entries, gap
+
+    def wait(self, seq: int, timeout: float) -> bool:
+        """Block until something newer than ``seq`` arrives (or the hub closes); bounded by ``timeout``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._seq > seq or self.closed, timeout=max(0.0, timeout))
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
 
 
 class Hub:
@@ -36,6 +80,7 @@ class Hub:
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         self.cells_seen = 0
+        self.journal = ChangeJournal()
 
     # -- registry -----------------------------------------------------------------------
     def add_provider(self, provider: Provider) -> None:
@@ -122,6 +167,8 @@ class Hub:
         updated = tuple(sorted(total.updated & watched))
         if updated:
             self._emit(UPDATED, updated)
+        if total.updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
+            self.journal.append(UPDATED, tuple(sorted(total.updated - watched)))
         recheck = (total.maybe & watched) - total.updated
         if updated or recheck:
             self._submit(lambda: self._exact_check(updated, recheck))
@@ -135,6 +182,8 @@ class Hub:
         if updated:
             self._emit(UPDATED, updated)
             self._submit(lambda: self._exact_check(updated, set()))
+        if set(uris) - watched:
+            self.journal.append(UPDATED, tuple(sorted(set(uris) - watched)))
 
     def _exact_check(self, refresh: tuple[str, ...], recheck: set[str]) -> None:
         for uri in refresh:
@@ -160,6 +209,7 @@ class Hub:
             return None
 
     def _emit(self, kind: str, uris: tuple[str, ...]) -> None:
+        self.journal.append(kind, uris)
         for listener in list(self._listeners):
             try:
                 listener(kind, uris)
@@ -192,6 +242,7 @@ class Hub:
     def close(self) -> None:
         """Stop the worker; listeners are dropped."""
         self._listeners.clear()
+        self.journal.close()
         if self._worker is not None and self._worker.is_alive():
             self._jobs.put(None)
             self._worker.join(timeout=2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +47,120 @@ def read_runtime_files() -> list[tuple[Path, dict[str, Any]]]:
         with contextlib.suppress(OSError, ValueError):
             out.append((path, json.loads(path.read_text())))
     return out
+
+
+# -- discovery ----------------------------------------------------------------------------------
+@dataclass
+class HubRecord:
+    """One runtime file and what we know about the process behind it."""
+
+    path: Path
+    info: dict[str, Any]
+    alive: bool
+
+    @property
+    def kernel_id(self) -> str | None:
+        return self.info.get("kernel_id")
+
+    @property
+    def notebook_path(self) -> str | None:
+        return self.info.get("notebook_path")
+
+    @property
+    def url(self) -> str:
+        return str(self.info.get("url", ""))
+
+    @property
+    def token(self) -> str | None:
+        return self.info.get("token")
+
+    @property
+    def pid(self) -> int | None:
+        pid = self.info.get("pid")
+        return pid if isinstance(pid, int) else None
+
+    @property
+    def started_at(self) -> float:
+        value = self.info.get("started_at")
+        return float(value) if isinstance(value, (int, float)) else 0.0
+
+    def describe(self) -> str:
+        where = self.notebook_path or (f"kernel {self.kernel_id}" if self.kernel_id else "a kernel")
+        return f"{where} at {self.url} (pid {self.pid})"
+
+    def public(self) -> dict[str, Any]:
+        """What may be shown: everything but the token."""
+        out = {k: v for k, v in self.info.items() if k != "token"}
+        out["alive"] = self.alive
+        out["runtime_file"] = str(self.path)
+        return out
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def discover(clean: bool = True) -> list[HubRecord]:
+    """Hubs of this machine from their runtime files, newest first; files of dead processes are removed."""
+    records = []
+    for path, info in read_runtime_files():
+        if not isinstance(info, dict):
+            continue
+        alive = pid_alive(info.get("pid"))
+        if not alive and clean:
+            remove_runtime_file(path)
+        records.append(HubRecord(path, info, alive))
+    records.sort(key=lambda r: r.started_at, reverse=True)
+    return records
+
+
+def _same_path(stored: str | None, wanted: str) -> bool:
+    if not stored:
+        return False
+    if stored == wanted:
+        return True
+    a = os.path.normcase(os.path.abspath(os.path.expanduser(stored)))
+    b = os.path.normcase(os.path.abspath(os.path.expanduser(wanted)))
+    if a == b:
+        return True
+    # a relative notebook path ("analysis/x.ipynb") matches the end of an absolute one
+    tail = wanted.replace("\\", "/").lstrip("./")
+    return bool(tail) and stored.replace("\\", "/").endswith("/" + tail)
+
+
+def select(
+    records: list[HubRecord],
+    notebook: str | None = None,
+    kernel: str | None = None,
+    prefer: tuple[str | None, str | None] | None = None,
+) -> HubRecord | None:
+    """The live hub matching ``notebook`` or ``kernel`` (an id or a unique prefix), else the newest one.
+
+    ``prefer`` = (kernel_id, notebook_path) of a hub used before: a restarted kernel's new hub wins.
+    """
+    live = [r for r in records if r.alive]
+    if kernel:
+        exact = [r for r in live if r.kernel_id == kernel]
+        if exact:
+            return exact[0]
+        found = [r for r in live if (r.kernel_id or "").startswith(kernel)]
+        return found[0] if len({r.kernel_id for r in found}) == 1 else None
+    if notebook:
+        found = [r for r in live if _same_path(r.notebook_path, notebook)]
+        return found[0] if found else None
+    if prefer is not None:
+        kid, path = prefer
+        for r in live:
+            if (kid and r.kernel_id == kid) or (path and r.notebook_path == path):
+                return r
+    return live[0] if live else None

@@ -124,12 +124,13 @@ def test_reload_and_restart(tmp_path):
     k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
     try:
         first = k.load_hub()
+        hooks_once = state(k)["hooks"]
+        assert hooks_once
         k.run("%reload_ext mcp_notebook")
         second = k.info()
         assert second["url"] != first["url"] or second["token"] != first["token"]
         assert not port_open(first["url"]) or first["url"] == second["url"]
-        st = state(k)
-        assert len(st["hooks"]) == 1, st
+        assert state(k)["hooks"] == hooks_once  # no duplicates after a reload
         assert len(runtime_files(tmp_path)) == 1
         client = Mcp(second)
         client.initialize()

@@ -74,6 +74,8 @@ class VariablesProvider(Provider):
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}
         self._fingerprints: dict[str, Any] = {}
+        # Callables adding fields to nb://vars index rows (frames add their page/schema URIs).
+        self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = []
         self.rebuild()
 
     # -- exposure -----------------------------------------------------------------------
@@ -116,6 +118,10 @@ class VariablesProvider(Provider):
 
     def exposed_names(self) -> list[str]:
         return list(self._exposed)
+
+    def exposed_items(self) -> list[tuple[str, type]]:
+        """(name, type) of every exposed variable, as of the last snapshot."""
+        return list(self._exposed.items())
 
     def value(self, name: str) -> Any:
         """The live value of an exposed variable, or ResourceNotFound."""
@@ -305,6 +311,11 @@ class VariablesProvider(Provider):
         dtype = getattr(value, "dtype", None) if isinstance(shape, tuple) else None
         if dtype is not None:
             row["dtype"] = str(dtype)
+        for extra in self.row_extras:
+            try:
+                row.update(extra(name, value))
+            except Exception:
+                pass
         return row
 
     def _read_var(self, uri: str, name: str) -> Contents:

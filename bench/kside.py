@@ -1,0 +1,238 @@
+"""Kernel-side helpers: imported inside the benchmark kernel, each prints one JSON line."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+STAMPS: list[tuple[str, float]] = []  # (cell source, time.time() at post_run_cell) for notification latency
+
+
+def _ip() -> Any:
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def _stats_ns(samples: list[int]) -> dict[str, Any]:
+    s = sorted(samples)
+    if not s:
+        return {"n": 0}
+    return {
+        "n": len(s),
+        "median_us": s[len(s) // 2] / 1e3,
+        "p99_us": s[min(len(s) - 1, int(len(s) * 0.99))] / 1e3,
+        "mean_us": sum(s) / len(s) / 1e3,
+        "max_us": s[-1] / 1e3,
+    }
+
+
+def emit(value: Any) -> None:
+    print("BENCHJSON " + json.dumps(value))
+
+
+def install_stamp_hook() -> None:
+    """Register a post_run_cell hook (before the hub's) that stamps the end of each cell."""
+
+    def stamp(result: Any = None) -> None:
+        raw = getattr(getattr(result, "info", None), "raw_cell", "") or ""
+        STAMPS.append((raw, time.time()))
+        del STAMPS[:-500]
+
+    _ip().events.register("post_run_cell", stamp)
+
+
+def stamps_for(marker: str) -> None:
+    emit({raw.split(marker, 1)[1].split()[0]: t for raw, t in STAMPS if marker in raw})
+
+
+def rss() -> int:
+    import psutil
+
+    return psutil.Process(os.getpid()).memory_info().rss
+
+
+def measure_load() -> None:
+    """Time %load_ext mcp_notebook and the RSS it adds (first load in this process)."""
+    ip = _ip()
+    r0 = rss()
+    t0 = time.perf_counter()
+    ip.run_line_magic("load_ext", "mcp_notebook")
+    t1 = time.perf_counter()
+    r1 = rss()
+    ip.run_line_magic("unload_ext", "mcp_notebook")
+    t2 = time.perf_counter()
+    ip.run_line_magic("load_ext", "mcp_notebook")
+    t3 = time.perf_counter()
+    emit({"load_s": t1 - t0, "rss_added_bytes": r1 - r0, "unload_s": t2 - t1, "reload_s": t3 - t2})
+
+
+def define_vars(n: int, prefix: str = "v") -> None:
+    ns = _ip().user_ns
+    for i in range(n):
+        ns[f"{prefix}{i}"] = i * 7 + 1000  # distinct small ints (not the interned -5..256)
+
+
+def time_after_cell(mode: str, calls: int, budget_s: float, drain: bool = True) -> None:
+    """Time hub.after_cell() directly. mode: steady (nothing changed), rebind (one exposed name
+    rebound, as a cell that assigns), newname (a new hidden name, as IPython's _iN history adds
+    on every cell with store_history=True). Queued exact checks are drained between calls and
+    their wall time reported separately (they run on the hub's worker thread)."""
+    import mcp_notebook
+
+    hub = mcp_notebook.hub().hub
+    ns = _ip().user_ns
+    ns["bench_tick"] = object()
+    hub.after_cell()
+    hub.drain()
+    samples: list[int] = []
+    drains: list[int] = []
+    added: list[str] = []
+    deadline = time.perf_counter() + budget_s
+    for k in range(calls):
+        if mode == "rebind":
+            ns["bench_tick"] = object()
+        elif mode == "newname":
+            name = f"_i_bench{k}"
+            ns[name] = ""
+            added.append(name)
+        t0 = time.perf_counter_ns()
+        hub.after_cell()
+        samples.append(time.perf_counter_ns() - t0)
+        if drain:
+            t1 = time.perf_counter_ns()
+            hub.drain()
+            drains.append(time.perf_counter_ns() - t1)
+        if time.perf_counter() > deadline:
+            break
+    for name in added:
+        ns.pop(name, None)
+    hub.after_cell()
+    hub.drain()
+    emit({"after_cell": _stats_ns(samples), "drain": _stats_ns(drains)})
+
+
+def time_cells(cells: int, budget_s: float) -> None:
+    """Wall times (µs) of ``run_cell`` for a cell that rebinds one variable, history stored (as in
+    Jupyter): IPython's whole execution path including every post_run_cell hook, without ZMQ noise."""
+    ip = _ip()
+    ip.user_ns.setdefault("bench_tick", 0)
+    samples: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    for _ in range(cells):
+        t0 = time.perf_counter_ns()
+        ip.run_cell("bench_tick = bench_tick + 1", store_history=True)
+        samples.append((time.perf_counter_ns() - t0) / 1e3)
+        if time.perf_counter() > deadline:
+            break
+    emit(samples)
+
+
+def profile_after_cell(calls: int, top: int = 15) -> None:
+    """cProfile of hub.after_cell() with a new hidden name per call (the IPython history path)."""
+    import cProfile
+    import io
+    import pstats
+
+    import mcp_notebook
+
+    hub = mcp_notebook.hub().hub
+    ns = _ip().user_ns
+    prof = cProfile.Profile()
+    for k in range(calls):
+        ns[f"_i_prof{k}"] = ""
+        prof.enable()
+        hub.after_cell()
+        prof.disable()
+    for k in range(calls):
+        ns.pop(f"_i_prof{k}", None)
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    emit({"profile": buf.getvalue()})
+
+
+def watch(uris: list[str]) -> None:
+    import mcp_notebook
+
+    hub = mcp_notebook.hub().hub
+    for uri in uris:
+        hub.watch(uri)
+    hub.drain(30)
+
+
+def unwatch(uris: list[str]) -> None:
+    import mcp_notebook
+
+    hub = mcp_notebook.hub().hub
+    for uri in uris:
+        hub.unwatch(uri)
+
+
+def time_handle(kind: str, uri: str, calls: int, budget_s: float) -> None:
+    """Time McpServer.handle() in-process (no HTTP): the protocol + hub + provider cost of one request."""
+    import mcp_notebook
+    from mcp_notebook.protocol.server import HttpRequest
+
+    kh = mcp_notebook.hub()
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    params: dict[str, Any] = {"_meta": meta}
+    headers = {
+        "host": "127.0.0.1",
+        "content-type": "application/json",
+        "authorization": f"Bearer {kh.token}",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": kind,
+    }
+    if kind == "resources/read":
+        params["uri"] = uri
+        headers["mcp-name"] = uri
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": kind, "params": params}).encode()
+    req = HttpRequest("POST", headers, body)
+    reply = kh.server.handle(req)
+    assert reply.status == 200 and b'"result"' in (reply.body or b""), reply.body[:300]
+    samples: list[int] = []
+    deadline = time.perf_counter() + budget_s
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        kh.server.handle(req)
+        samples.append(time.perf_counter_ns() - t0)
+        if time.perf_counter() > deadline:
+            break
+    emit({**_stats_ns(samples), "bytes": len(reply.body or b"")})
+
+
+def profile_handle(kind: str, uri: str, calls: int, top: int = 12) -> None:
+    """cProfile of McpServer.handle() for the hot-spot report (cumulative, top entries)."""
+    import cProfile
+    import io
+    import pstats
+
+    import mcp_notebook
+    from mcp_notebook.protocol.server import HttpRequest
+
+    kh = mcp_notebook.hub()
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    params: dict[str, Any] = {"_meta": meta}
+    headers = {
+        "host": "127.0.0.1",
+        "content-type": "application/json",
+        "authorization": f"Bearer {kh.token}",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": kind,
+    }
+    if kind == "resources/read":
+        params["uri"] = uri
+        headers["mcp-name"] = uri
+    req = HttpRequest(
+        "POST", headers, json.dumps({"jsonrpc": "2.0", "id": 1, "method": kind, "params": params}).encode()
+    )
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        kh.server.handle(req)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    emit({"profile": buf.getvalue()})

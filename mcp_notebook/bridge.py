@@ -1,0 +1,529 @@
+"""``mcp-notebook bridge``: MCP over stdio, forwarded to a kernel's hub over loopback HTTP.
+
+stdin/stdout carry newline-delimited JSON-RPC (the MCP stdio transport); diagnostics go to
+stderr. Handshake-era traffic uses one hub session: initialize is passed through, later POSTs
+carry its Mcp-Session-Id, and a GET SSE stream brings server notifications to stdout.
+2026-07-28 requests are stateless and forwarded as they are (subscriptions/listen streams too).
+The hub and its token come from the runtime files, so the host's config holds no secret. When
+the kernel restarts, the bridge finds the new hub of the same kernel or notebook, initializes
+again and re-subscribes, then tells the client that everything may have changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from .runtime import HubRecord, discover, runtime_dir, select
+
+NO_HUB = -32000  # implementation-defined range
+MODERN = ("2026-07-28",)
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_SUB_ID = "io.modelcontextprotocol/subscriptionId"
+STREAM_READ_TIMEOUT = 60.0  # the hub sends a keepalive every 15 s
+MAX_INFLIGHT = 32
+POLL_SECONDS = 0.25
+DRAIN_SECONDS = 5.0
+
+
+class NoHub(Exception):
+    """No live hub matches the selection (within the time we were allowed to wait)."""
+
+
+@dataclass
+class Selector:
+    notebook: str | None = None
+    kernel: str | None = None
+
+    def describe(self) -> str:
+        if self.notebook:
+            return f"notebook {self.notebook!r}"
+        if self.kernel:
+            return f"kernel {self.kernel!r}"
+        return "any notebook (the newest hub)"
+
+    def find(
+        self, prefer: HubRecord | None = None, wait: float = 0.0, stop: threading.Event | None = None
+    ) -> HubRecord:
+        deadline = time.monotonic() + wait
+        pref = (prefer.kernel_id, prefer.notebook_path) if prefer is not None else None
+        while True:
+            found = select(discover(), self.notebook, self.kernel, pref)
+            if found is not None:
+                return found
+            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                raise NoHub(self.no_hub_message())
+            time.sleep(POLL_SECONDS)
+
+    def no_hub_message(self) -> str:
+        return (
+            f"No running mcp-notebook hub for {self.describe()}. Run `%load_ext mcp_notebook` in the notebook's "
+            f"kernel (or `%mcp start` if you stopped it); `mcp-notebook list` shows the running hubs "
+            f"(runtime dir {runtime_dir()})."
+        )
+
+
+class Upstream:
+    """HTTP to one hub; a new loopback connection per request (http.client is not thread-safe)."""
+
+    def __init__(self, record: HubRecord):
+        self.record = record
+        parts = urlsplit(record.url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.path = parts.path or "/mcp"
+
+    def open(
+        self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = 300.0
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        h = {"Accept": "application/json, text/event-stream", **headers}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        if self.record.token:
+            h["Authorization"] = f"Bearer {self.record.token}"
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.request(method, self.path, body, h)
+            return conn, conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
+        """POST one message; (status, headers, JSON-RPC messages of the reply, whether JSON or SSE)."""
+        conn, resp = self.open("POST", headers, json.dumps(message).encode())
+        try:
+            status, rheaders = resp.status, {k.lower(): v for k, v in resp.getheaders()}
+            if "text/event-stream" in rheaders.get("content-type", ""):
+                return status, rheaders, list(sse_messages(resp))
+            data = resp.read()
+            return status, rheaders, [json.loads(data)] if data.strip() else []
+        finally:
+            conn.close()
+
+
+def sse_messages(resp: http.client.HTTPResponse) -> Iterator[Any]:
+    """JSON payloads of the SSE events of a response, as they arrive."""
+    data: list[bytes] = []
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if data:
+                with contextlib.suppress(ValueError):
+                    yield json.loads(b"\n".join(data))
+                data = []
+        elif line.startswith(b"data:"):
+            data.append(line[5:].lstrip(b" "))
+
+
+def header_value(value: str) -> str:
+    """A header-safe form of a value (the ``=?base64?…?=`` sentinel for anything else)."""
+    safe = value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?")
+    return value if safe else "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+def _error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": msg_id, "error": err}
+
+
+def _is_modern(msg: dict[str, Any]) -> bool:
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get(META_VERSION) in MODERN and msg.get("method") != "initialize"
+
+
+class Bridge:
+    """Reads stdin, writes stdout; one hub session at a time, replaced when the kernel restarts."""
+
+    def __init__(
+        self,
+        selector: Selector,
+        out: IO[bytes] | None = None,
+        reconnect_timeout: float = 30.0,
+        log: IO[str] | None = None,
+    ):
+        self.selector = selector
+        self.out = out or sys.stdout.buffer
+        self.log_file = log or sys.stderr
+        self.reconnect_timeout = reconnect_timeout
+        self._out_lock = threading.Lock()
+        self._conn_lock = threading.RLock()
+        self._closing = threading.Event()
+        self._inflight = threading.BoundedSemaphore(MAX_INFLIGHT)
+        # handshake-era session state
+        self.up: Upstream | None = None
+        self.session_id: str | None = None
+        self.version: str | None = None
+        self.init_message: dict[str, Any] | None = None
+        self.initialized = False
+        self.subscriptions: set[str] = set()
+        self.generation = 0
+        # modern-era listen streams: request id -> open connection
+        self._listens: dict[Any, http.client.HTTPConnection | None] = {}
+
+    # == stdio =================================================================================
+    def run(self, stdin: IO[bytes] | None = None) -> int:
+        src = stdin or sys.stdin.buffer
+        self.log(f"bridging stdio to {self.selector.describe()}")
+        for raw in src:
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError as exc:
+                self.write(_error(None, -32700, f"Parse error: {exc}"))
+                continue
+            self.dispatch(msg)
+        self.close()
+        return 0
+
+    def write(self, message: Any) -> None:
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        with self._out_lock:
+            try:
+                self.out.write(data)
+                self.out.flush()
+            except (BrokenPipeError, ValueError):
+                self._closing.set()
+
+    def log(self, text: str) -> None:
+        with contextlib.suppress(Exception):
+            print(f"mcp-notebook bridge: {text}", file=self.log_file, flush=True)
+
+    def dispatch(self, msg: Any) -> None:
+        """Initialize and notifications in order, on this thread; requests on their own threads."""
+        if isinstance(msg, list):  # a 2025-03-26 batch: answer it as one array
+            self._spawn(self._batch, msg)
+            return
+        if not isinstance(msg, dict):
+            self.write(_error(None, -32600, "Invalid Request: a message must be a JSON object"))
+            return
+        method = msg.get("method")
+        if method == "initialize":
+            self._initialize(msg)
+        elif method == "notifications/cancelled" and self._cancel_listen(msg):
+            return
+        elif "id" not in msg or method is None:
+            self._notify(msg)
+        else:
+            self._spawn(self._request, msg)
+
+    def _spawn(self, fn: Any, msg: Any) -> None:
+        self._inflight.acquire()
+
+        def run() -> None:
+            try:
+                fn(msg)
+            finally:
+                self._inflight.release()
+
+        threading.Thread(target=run, name="mcp-notebook-bridge-req", daemon=True).start()
+
+    def _batch(self, items: list[Any]) -> None:
+        replies = [r for item in items if isinstance(item, dict) for r in self._handle(item)]
+        if replies:
+            self.write(replies)
+
+    def _request(self, msg: dict[str, Any]) -> None:
+        for reply in self._handle(msg):
+            self.write(reply)
+
+    def _handle(self, msg: dict[str, Any]) -> list[Any]:
+        if _is_modern(msg):
+            if msg.get("method") == "subscriptions/listen":
+                self._listen(msg)
+                return []
+            return self._modern(msg)
+        return self._forward(msg)
+
+    # == handshake era ===========================================================================
+    def _initialize(self, msg: dict[str, Any]) -> None:
+        with self._conn_lock:
+            self.init_message = msg
+            try:
+                record = self.selector.find(prefer=self.up.record if self.up else None)
+                reply = self._open_session(record, msg)
+            except NoHub as exc:
+                self.log(str(exc))
+                self.write(_error(msg.get("id"), NO_HUB, str(exc)))
+                return
+            except OSError as exc:
+                self.write(_error(msg.get("id"), NO_HUB, f"The hub did not answer initialize: {exc}"))
+                return
+        self.log(f"connected to {record.describe()}")
+        self.write(reply)
+
+    def _open_session(self, record: HubRecord, init: dict[str, Any]) -> Any:
+        """initialize against ``record``; keeps the session and returns the hub's reply."""
+        up = Upstream(record)
+        status, headers, replies = up.call({}, init)
+        if status != 200 or not replies or "result" not in replies[0]:
+            detail = replies[0].get("error", {}).get("message") if replies and isinstance(replies[0], dict) else ""
+            raise OSError(f"HTTP {status} {detail}".strip())
+        self.up = up
+        self.session_id = headers.get("mcp-session-id")
+        self.version = replies[0]["result"].get("protocolVersion")
+        self.generation += 1
+        return replies[0]
+
+    def _session_headers(self) -> dict[str, str]:
+        h = {}
+        if self.session_id:
+            h["Mcp-Session-Id"] = self.session_id
+        if self.version:
+            h["MCP-Protocol-Version"] = self.version
+        return h
+
+    def _notify(self, msg: dict[str, Any]) -> None:
+        """Forward a notification (or a response to a server request) once; never wait for a hub."""
+        if self.up is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.up.call(self._session_headers(), msg)
+        if msg.get("method") == "notifications/initialized":
+            self.initialized = True
+            self._start_stream(self.generation)
+
+    def _forward(self, msg: dict[str, Any]) -> list[Any]:
+        msg_id = msg.get("id")
+        if self.init_message is None:
+            return [_error(msg_id, -32600, "Invalid Request: send initialize first")]
+        for attempt in range(2):
+            gen, up, headers = self.generation, self.up, self._session_headers()
+            try:
+                if up is None:
+                    raise ConnectionError("no hub")
+                status, _, replies = up.call(headers, msg)
+            except (OSError, ValueError, http.client.HTTPException):
+                status, replies = 0, []
+            if status in (0, 401, 404) and attempt == 0:
+                try:  # the kernel restarted or the hub was reloaded: find the new one
+                    self._reconnect(gen)
+                except NoHub as exc:
+                    return [_error(msg_id, NO_HUB, str(exc))]
+                continue
+            if status == 0:
+                return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
+            self._track(msg, replies)
+            return replies
+        return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
+
+    def _track(self, msg: dict[str, Any], replies: list[Any]) -> None:
+        """Remember subscriptions, to restore them on a new hub."""
+        method = msg.get("method")
+        uri = (msg.get("params") or {}).get("uri")
+        ok = any(isinstance(r, dict) and r.get("id") == msg.get("id") and "result" in r for r in replies)
+        if ok and isinstance(uri, str):
+            if method == "resources/subscribe":
+                self.subscriptions.add(uri)
+            elif method == "resources/unsubscribe":
+                self.subscriptions.discard(uri)
+
+    def _reconnect(self, gen: int) -> None:
+        """Replace a dead session by one on the current hub (same kernel or notebook)."""
+        with self._conn_lock:
+            if self.generation != gen and self.up is not None:
+                return  # another thread already did it
+            if self.init_message is None:
+                raise NoHub(self.selector.no_hub_message())
+            old = self.up.record if self.up is not None else None
+            wait = self.reconnect_timeout if self.up is not None else min(2.0, self.reconnect_timeout)
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    record = self.selector.find(old, max(0.0, deadline - time.monotonic()), self._closing)
+                    self._open_session(record, {**self.init_message, "id": "bridge-reconnect"})
+                    break
+                except NoHub:
+                    self.up, self.session_id = None, None
+                    raise
+                except OSError:  # found a file, but the hub is not answering yet
+                    if time.monotonic() >= deadline or self._closing.is_set():
+                        self.up, self.session_id = None, None
+                        raise NoHub(self.selector.no_hub_message()) from None
+                    time.sleep(POLL_SECONDS)
+            headers = self._session_headers()
+            with contextlib.suppress(OSError, ValueError):
+                self.up.call(headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            for n, uri in enumerate(sorted(self.subscriptions)):
+                req = {
+                    "jsonrpc": "2.0",
+                    "id": f"bridge-sub-{n}",
+                    "method": "resources/subscribe",
+                    "params": {"uri": uri},
+                }
+                with contextlib.suppress(OSError, ValueError):
+                    self.up.call(headers, req)
+            self._start_stream(self.generation)
+        self.log(f"reconnected to {record.describe()}")
+        self.write({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
+        for uri in sorted(self.subscriptions):
+            self.write({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}})
+
+    def _start_stream(self, gen: int) -> None:
+        if self.session_id and self.up is not None:
+            args = (gen, self.up, self._session_headers())
+            threading.Thread(target=self._stream, args=args, name="mcp-notebook-bridge-sse", daemon=True).start()
+
+    def _stream(self, gen: int, up: Upstream, headers: dict[str, str]) -> None:
+        """Copy the session's GET stream to stdout; when it breaks, reconnect (the kernel restarted)."""
+        try:
+            conn, resp = up.open("GET", {**headers, "Accept": "text/event-stream"}, timeout=STREAM_READ_TIMEOUT)
+        except (OSError, http.client.HTTPException):
+            conn = None
+        if conn is not None:
+            try:
+                if resp.status == 200:
+                    for message in sse_messages(resp):
+                        if gen != self.generation or self._closing.is_set():
+                            return
+                        self.write(message)
+            except (OSError, http.client.HTTPException):
+                pass
+            finally:
+                conn.close()
+        if gen != self.generation or self._closing.is_set():
+            return
+        try:
+            self._reconnect(gen)
+        except NoHub as exc:
+            self.log(f"lost the hub: {exc}")
+
+    # == modern era (stateless) ===================================================================
+    def _modern_headers(self, msg: dict[str, Any]) -> dict[str, str]:
+        method = str(msg.get("method"))
+        params = msg.get("params") or {}
+        h = {"MCP-Protocol-Version": str(params["_meta"][META_VERSION]), "Mcp-Method": method}
+        named = {"resources/read": "uri", "tools/call": "name", "prompts/get": "name"}.get(method)
+        if named and isinstance(params.get(named), str):
+            h["Mcp-Name"] = header_value(params[named])
+        return h
+
+    def _modern_up(self, wait: float) -> Upstream:
+        with self._conn_lock:
+            if self.up is None:
+                self.up = Upstream(self.selector.find(None, wait, self._closing))
+            return self.up
+
+    def _drop(self, up: Upstream) -> None:
+        with self._conn_lock:
+            if self.up is up:
+                self.up = None
+
+    def _modern(self, msg: dict[str, Any]) -> list[Any]:
+        msg_id = msg.get("id")
+        for attempt in range(2):
+            try:
+                up = self._modern_up(self.reconnect_timeout if attempt else 0.0)
+            except NoHub as exc:
+                return [_error(msg_id, NO_HUB, str(exc))]
+            try:
+                status, _, replies = up.call(self._modern_headers(msg), msg)
+            except (OSError, ValueError, http.client.HTTPException):
+                status, replies = 0, []
+            if status not in (0, 401):
+                return replies
+            self._drop(up)
+        return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
+
+    def _listen(self, msg: dict[str, Any]) -> None:
+        """Keep a subscriptions/listen stream open across hub restarts until the client cancels it."""
+        sub_id = msg.get("id")
+        self._listens[sub_id] = None
+        acknowledged = False
+        try:
+            while sub_id in self._listens and not self._closing.is_set():
+                try:
+                    up = self._modern_up(self.reconnect_timeout if acknowledged else 0.0)
+                    conn, resp = up.open("POST", self._modern_headers(msg), json.dumps(msg).encode(), timeout=None)
+                except NoHub as exc:
+                    self.write(_error(sub_id, NO_HUB, str(exc)))
+                    return
+                except (OSError, http.client.HTTPException):
+                    self._drop(up)
+                    if not acknowledged:
+                        self.write(_error(sub_id, NO_HUB, self.selector.no_hub_message()))
+                        return
+                    continue
+                self._listens[sub_id] = conn
+                if "text/event-stream" not in (resp.getheader("content-type") or ""):
+                    body = resp.read()
+                    conn.close()
+                    if body.strip():
+                        self.write(json.loads(body))
+                    return
+                honoured: dict[str, Any] = {}
+                try:
+                    for message in sse_messages(resp):
+                        if message.get("method") == "notifications/subscriptions/acknowledged":
+                            honoured = (message.get("params") or {}).get("notifications") or {}
+                            if acknowledged:
+                                self._replay(sub_id, honoured)
+                                continue
+                            acknowledged = True
+                        self.write(message)
+                        if message.get("id") == sub_id:  # the hub ended the subscription gracefully
+                            return
+                except (OSError, http.client.HTTPException):
+                    pass
+                finally:
+                    conn.close()
+                self._drop(up)
+        finally:
+            self._listens.pop(sub_id, None)
+
+    def _replay(self, sub_id: Any, honoured: dict[str, Any]) -> None:
+        """After a re-listen on a new hub, say that what the client watches may have changed."""
+        meta = {META_SUB_ID: sub_id}
+        if honoured.get("resourcesListChanged"):
+            self.write({"jsonrpc": "2.0", "method": "notifications/resources/list_changed", "params": {"_meta": meta}})
+        for uri in honoured.get("resourceSubscriptions") or []:
+            params = {"_meta": meta, "uri": uri}
+            self.write({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": params})
+
+    def _cancel_listen(self, msg: dict[str, Any]) -> bool:
+        request_id = (msg.get("params") or {}).get("requestId")
+        if request_id not in self._listens:
+            return False
+        conn = self._listens.pop(request_id, None)
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(2)
+        return True
+
+    # == shutdown ================================================================================
+    def close(self) -> None:
+        """stdin ended: end the hub session (DELETE) and every stream."""
+        self._closing.set()
+        for request_id in list(self._listens):
+            self._cancel_listen({"params": {"requestId": request_id}})
+        deadline = time.monotonic() + DRAIN_SECONDS  # let answers to the last requests go out
+        for _ in range(MAX_INFLIGHT):
+            if not self._inflight.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                break
+        up, sid = self.up, self.session_id
+        self.generation += 1
+        if up is not None and sid:
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                conn, _ = up.open("DELETE", self._session_headers(), timeout=2.0)
+                conn.close()
+
+
+def run_bridge(notebook: str | None, kernel: str | None, reconnect_timeout: float) -> int:
+    return Bridge(Selector(notebook, kernel), reconnect_timeout=reconnect_timeout).run()

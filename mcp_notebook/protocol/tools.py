@@ -1,0 +1,281 @@
+"""A few tools for hosts that only call tools: list_resources, read_resource, changes_since.
+
+They serve the same hub as the resource methods, with the same bounds and paging. Results link
+the resources they mention: ``resource_link`` content items for revisions that know them
+(2025-06-18+), a text line otherwise. Bad arguments give ``isError`` results, an unknown tool a
+JSON-RPC error (-32602), as the spec asks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from ..providers.base import InvalidResourceParams, ResourceNotFound, ResourceReadError
+from ..resource_hub import LIST_CHANGED, Hub
+from . import jsonrpc as rpc
+from .jsonrpc import RpcError
+from .versions import knows
+
+MAX_WAIT_SECONDS = 30.0
+MAX_WAITERS = 2  # each waiting call holds a request worker; the rest answer at once
+MAX_CHANGES = 200  # journal entries per changes_since answer
+MAX_LINKS = 50
+TOOL_PAGE = 100  # list_resources: resources per page (tool outputs must stay small)
+TOOLS_TTL_MS = 3_600_000  # the tool set never changes while a hub runs
+
+
+class HasVersion(Protocol):
+    version: str
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    schema: dict[str, Any]
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.schema}
+        if knows(version, "title"):
+            out["title"] = self.title
+        if knows(version, "completions_capability"):  # ToolAnnotations arrived with 2025-03-26
+            out["annotations"] = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
+        return out
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+TOOLS = (
+    Tool(
+        "list_resources",
+        "List notebook resources",
+        "List the resources of the live Jupyter kernel (variables, data frames, kernel facts) and, on the first "
+        "page, the URI templates. Read one with read_resource. Start with nb://vars.",
+        _schema({"cursor": {"type": "string", "description": "nextCursor of the previous page"}}),
+    ),
+    Tool(
+        "read_resource",
+        "Read a notebook resource",
+        "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
+        "Large values come in bounded pages that name the URI of the next page.",
+        _schema({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
+    ),
+    Tool(
+        "changes_since",
+        "What changed in the notebook",
+        "URIs that changed since a cursor (from a previous call; omit it to get a starting cursor). "
+        f"wait_seconds (0-{int(MAX_WAIT_SECONDS)}) waits for the next change when nothing changed yet. "
+        "In-place mutations are seen for subscribed resources only; rebinding a name is always seen.",
+        _schema(
+            {
+                "cursor": {"type": "string", "description": "cursor returned by the previous call"},
+                "wait_seconds": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
+            }
+        ),
+    ),
+)
+
+
+class ArgumentError(ValueError):
+    """Arguments that do not fit the tool's input schema."""
+
+
+def check_arguments(schema: dict[str, Any], args: Any) -> dict[str, Any]:
+    """Validate ``args`` against the small schemas above (object, string/number props, required)."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ArgumentError("arguments must be an object")
+    props = schema["properties"]
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        raise ArgumentError(f"unknown argument(s): {', '.join(unknown)}")
+    for name in schema.get("required", ()):
+        if name not in args:
+            raise ArgumentError(f"missing required argument: {name}")
+    for name, value in args.items():
+        spec = props[name]
+        if spec["type"] == "string" and not isinstance(value, str):
+            raise ArgumentError(f"{name} must be a string")
+        if spec["type"] == "number":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ArgumentError(f"{name} must be a number")
+            if not spec.get("minimum", value) <= value <= spec.get("maximum", value):
+                raise ArgumentError(f"{name} must be between {spec['minimum']} and {spec['maximum']}")
+    return args
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _error(text: str) -> dict[str, Any]:
+    return {"content": [_text(text)], "isError": True}
+
+
+def _name_of(uri: str) -> str:
+    return uri.rstrip("/").rsplit("/", 1)[-1] or uri
+
+
+class Tools:
+    """tools/list and tools/call for both eras; handlers take (ctx, params) like the server's."""
+
+    def __init__(self, hub: Hub, page_size: int = TOOL_PAGE):
+        self.hub = hub
+        self.page_size = max(1, min(page_size, TOOL_PAGE))
+        self._by_name = {t.name: t for t in TOOLS}
+        self._waiters = threading.BoundedSemaphore(MAX_WAITERS)
+
+    # -- methods ------------------------------------------------------------------------
+    def list_tools(self, ctx: HasVersion, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("cursor") is not None:
+            raise RpcError(rpc.INVALID_PARAMS, "Invalid params: invalid cursor")
+        out: dict[str, Any] = {"tools": [t.to_json(ctx.version) for t in TOOLS]}
+        if knows(ctx.version, "modern"):
+            out["ttlMs"] = TOOLS_TTL_MS
+            out["cacheScope"] = "public"
+        return out
+
+    def call_tool(self, ctx: HasVersion, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(rpc.INVALID_PARAMS, "Invalid params: name (string) is required")
+        tool = self._by_name.get(name)
+        if tool is None:
+            raise RpcError(rpc.INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
+        try:
+            args = check_arguments(tool.schema, params.get("arguments"))
+            handler = getattr(self, f"_{name}")
+            return handler(ctx.version, args)
+        except ArgumentError as exc:
+            return _error(f"Invalid arguments for {name}: {exc}")
+        except ResourceNotFound as exc:
+            return _error(f"Resource not found: {exc.uri}. list_resources shows what exists.")
+        except InvalidResourceParams as exc:
+            return _error(f"Invalid resource parameters: {exc}")
+        except ResourceReadError as exc:
+            return _error(f"Could not read the resource: {exc}")
+
+    # -- tools --------------------------------------------------------------------------
+    def _list_resources(self, version: str, args: dict[str, Any]) -> dict[str, Any]:
+        from .server import decode_cursor, encode_cursor  # server imports this module
+
+        try:
+            offset = decode_cursor(args.get("cursor"))
+        except RpcError:
+            raise ArgumentError("invalid cursor") from None
+        resources = self.hub.list_resources()
+        page = resources[offset : offset + self.page_size]
+        doc: dict[str, Any] = {
+            "resources": [_brief(r.to_json(version)) for r in page],
+            "total": len(resources),
+        }
+        if offset == 0:
+            doc["templates"] = [_brief(t.to_json(version)) for t in self.hub.list_templates()]
+        if offset + self.page_size < len(resources):
+            doc["nextCursor"] = encode_cursor(offset + self.page_size)
+        links = [(r.uri, r.name, r.mime_type) for r in page]
+        return {"content": [_text(json.dumps(doc, ensure_ascii=False)), *_links(version, links)]}
+
+    def _read_resource(self, version: str, args: dict[str, Any]) -> dict[str, Any]:
+        uri = args["uri"]
+        if not uri or len(uri) > 8192:
+            raise ArgumentError("uri must be a non-empty string of at most 8192 characters")
+        contents = self.hub.read(uri)
+        if not contents:
+            raise ResourceNotFound(uri)
+        items: list[dict[str, Any]] = []
+        for c in contents:
+            if c.blob is None:
+                items.append(_text(c.text or ""))
+            elif (c.mime_type or "").startswith("image/"):
+                items.append(
+                    {"type": "image", "data": base64.b64encode(c.blob).decode("ascii"), "mimeType": c.mime_type}
+                )
+            else:
+                items.append({"type": "resource", "resource": c.to_json(version)})
+        items.extend(_links(version, [(c.uri, _name_of(c.uri), c.mime_type) for c in contents]))
+        return {"content": items}
+
+    def _changes_since(self, version: str, args: dict[str, Any]) -> dict[str, Any]:
+        journal = self.hub.journal
+        wait = float(args.get("wait_seconds", 0))
+        seq, reset = self._parse_cursor(args.get("cursor"))
+        if seq is None:  # no cursor: changes from now on
+            seq = journal.seq
+        entries, gap = journal.since(seq)
+        waited = False
+        if not entries and wait > 0 and not reset:
+            if self._waiters.acquire(blocking=False):
+                try:
+                    journal.wait(seq, min(wait, MAX_WAIT_SECONDS))
+                    waited = True
+                finally:
+                    self._waiters.release()
+                entries, gap = journal.since(seq)
+        more = len(entries) > MAX_CHANGES
+        entries = entries[:MAX_CHANGES]
+        last = entries[-1][0] if entries else max(seq, 0)
+        uris = sorted({u for e in entries for u in e[3]})
+        doc: dict[str, Any] = {
+            "cursor": f"{journal.epoch}.{last}",
+            "changed": uris,
+            "list_changed": any(e[2] == LIST_CHANGED for e in entries),
+            "changes": [
+                {"seq": s, "time": datetime.fromtimestamp(t, timezone.utc).isoformat(), "kind": k, "uris": list(u)}
+                for s, t, k, u in entries
+            ],
+        }
+        if reset:
+            doc["reset"] = True
+            doc["note"] = "The cursor is from an earlier hub (the kernel restarted): re-read what you need."
+        if gap:
+            doc["truncated"] = True
+        if more:
+            doc["more"] = True
+        if not entries and wait > 0:
+            doc["timed_out" if waited else "busy"] = True
+        return {"content": [_text(json.dumps(doc)), *_links(version, [(u, _name_of(u), None) for u in uris])]}
+
+    def _parse_cursor(self, cursor: str | None) -> tuple[int | None, bool]:
+        """(seq, reset): reset when the cursor belongs to an earlier hub."""
+        if cursor is None:
+            return None, False
+        epoch, _, seq = cursor.partition(".")
+        if not seq.isdigit():
+            raise ArgumentError("invalid cursor")
+        if epoch != self.hub.journal.epoch:
+            return 0, True
+        return int(seq), False
+
+
+def _brief(item: dict[str, Any]) -> dict[str, Any]:
+    keep = ("uri", "uriTemplate", "name", "title", "description", "mimeType", "size")
+    return {k: item[k] for k in keep if k in item}
+
+
+def _links(version: str, items: list[tuple[str, str, str | None]]) -> list[dict[str, Any]]:
+    """resource_link items (2025-06-18+), or one text line listing the URIs for older revisions."""
+    items = items[:MAX_LINKS]
+    if not items:
+        return []
+    if knows(version, "title"):
+        out = []
+        for uri, name, mime in items:
+            link = {"type": "resource_link", "uri": uri, "name": name}
+            if mime:
+                link["mimeType"] = mime
+            out.append(link)
+        return out
+    return [_text("Resources: " + ", ".join(uri for uri, _, _ in items))]

@@ -1,0 +1,473 @@
+"""Tables and arrays as resources: pages of rows and a schema.
+
+``nb://frames/{name}{?offset,limit,columns,format}`` reads a page of rows of a pandas
+DataFrame/Series, polars DataFrame/Series, pyarrow Table/RecordBatch or numpy array (1-D, 2-D;
+higher dimensions flatten their leading axes). ``format`` is ``csv`` (default), ``json``
+(records) or ``markdown``; ``columns=a,b`` picks columns (index columns always come first).
+``nb://frames/{name}/schema`` (also ``?columns=a,b``) describes shape, dtypes, null counts,
+min/max/mean, categories, datetime ranges, examples and the pandas index. A polars LazyFrame
+has a schema only: its rows are never computed by a read.
+
+A page read answers two contents items, in every protocol revision:
+
+1. the rows, in the requested MIME type (``text/csv``, ``application/json``, ``text/markdown``);
+2. ``application/json`` page info: ``offset``, ``rows``, ``total_rows``, ``columns``,
+   ``truncated`` (true when rows exist after this page), ``next`` (URI of the next page, or
+   null), ``cut_by_size`` (fewer rows than ``limit`` because of ``MCPHub.max_read_chars``),
+   ``columns_truncated`` and ``values_truncated`` (long cells shortened, ending in "…").
+
+The same page info is also in the first item's ``_meta["mcp-notebook/page"]`` (2025-06-18+).
+In CSV and markdown a null is an empty cell; lists and dicts are JSON. Every read slices first
+and converts only the slice, so a page of a 10-million-row frame costs what a small one does.
+Statistics in the schema cover at most ``MCPHub.frame_stats_rows`` leading rows (said so in
+``stats_rows``/``stats_note``).
+
+Change detection: after a cell, a watched frame's cheap fingerprint (id, shape, columns, block
+manager or data pointer) is compared on the main thread; if it did not move, the hub's worker
+hashes a sample of ~10,000 rows (head, tail and an even stride). An in-place edit of a middle row
+of a huge frame that falls outside the sample is therefore not noticed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
+from ..render import RenderTimeout, call_guarded, type_name
+from ..uri import compile_template
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+from .tabular import CellRenderer, Table, adapter_for_type, cell_text, quiet, table_for
+from .variables import rank_completions
+
+PREFIX = "nb://frames/"
+PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format}"
+SCHEMA_TEMPLATE = "nb://frames/{name}/schema"
+_PAGE = compile_template(PAGE_TEMPLATE)
+_SCHEMA = compile_template(SCHEMA_TEMPLATE + "{?columns}")
+FORMATS = {"csv": "text/csv", "json": "application/json", "markdown": "text/markdown"}
+_JSON = "application/json"
+_META_KEY = "mcp-notebook/page"
+_STATS_CELLS = 50_000_000  # schema statistics scan at most this many cells
+_MISSING = object()
+
+
+def frame_uri(name: str) -> str:
+    return PREFIX + name
+
+
+def schema_uri(name: str) -> str:
+    return f"{PREFIX}{name}/schema"
+
+
+class FramesProvider(Provider):
+    """Pages and schemas of the tabular variables the VariablesProvider exposes."""
+
+    def __init__(self, variables: Any, limits: Any):
+        self._vars = variables
+        self._limits = limits
+        self._fingerprints: dict[str, tuple | None] = {}
+        extras = getattr(variables, "row_extras", None)
+        if extras is not None:
+            extras.append(self._index_links)
+
+    # -- lookup -------------------------------------------------------------------------
+    def _table(self, name: str, uri: str) -> Table:
+        try:
+            value = self._vars.value(name)
+        except ResourceNotFound:
+            raise ResourceNotFound(uri) from None
+        table = table_for(value)
+        if table is None:
+            raise ResourceNotFound(uri, f"{name} is a {type_name(value)}, not a table or array; see nb://vars/{name}")
+        return table
+
+    def _tabular_names(self) -> list[tuple[str, type]]:
+        return [(n, cls) for n, cls in self._vars.exposed_items() if adapter_for_type(cls) is not None]
+
+    def _index_links(self, name: str, value: Any) -> dict[str, Any]:
+        """Extra fields of an nb://vars index row: where to page through a tabular value."""
+        table = table_for(value)
+        if table is None:
+            return {}
+        links = {"schema": schema_uri(name)}
+        if not table.lazy:
+            links["frame"] = frame_uri(name)
+        return links
+
+    # -- listing ------------------------------------------------------------------------
+    def owns(self, uri: str) -> bool:
+        return uri.startswith(PREFIX)
+
+    def list_resources(self) -> list[Resource]:
+        out = []
+        for name, _ in self._tabular_names():
+            try:
+                table = self._table(name, frame_uri(name))
+                rows, cols = table.nrows, len(table.labels())
+            except Exception:  # gone or changing under us: leave it out of this listing
+                continue
+            if table.lazy:
+                out.append(
+                    Resource(
+                        uri=schema_uri(name),
+                        name=f"frames/{name}/schema",
+                        title=f"{name} ({table.kind}, {cols} columns, lazy)",
+                        description=f"Schema of the LazyFrame {name}; its rows are not computed by reads.",
+                        mime_type=_JSON,
+                    )
+                )
+                continue
+            out.append(
+                Resource(
+                    uri=frame_uri(name),
+                    name=f"frames/{name}",
+                    title=f"{name} ({table.kind}, {rows:,} x {cols})",
+                    description=(
+                        f"Rows of {name}, a {table.kind} with {rows:,} rows x {cols} columns, as CSV pages "
+                        f"(add ?offset=&limit=&columns=a,b&format=csv|json|markdown). "
+                        f"Columns, dtypes and statistics: {schema_uri(name)}"
+                    ),
+                    mime_type=FORMATS["csv"],
+                    annotations=Annotations(audience=("assistant",), priority=0.7),
+                )
+            )
+        return out
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        return [
+            ResourceTemplate(
+                uri_template=PAGE_TEMPLATE,
+                name="frame-page",
+                title="Rows of a table or array",
+                description=(
+                    "A page of rows of a DataFrame, Series, Arrow table or numpy array: offset (default 0), "
+                    f"limit (default {self._limits.frame_page_rows}, at most {self._limits.frame_max_rows}), "
+                    "columns=a,b, format=csv|json|markdown. A second JSON item tells total_rows and the next page."
+                ),
+                mime_type=FORMATS["csv"],
+            ),
+            ResourceTemplate(
+                uri_template=SCHEMA_TEMPLATE,
+                name="frame-schema",
+                title="Schema of a table or array",
+                description="Shape, columns, dtypes, null counts, min/max/mean, categories, examples, index.",
+                mime_type=_JSON,
+            ),
+        ]
+
+    def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        if template not in (PAGE_TEMPLATE, SCHEMA_TEMPLATE):
+            return None
+        if argument == "name":
+            return rank_completions([n for n, _ in self._tabular_names()], value)
+        if argument == "format":
+            return [f for f in FORMATS if f.startswith(value.lower())]
+        if argument == "columns":
+            name = context.get("name")
+            if not isinstance(name, str):
+                return []
+            try:
+                labels = self._table(name, frame_uri(name)).labels()
+            except Exception:
+                return []
+            head, _, last = value.rpartition(",")
+            chosen = set(head.split(",")) if head else set()
+            prefix = head + "," if head else ""
+            return [prefix + c for c in rank_completions(list(dict.fromkeys(labels)), last) if c not in chosen]
+        return []
+
+    # -- reading ------------------------------------------------------------------------
+    def read(self, uri: str) -> list[Contents]:
+        params = _SCHEMA.match(uri)
+        if params is not None:
+            return [self._guarded(uri, lambda: self._read_schema(uri, params))]
+        params = _PAGE.match(uri)
+        if params is None:
+            raise ResourceNotFound(uri)
+        return self._guarded(uri, lambda: self._read_page(uri, params))
+
+    def _guarded(self, uri: str, fn: Callable[[], Any]) -> Any:
+        """Run a read on a guarded thread (user __repr__ may hang); retry once on a racing mutation."""
+        timeout = max(10.0, 5 * self._limits.repr_timeout)
+
+        def run() -> Any:
+            with quiet():
+                return fn()
+
+        for attempt in (1, 2):
+            try:
+                return call_guarded(run, timeout)
+            except (ResourceNotFound, InvalidResourceParams, ResourceReadError):
+                raise
+            except RenderTimeout as exc:
+                raise ResourceReadError(f"reading {uri} did not finish: {exc}") from None
+            except Exception as exc:  # e.g. the frame changed while a cell was running
+                if attempt == 2:
+                    raise ResourceReadError(f"reading {uri} failed: {type(exc).__name__}: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _positions(self, table: Table, raw: str | None, name: str) -> tuple[list[int], bool]:
+        """Column positions to show, and whether the default set was cut to frame_max_columns."""
+        labels = table.labels()
+        if raw is None or raw == "":
+            cap = self._limits.frame_max_columns
+            return list(range(min(len(labels), cap))), len(labels) > cap
+        wanted = [c for c in raw.split(",") if c != ""]
+        where: dict[str, list[int]] = {}
+        for i, label in enumerate(labels):
+            where.setdefault(label, []).append(i)
+        unknown = [c for c in wanted if c not in where]
+        if unknown:
+            shown = labels[:100]
+            more = f" … and {len(labels) - 100} more" if len(labels) > 100 else ""
+            raise InvalidResourceParams(f"unknown column(s) {unknown} in {name}; valid columns: {shown}{more}")
+        out: list[int] = []
+        for c in dict.fromkeys(wanted):
+            out.extend(where[c])
+        return out, False
+
+    def _read_page(self, uri: str, params: dict[str, str]) -> list[Contents]:
+        name = params["name"]
+        unknown = set(params) - {"name", "offset", "limit", "columns", "format"}
+        if unknown:
+            raise InvalidResourceParams(
+                f"unknown parameter(s) {sorted(unknown)} for {PAGE_TEMPLATE}; use offset, limit, columns, format"
+            )
+        limits = self._limits
+        fmt = (params.get("format") or "csv").lower()
+        if fmt not in FORMATS:
+            raise InvalidResourceParams(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+        offset = _int_param(params, "offset", 0)
+        limit = _int_param(params, "limit", limits.frame_page_rows)
+        if limit > limits.frame_max_rows:
+            raise InvalidResourceParams(f"limit must be at most {limits.frame_max_rows}, got {limit}")
+        table = self._table(name, uri)
+        if table.lazy:
+            raise InvalidResourceParams(
+                f"{name} is a {table.kind}: reading rows would compute it. Collect it in a cell "
+                f"(e.g. {name}_df = {name}.collect()) or read its schema at {schema_uri(name)}"
+            )
+        positions, cols_cut = self._positions(table, params.get("columns"), name)
+        total = table.nrows or 0
+        start = min(offset, total)
+        stop = min(total, start + limit)
+        labels = table.labels()
+        header = _unique(table.index_labels() + [labels[p] for p in positions])
+        columns = table.page(start, stop, positions)
+
+        info: dict[str, Any] = {
+            "name": name,
+            "type": table.kind,
+            "format": fmt,
+            "offset": offset,
+            "limit": limit,
+            "rows": 0,
+            "total_rows": total,
+            "total_columns": len(labels),
+            "columns": header,
+            "truncated": False,
+            "next": None,
+            "schema": schema_uri(name),
+        }
+        if cols_cut:
+            info["columns_truncated"] = True
+            info["columns_note"] = f"showing the first {len(positions)} of {len(labels)} columns; pick with columns="
+        reserve = len(json.dumps(info, ensure_ascii=False)) * 2 + 300 + len(uri)
+        budget = max(1000, limits.max_read_chars - reserve)
+        cap = max(20, min(1000, budget // (2 * max(1, len(header)))))
+        cells = CellRenderer(cap)
+        text, rows = _render(fmt, header, columns, stop - start, cells, budget)
+
+        end = start + rows
+        info["rows"] = rows
+        if end < total:
+            info["truncated"] = True
+            nxt = {"name": name, "offset": end, "limit": limit, "columns": params.get("columns") or None}
+            if "format" in params:
+                nxt["format"] = fmt
+            info["next"] = _PAGE.expand(nxt)
+            if rows < stop - start:
+                info["cut_by_size"] = True
+        if cells.cut:
+            info["values_truncated"] = cells.cut
+        return [
+            Contents(uri=uri, mime_type=FORMATS[fmt], text=text, meta={_META_KEY: info}),
+            Contents(uri=uri, mime_type=_JSON, text=json.dumps(info, ensure_ascii=False)),
+        ]
+
+    def _read_schema(self, uri: str, params: dict[str, str]) -> Contents:
+        name = params["name"]
+        unknown = set(params) - {"name", "columns"}
+        if unknown:
+            raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {SCHEMA_TEMPLATE}; use columns")
+        table = self._table(name, uri)
+        positions, _ = self._positions(table, params.get("columns"), name)
+        if not params.get("columns"):
+            positions = list(range(len(table.labels())))
+        total = table.nrows
+        stats_rows = min(self._limits.frame_stats_rows, max(10_000, _STATS_CELLS // max(1, len(positions))))
+        budget = self._limits.max_read_chars - 600
+        doc: dict[str, Any] = {"name": name, "type": table.kind, "shape": table.shape}
+        if not table.lazy:
+            doc["page"] = frame_uri(name)
+        if total is not None:
+            doc["stats_rows"] = min(total, stats_rows)
+            if total > stats_rows:
+                doc["stats_note"] = f"statistics over the first {stats_rows:,} of {total:,} rows"
+        described: list[dict[str, Any]] = []
+        used = len(json.dumps(doc))
+        # Describe in chunks so a 100k-column frame stops early instead of scanning every column.
+        for i in range(0, len(positions), 50):
+            facts = table.describe(positions[i : i + 50], stats_rows)
+            for key, value in facts.items():
+                if key != "columns" and key not in doc:
+                    doc[key] = value
+                    used += len(json.dumps(value, default=str)) + len(key) + 4
+            for col in facts["columns"]:
+                size = len(json.dumps(col, ensure_ascii=False, default=str)) + 2
+                if used + size > budget and described:
+                    break
+                described.append(col)
+                used += size
+            else:
+                continue
+            break
+        doc["columns"] = described
+        if len(described) < len(positions):
+            doc["truncated"] = True
+            doc["columns_note"] = (
+                f"described {len(described)} of {len(positions)} columns; "
+                f"ask for others with {schema_uri(name)}?columns=a,b"
+            )
+        return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+
+    # -- change detection ---------------------------------------------------------------
+    def _fingerprint(self, uri: str) -> tuple[tuple | None, bool]:
+        name = _name_of(uri)
+        if name is None:
+            return None, False
+        try:
+            table = table_for(self._vars.value(name))
+        except ResourceNotFound:
+            return None, False
+        if table is None:
+            return None, False
+        return table.fingerprint(), table.mutable
+
+    def snapshot(self, watched: frozenset[str]) -> ChangeSet:
+        changes = ChangeSet()
+        mine = [uri for uri in watched if uri.startswith(PREFIX)]
+        for uri in mine:
+            try:
+                fp, mutable = self._fingerprint(uri)
+            except Exception:  # a value racing with us: let the exact check decide
+                changes.maybe.add(uri)
+                continue
+            before = self._fingerprints.get(uri, _MISSING)
+            self._fingerprints[uri] = fp
+            if before is not _MISSING and before != fp:
+                changes.updated.add(uri)
+            elif fp is not None and mutable:
+                changes.maybe.add(uri)
+        if len(self._fingerprints) > len(mine):
+            keep = set(mine)
+            for uri in [u for u in self._fingerprints if u not in keep]:
+                del self._fingerprints[uri]
+        return changes
+
+    def digest(self, uri: str) -> bytes | None:
+        name = _name_of(uri)
+        if name is None:
+            return b"missing"
+        try:
+            table = self._table(name, uri)
+        except ResourceNotFound:
+            return b"missing"
+        try:
+
+            def run() -> bytes:
+                with quiet():
+                    return table.digest()
+
+            return call_guarded(run, max(10.0, 5 * self._limits.repr_timeout))
+        except Exception as exc:
+            return f"error {type(exc).__name__}".encode()
+
+
+def _name_of(uri: str) -> str | None:
+    params = _SCHEMA.match(uri) or _PAGE.match(uri)
+    return params.get("name") if params else None
+
+
+def _int_param(params: dict[str, str], key: str, default: int) -> int:
+    raw = params.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidResourceParams(f"{key} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise InvalidResourceParams(f"{key} must not be negative, got {value}")
+    return value
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """Make repeated labels distinct (a, a.1, a.2) so JSON records keep every column."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        n = seen.get(label, 0)
+        seen[label] = n + 1
+        out.append(label if n == 0 else f"{label}.{n}")
+    return out
+
+
+def _render(
+    fmt: str, header: list[str], columns: list[list[Any]], nrows: int, cells: CellRenderer, budget: int
+) -> tuple[str, int]:
+    """The page text and how many rows fit in ``budget`` characters (at least one)."""
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(header)
+        rows = 0
+        for r in range(nrows):
+            mark = buf.tell()
+            writer.writerow([cell_text(cells.value(col[r])) for col in columns])
+            if buf.tell() > budget and rows:
+                buf.seek(mark)
+                buf.truncate()
+                break
+            rows += 1
+        return buf.getvalue(), rows
+    if fmt == "json":
+        parts: list[str] = []
+        used = 2
+        for r in range(nrows):
+            record = {h: cells.value(col[r]) for h, col in zip(header, columns, strict=True)}
+            line = json.dumps(record, ensure_ascii=False)
+            used += len(line) + 2
+            if used > budget and parts:
+                break
+            parts.append(line)
+        return "[" + ",\n".join(parts) + "]", len(parts)
+    lines = ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+    used = sum(len(x) + 1 for x in lines)
+    rows = 0
+    for r in range(nrows):
+        line = "| " + " | ".join(_md(cell_text(cells.value(col[r]))) for col in columns) + " |"
+        used += len(line) + 1
+        if used > budget and rows:
+            break
+        lines.append(line)
+        rows += 1
+    return "\n".join(lines) + "\n", rows
+
+
+def _md(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")

@@ -1,0 +1,51 @@
+"""Widgets that show the hub live: :func:`panel`, :func:`browser`, :func:`watch`.
+
+ipywidgets is optional: it is imported when a view is built, not when this package is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .live import recent_notifications
+
+__all__ = ["browser", "panel", "recent_notifications", "watch"]
+
+
+def _views() -> Any:
+    try:
+        from . import views
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("mcp_notebook's views need ipywidgets: pip install 'ipywidgets>=8'") from exc
+    return views
+
+
+def _shell() -> Any:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise RuntimeError("mcp_notebook views run inside IPython or a Jupyter kernel")
+    return shell
+
+
+def panel() -> Any:
+    """The hub panel: endpoint, revisions, clients, subscriptions, recent notifications, start/stop."""
+    import mcp_notebook
+
+    current = mcp_notebook._current
+    return _views().PanelView(current.shell if current is not None else _shell())
+
+
+def browser(kind: str = "all", text: str = "") -> Any:
+    """A resource browser: filter by kind or text, preview, subscribe to watch one change."""
+    import mcp_notebook
+
+    return _views().BrowserView(mcp_notebook.hub(), kind=kind, text=text)
+
+
+def watch(uri: str) -> Any:
+    """A view of one resource that re-renders whenever a cell changes it; ``close()`` stops watching."""
+    import mcp_notebook
+
+    return _views().WatchView(mcp_notebook.hub(), uri)

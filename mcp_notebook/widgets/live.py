@@ -1,0 +1,109 @@
+"""Live plumbing for the views, without ipywidgets: main-thread scheduling and recent notifications.
+
+Hub listeners and server activity callbacks run on the kernel's main thread, the hub worker or
+the HTTP thread. Widgets must change on the main thread, so :class:`MainThread` hands callbacks
+to the kernel's event loop (``kernel.io_loop``, a tornado IOLoop on the main thread in ipykernel
+6.29+ and 7.x; ``add_callback`` is thread-safe). Without a kernel (plain IPython, an
+InteractiveShell in tests) there are no comms to protect, so callbacks run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MAX_RECENT = 50
+
+
+class MainThread:
+    """Runs callbacks on the kernel's main thread, coalescing repeats of the same key."""
+
+    def __init__(self, shell: Any = None):
+        kernel = getattr(shell, "kernel", None)
+        self._loop = getattr(kernel, "io_loop", None)
+        self._pending: set[Any] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def deferred(self) -> bool:
+        """True when callbacks go through the kernel's loop (False: they run immediately)."""
+        return self._loop is not None
+
+    def call(self, key: Any, fn: Callable[[], None]) -> None:
+        """Run ``fn`` soon on the main thread; a ``key`` already pending is not queued twice."""
+        if self._loop is None:
+            _guarded(fn)
+            return
+        with self._lock:
+            if key in self._pending:
+                return
+            self._pending.add(key)
+
+        def run() -> None:
+            with self._lock:
+                self._pending.discard(key)
+            _guarded(fn)
+
+        try:
+            self._loop.add_callback(run)
+        except RuntimeError:  # the loop is closed: the kernel is shutting down
+            with self._lock:
+                self._pending.discard(key)
+
+
+def _guarded(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except Exception:  # a view must never break the kernel's loop or the hub
+        log.exception("widget update failed")
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One change the hub announced to its listeners (and so to subscribed clients)."""
+
+    at: float
+    kind: str  # "updated" or "list_changed"
+    uris: tuple[str, ...]
+
+    def line(self) -> str:
+        stamp = time.strftime("%H:%M:%S", time.localtime(self.at))
+        return f"{stamp} {self.kind} {' '.join(self.uris)}".rstrip()
+
+
+class RecentNotifications:
+    """A bounded ring buffer of hub notifications, filled by a hub listener (any thread)."""
+
+    def __init__(self, maxlen: int = MAX_RECENT):
+        self._items: deque[Notice] = deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+        self.total = 0
+
+    def __call__(self, kind: str, uris: tuple[str, ...]) -> None:
+        with self._lock:
+            self._items.append(Notice(time.time(), kind, tuple(uris)))
+            self.total += 1
+
+    def items(self) -> list[Notice]:
+        with self._lock:
+            return list(self._items)
+
+
+_RECENT: weakref.WeakKeyDictionary[Any, RecentNotifications] = weakref.WeakKeyDictionary()
+
+
+def recent_notifications(hub: Any) -> RecentNotifications:
+    """The ring buffer of ``hub`` (a resource_hub.Hub), attached as a listener on first use."""
+    buffer = _RECENT.get(hub)
+    if buffer is None:
+        buffer = _RECENT[hub] = RecentNotifications()
+        hub.add_listener(buffer)
+    return buffer
