@@ -15,7 +15,9 @@ USAGE = """\
 %mcp hide NAME...    stop exposing variables (until %mcp show)
 %mcp show NAME...    expose them again
 %mcp stop            stop the hub (the magic stays)
-%mcp start           start it again"""
+%mcp start           start it again
+%mcp panel           the hub panel (ipywidgets; text where widgets are unavailable)
+%mcp browse [KIND] [TEXT]  the resource browser, optionally filtered"""
 
 
 def mcp_magic(line: str) -> None:
@@ -47,6 +49,11 @@ def mcp_magic(line: str) -> None:
         print(status(kernel_hub))
     elif cmd == "clients":
         print(clients(kernel_hub))
+    elif cmd in ("panel", "browse"):
+        from IPython.display import display
+
+        view = mcp_notebook.panel() if cmd == "panel" else mcp_notebook.browser(*args[:2])
+        display(view)
     elif cmd in ("hide", "show"):
         if not args:
             print(f"usage: %mcp {cmd} NAME [NAME ...]")

@@ -29,6 +29,16 @@ def test_hide_and_show_a_variable(kernel, hub, mcp):
     assert "nb://vars/visible_one" in {r["uri"] for r in mcp.result("resources/list")["resources"]}
 
 
+def test_panel_and_browser_from_the_magic(kernel, hub):
+    kernel.run("panel_var = [1, 2]")
+    panel = kernel.run("%mcp panel")
+    bundle = panel.results[-1]
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert hub["url"] in bundle["text/plain"] and hub["token"] not in bundle["text/plain"]
+    browse = kernel.run("%mcp browse vars panel_var")
+    assert "nb://vars/panel_var" in browse.results[-1]["text/plain"]
+
+
 def test_stop_start_and_unload(kernel, hub):
     out = kernel.run("%mcp stop").stdout
     assert "stopped" in out
