@@ -42,4 +42,16 @@ status=0
 if [[ $status -eq 5 ]]; then
   echo "scripts/test.sh: pytest collected no tests; treating that as a failure" >&2
 fi
+
+# Example notebooks under nbval: outputs that depend on timing (panel counts) are checked
+# loosely; the deterministic ones strictly, with sanitizers for ports, pids and timestamps.
+nb_status=0
+"$VENV_PY" -m pytest -q --nbval-lax --nbval-current-env \
+  notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
+"$VENV_PY" -m pytest -q --nbval --nbval-current-env \
+  --nbval-sanitize-with notebooks/sanitize.cfg \
+  notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb || nb_status=$?
+if [[ $status -eq 0 ]]; then
+  status=$nb_status
+fi
 exit "$status"
