@@ -275,7 +275,9 @@ def test_plain_interactive_shell_degrades_gracefully():
     from mcp_notebook.config import MCPHub
     from mcp_notebook.providers.cells import CellsProvider
 
+    created = not InteractiveShell.initialized()  # share the process-wide shell when another test made one
     shell = InteractiveShell.instance()
+    before_tb = vars(shell).get("_showtraceback")
     cfg = MCPHub()
     sink = io.StringIO()
     with redirect_stdout(sink):
@@ -291,6 +293,8 @@ def test_plain_interactive_shell_degrades_gracefully():
         finally:
             cap.uninstall()
             shell.events.unregister("post_run_cell", cap.post_run_cell)
+            if created:
+                InteractiveShell.clear_instance()
     shown = sink.getvalue()
     assert "plain" in shown and "42" in shown and "ZeroDivisionError" in shown  # passed through
     provider = CellsProvider(cap, cfg)
@@ -306,8 +310,12 @@ def test_plain_interactive_shell_degrades_gracefully():
     assert [o["preview"] for o in inner["outputs"]] == ["inner\n"]
     assert [o["preview"] for o in outer["outputs"] if o["output_type"] == "stream"] == ["outer\n"]
     assert provider.read("nb://cells/2/outputs/0")[0].text == "42"
-    assert provider.read("nb://cells/3/outputs/0")[0].text == "<i>x</i>"
+    html = cells[2]["outputs"][0]
+    expected = "<i>x</i>" if "text/html" in html["mime_types"] else "<IPython.core.display.HTML object>"
+    assert provider.read("nb://cells/3/outputs/0")[0].text == expected  # terminal shells format text/plain only
     assert "ZeroDivisionError" in provider.read("nb://cells/4/outputs/0")[0].text
-    assert "write" not in vars(sys.stdout) and "_showtraceback" not in vars(shell)
+    for stream in (sys.stdout, sink):
+        assert "CellCapture" not in getattr(vars(stream).get("write"), "__qualname__", "")
+    assert vars(shell).get("_showtraceback") is before_tb
     assert "publish" not in vars(shell.display_pub) and "write_format_data" not in vars(shell.displayhook)
     assert cap.pre_run_cell not in shell.events.callbacks["pre_run_cell"]
