@@ -58,13 +58,11 @@ class KernelHub:
         self.hub.add_provider(KernelProvider(self.summary))
         self.hub.add_provider(self.variables)
         self.hub.add_provider(FramesProvider(self.variables, cfg))
-        self.hub.add_provider(CUSTOM)
         self.capture = CellCapture(shell, cfg)
         self.hub.add_provider(CellsProvider(self.capture, cfg))
-        self.notebook = NotebookProvider(
-            lambda: cfg.notebook_path or notebook_path(shell), cfg, self.capture.seq_for_cell_id
-        )
+        self.notebook = NotebookProvider(self.notebook_path, cfg, self.capture.seq_for_cell_id)
         self.hub.add_provider(self.notebook)
+        self.hub.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
         self.server = McpServer(self.hub, self._settings())
         self.transport: HttpTransport | None = None
         self.runtime_file: Path | None = None
@@ -155,7 +153,7 @@ class KernelHub:
             token=self.token if self.config.require_token else None,
             pid=os.getpid(),
             kernel_id=kernel_id(),
-            notebook_path=notebook_path(self.shell),
+            notebook_path=self.notebook_path(),
             protocol_versions=list(ALL_VERSIONS),
             started_at=self.started_at,
             server_version=__version__,
@@ -172,11 +170,15 @@ class KernelHub:
             "mcp_notebook": __version__,
             "pid": os.getpid(),
             "kernel_id": kernel_id(),
-            "notebook_path": notebook_path(self.shell),
+            "notebook_path": self.notebook_path(),
             "variables": len(self.variables.exposed_names()),
             "cells_executed": self.hub.cells_seen,
             "url": self.transport.url if self.transport else None,
         }
+
+    def notebook_path(self) -> str | None:
+        """The explicit setting wins over what the frontend tells."""
+        return self.config.notebook_path or notebook_path(self.shell)
 
     def _file_key(self) -> str:
         return kernel_id() or f"pid{os.getpid()}-{self.transport.port if self.transport else 0}"
@@ -201,7 +203,7 @@ def kernel_id() -> str | None:
 
 
 def notebook_path(shell: Any) -> str | None:
-    """Where the notebook lives, when the frontend tells: VS Code, Jupyter Server, or a setting."""
+    """Where the notebook lives, when the frontend tells: VS Code or Jupyter Server."""
     ns = getattr(shell, "user_ns", {})
     for candidate in (ns.get("__vsc_ipynb_file__"), os.environ.get("JPY_SESSION_NAME")):
         if isinstance(candidate, str) and candidate:

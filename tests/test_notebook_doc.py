@@ -61,7 +61,9 @@ def read_json(mcp: Mcp, uri: str) -> dict[str, Any]:
     return json.loads(mcp.result("resources/read", {"uri": uri})["contents"][0]["text"])
 
 
-def test_document_from_file(mcp, nb_path):
+def test_document_from_file(mcp, hub, nb_path):
+    assert hub["notebook_path"] == str(nb_path)  # the setting reaches connection_info and nb://kernel
+    assert read_json(mcp, "nb://kernel")["notebook_path"] == str(nb_path)
     doc = read_json(mcp, "nb://notebook")
     assert doc["available"] and doc["source"] == "file" and doc["path"] == str(nb_path)
     assert doc["cell_count"] == 3 and doc["kernelspec"] == "python3" and doc["nbformat"].startswith("4.")
