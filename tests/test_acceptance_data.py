@@ -59,7 +59,11 @@ def test_client_reads_frames_cells_errors_and_plots(kernel, hub):
             traceback = text_of(await client.read_resource(failed["outputs"][-1]["uri"]))
             assert "ZeroDivisionError" in traceback and "\x1b[" not in traceback
 
-            plot = json.loads(text_of(await client.read_resource(by_line["plt.plot([1, 3, 2]); plt.title('trend'); plt.show()"]["uri"])))
+            plot = json.loads(
+                text_of(
+                    await client.read_resource(by_line["plt.plot([1, 3, 2]); plt.title('trend'); plt.show()"]["uri"])
+                )
+            )
             image = next(o for o in plot["outputs"] if "image/png" in o["mime_types"])
             png = (await client.read_resource(image["uri"])).contents[0]
             assert png.mime_type == "image/png"

@@ -544,7 +544,9 @@ class McpServer:
             return HttpReply.json(reply, headers=headers)
         stream = Stream("response")
         for level, data in ctx.logs:
-            stream.push(rpc.notification("notifications/message", {"level": level, "logger": "mcp-notebook", "data": data}))
+            stream.push(
+                rpc.notification("notifications/message", {"level": level, "logger": "mcp-notebook", "data": data})
+            )
         stream.close(reply)
         return HttpReply(200, headers=dict(headers or {}), stream=stream)
 
