@@ -118,7 +118,8 @@ def time_cells(cells: int, budget_s: float) -> None:
     """Wall times (µs) of ``run_cell`` for a cell that rebinds one variable, history stored (as in
     Jupyter): IPython's whole execution path including every post_run_cell hook, without ZMQ noise."""
     ip = _ip()
-    ip.user_ns.setdefault("bench_tick", 0)
+    if not isinstance(ip.user_ns.get("bench_tick"), int):
+        ip.user_ns["bench_tick"] = 0
     samples: list[float] = []
     deadline = time.perf_counter() + budget_s
     for _ in range(cells):
