@@ -19,6 +19,20 @@ class InvalidResourceParams(ValueError):
     """The URI names a resource, but its parameters are wrong (-32602)."""
 
 
+def int_param(params: dict[str, str], key: str, default: int) -> int:
+    """A non-negative whole-number query parameter, or InvalidResourceParams saying what is wrong."""
+    raw = params.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidResourceParams(f"{key} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise InvalidResourceParams(f"{key} must not be negative, got {value}")
+    return value
+
+
 class ResourceReadError(RuntimeError):
     """Reading failed for a reason the client should see (a raising or hanging __repr__)."""
 

@@ -17,7 +17,7 @@ from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import mask_secrets
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, int_param
 from .variables import rank_completions
 
 PREFIX = "nb://cells"
@@ -133,8 +133,8 @@ class CellsProvider(Provider):
         unknown = set(params) - {"offset", "limit"}
         if unknown:
             raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {INDEX_URI}; use offset, limit")
-        offset = _int_param(params, "offset", 0)
-        limit = _int_param(params, "limit", 1000)
+        offset = int_param(params, "offset", 0)
+        limit = int_param(params, "limit", 1000)
         cells = self.capture.snapshot()
         budget = self._limits.max_read_chars - 400
         rows: list[dict[str, Any]] = []
@@ -252,7 +252,7 @@ class CellsProvider(Provider):
             if params.get("offset"):
                 raise InvalidResourceParams(f"offset applies to text outputs, not {mime}")
             return Contents(uri=uri, mime_type=mime, blob=output_bytes(out, mime))
-        return self._text_page(uri, cell.seq, index, out, mime, _int_param(params, "offset", 0))
+        return self._text_page(uri, cell.seq, index, out, mime, int_param(params, "offset", 0))
 
     def _text_page(self, uri: str, seq: int, index: int, out: Output, mime: str, offset: int) -> Contents:
         text = output_text(out, mime)
@@ -420,16 +420,3 @@ class CellsProvider(Provider):
             elif prefixes and (uri in prefixes or uri.startswith(tuple(p + "/" for p in prefixes))):
                 changes.updated.add(uri)
         return changes
-
-
-def _int_param(params: dict[str, str], key: str, default: int) -> int:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidResourceParams(f"{key} must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise InvalidResourceParams(f"{key} must not be negative, got {value}")
-    return value

@@ -39,7 +39,7 @@ from typing import Any
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..render import RenderTimeout, call_guarded, type_name
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 from .tabular import CellRenderer, Table, adapter_for_type, cell_text, quiet, table_for
 from .variables import rank_completions
 
@@ -241,8 +241,8 @@ class FramesProvider(Provider):
         fmt = (params.get("format") or "csv").lower()
         if fmt not in FORMATS:
             raise InvalidResourceParams(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
-        offset = _int_param(params, "offset", 0)
-        limit = _int_param(params, "limit", limits.frame_page_rows)
+        offset = int_param(params, "offset", 0)
+        limit = int_param(params, "limit", limits.frame_page_rows)
         if limit > limits.frame_max_rows:
             raise InvalidResourceParams(f"limit must be at most {limits.frame_max_rows}, got {limit}")
         table = self._table(name, uri)
@@ -401,19 +401,6 @@ class FramesProvider(Provider):
 def _name_of(uri: str) -> str | None:
     params = _SCHEMA.match(uri) or _PAGE.match(uri)
     return params.get("name") if params else None
-
-
-def _int_param(params: dict[str, str], key: str, default: int) -> int:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidResourceParams(f"{key} must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise InvalidResourceParams(f"{key} must not be negative, got {value}")
-    return value
 
 
 def _unique(labels: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ from ..capture import strip_ansi
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import mask_secrets
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 from .cells import cell_uri, iso
 from .variables import rank_completions
 
@@ -163,8 +163,8 @@ class NotebookProvider(Provider):
         unknown = set(params) - {"offset", "limit"}
         if unknown:
             raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {DOC_URI}; use offset, limit")
-        offset = _int_param(params, "offset", 0)
-        limit = _int_param(params, "limit", 1000)
+        offset = int_param(params, "offset", 0)
+        limit = int_param(params, "limit", 1000)
         found = self.document()
         if found is None:
             where = self.path()
@@ -340,16 +340,3 @@ def _output_summary(out: Any, preview: int) -> dict[str, Any]:
         if kind == "execute_result":
             row["execution_count"] = out.get("execution_count")
     return row
-
-
-def _int_param(params: dict[str, str], key: str, default: int) -> int:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidResourceParams(f"{key} must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise InvalidResourceParams(f"{key} must not be negative, got {value}")
-    return value

@@ -21,7 +21,7 @@ from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import NameFilter, contains_secret, mask_secrets
 from ..render import RenderTimeout, bounded_repr, call_guarded, type_name
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 
 PREFIX = "nb://vars"
 INDEX_URI = "nb://vars"
@@ -280,8 +280,8 @@ class VariablesProvider(Provider):
         unknown = set(params) - {"offset", "limit"}
         if unknown:
             raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {INDEX_URI}; use offset, limit")
-        offset = _int_param(params, "offset", 0)
-        limit = _int_param(params, "limit", 1000)
+        offset = int_param(params, "offset", 0)
+        limit = int_param(params, "limit", 1000)
         names = list(self._exposed)
         rows = []
         budget = self._limits.max_read_chars - 400
@@ -343,19 +343,6 @@ class VariablesProvider(Provider):
         else:
             self.user_hidden.discard(name)
         self.rebuild()
-
-
-def _int_param(params: dict[str, str], key: str, default: int) -> int:
-    raw = params.get(key)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidResourceParams(f"{key} must be a whole number, got {raw!r}") from None
-    if value < 0:
-        raise InvalidResourceParams(f"{key} must not be negative, got {value}")
-    return value
 
 
 def _callable_info(value: Any, timeout: float) -> dict[str, Any]:
