@@ -58,7 +58,7 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_suite(quick: bool) -> dict[str, Any]:
+def run_suite(quick: bool, request_only: bool = False) -> dict[str, Any]:
     prof = PROFILES["quick" if quick else "full"]
     res: dict[str, Any] = {"mode": "quick" if quick else "full", "profile": prof, "machine": S.machine_facts()}
     res["machine"]["loadavg_start"] = os.getloadavg()
@@ -74,19 +74,20 @@ def run_suite(quick: bool) -> dict[str, Any]:
             k.run("x = 1\nkside.define_vars(1000)")
             log("request path: hub")
             res["request_hub"] = S.guarded(S.hub_request_path, k, info, prof)
-            log("notification latency")
-            res["notify"] = S.guarded(notification_latency, k, info, prof["notify_cells"])
-            log("reads during a busy cell")
-            res["busy"] = S.guarded(S.busy_reads, k, info, prof["busy_s"])
-            log("big reads")
-            res["big_reads"] = S.guarded(S.big_reads, k, info, prof["big_n"])
+            if not request_only:
+                log("notification latency")
+                res["notify"] = S.guarded(notification_latency, k, info, prof["notify_cells"])
+                log("reads during a busy cell")
+                res["busy"] = S.guarded(S.busy_reads, k, info, prof["busy_s"])
+                log("big reads")
+                res["big_reads"] = S.guarded(S.big_reads, k, info, prof["big_n"])
         finally:
             k.shutdown()
         for kind in ("lowlevel", "mcpserver"):
             log(f"request path: SDK {kind}")
             res[f"request_sdk_{kind}"] = S.guarded(S.sdk_request_path, kind, prof)
         res["hook"] = {}
-        for name, setup in S.SCENARIOS.items():
+        for name, setup in S.SCENARIOS.items() if not request_only else ():
             log(f"post-cell hook: {name}")
             res["hook"][name] = S.guarded(S.hook_scenario, runtime, setup, "big =" in setup, prof)
     res["elapsed_s"] = time.perf_counter() - t_start
@@ -285,9 +286,10 @@ def render(res: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="short smoke run (under 2 minutes)")
+    ap.add_argument("--request-only", action="store_true", help="only the request path (hub and SDK servers)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "latest.json"))
     args = ap.parse_args()
-    res = run_suite(args.quick)
+    res = run_suite(args.quick, args.request_only)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2, default=str))

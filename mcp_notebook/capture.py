@@ -40,6 +40,7 @@ def binary_size(value: str | bytes) -> int:
     """Decoded size of raw bytes or of a base64 string (without decoding it)."""
     if isinstance(value, bytes):
         return len(value)
+    value = value.rstrip()  # early IPython 8 releases end base64 images with a newline after the padding
     n = len(value) - value.count("\n")
     return n * 3 // 4 - (2 if value.endswith("==") else 1 if value.endswith("=") else 0)
 
@@ -200,7 +201,7 @@ class CellCapture:
             cell = CellRecord(
                 seq=self.seq,
                 source=source,
-                cell_id=getattr(info, "cell_id", None),
+                cell_id=getattr(info, "cell_id", None) if hasattr(info, "cell_id") else self._request_cell_id(),
                 store_history=bool(getattr(info, "store_history", True)),
                 started=time.time(),
                 t0=time.perf_counter(),
@@ -214,6 +215,15 @@ class CellCapture:
             self.current = cell
             self._new = True
         self._attach_streams()
+
+    def _request_cell_id(self) -> str | None:
+        """The frontend's cell id from the execute request, where IPython's run_cell takes none (early 8.x)."""
+        if self.current is not None:  # a nested run_cell is not the request's cell
+            return None
+        parent = getattr(self.shell, "parent_header", None)  # ipykernel: the execute_request being run
+        metadata = parent.get("metadata") if isinstance(parent, dict) else None
+        cell_id = metadata.get("cellId") if isinstance(metadata, dict) else None
+        return cell_id if isinstance(cell_id, str) else None
 
     def post_run_cell(self, result: Any = None) -> None:
         """Finish the running cell; call before the hub's change detection."""

@@ -8,6 +8,7 @@ whichever thread detected the change and must hand work to their own thread them
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import secrets
@@ -81,10 +82,18 @@ class Hub:
         self._worker: threading.Thread | None = None
         self.cells_seen = 0
         self.journal = ChangeJournal()
+        # Bumped whenever anything listed may have changed (every cell, every changed(), new providers);
+        # listing caches read it before listing and key on it. next() on a count is atomic.
+        self._generations = itertools.count(1)
+        self.generation = 0
 
     # -- registry -----------------------------------------------------------------------
     def add_provider(self, provider: Provider) -> None:
         self._providers.append(provider)
+        self.generation = next(self._generations)
+
+    def providers(self) -> list[Provider]:
+        return list(self._providers)
 
     def provider_for(self, uri: str) -> Provider:
         for provider in self._providers:
@@ -162,6 +171,7 @@ class Hub:
             total.list_changed |= changes.list_changed
             total.updated |= changes.updated
             total.maybe |= changes.maybe
+        self.generation = next(self._generations)  # after the snapshots changed provider state
         if total.list_changed:
             self._emit(LIST_CHANGED, ())
         updated = tuple(sorted(total.updated & watched))
@@ -175,6 +185,7 @@ class Hub:
 
     def changed(self, uris: Iterable[str] = (), list_changed: bool = False) -> None:
         """Report changes from outside a cell (custom resources, settings)."""
+        self.generation = next(self._generations)
         if list_changed:
             self._emit(LIST_CHANGED, ())
         watched = self.watched()

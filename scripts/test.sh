@@ -5,6 +5,9 @@
 # Creates .venv (python3 -m venv), installs the package with its test and data extras plus
 # ipywidgets, installs the pinned Node tooling in tests/node (Node 22, the MCP conformance suite,
 # the MCP Inspector), then runs pytest over tests/. Exit code: pytest's; "no tests ran" is an error.
+# Then a compat pass: .venv-compat holds the oldest supported stack (Python 3.10 when available,
+# ipykernel 6.29, IPython 8) and runs the kernel-facing tests; its failure fails the script too.
+# COMPAT=0 skips it; COMPAT_PYTHON picks its interpreter.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,6 +36,30 @@ if [[ ! -f $node_stamp || tests/node/package-lock.json -nt $node_stamp || tests/
   (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# The oldest supported stack, in its own venv; reinstalled when the pins or pyproject.toml change.
+COMPAT=${COMPAT:-1}
+COMPAT_PY=.venv-compat/bin/python
+COMPAT_PINS=(ipykernel==6.29.5 ipython==8.0.1 'ipywidgets>=8,<9' 'jupyter_client>=8,<9')
+if [[ $COMPAT != 0 ]]; then
+  if [[ ! -x $COMPAT_PY ]]; then
+    compat_base=${COMPAT_PYTHON:-}
+    if [[ -z $compat_base ]]; then  # prefer Python 3.10, the oldest the package supports
+      for candidate in python3.10 "$(pyenv root 2>/dev/null)"/versions/3.10*/bin/python3 "$PYTHON"; do
+        if "$candidate" --version >/dev/null 2>&1; then compat_base=$candidate; break; fi
+      done
+    fi
+    echo "scripts/test.sh: creating .venv-compat with $("$compat_base" --version)"
+    "$compat_base" -m venv .venv-compat
+  fi
+  compat_stamp=.venv-compat/.mcp-notebook-test-deps
+  if [[ ! -f $compat_stamp || pyproject.toml -nt $compat_stamp || "$(cat "$compat_stamp")" != "${COMPAT_PINS[*]}" ]]; then
+    echo "scripts/test.sh: installing the compat stack (${COMPAT_PINS[*]})"
+    "$COMPAT_PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$COMPAT_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data]' "${COMPAT_PINS[@]}"
+    echo "${COMPAT_PINS[*]}" >"$compat_stamp"
+  fi
+fi
+
 if [[ ${1:-} == --setup-only ]]; then
   exit 0
 fi
@@ -53,5 +80,22 @@ nb_status=0
   notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb || nb_status=$?
 if [[ $status -eq 0 ]]; then
   status=$nb_status
+fi
+
+# Compat pass: the kernel-facing tests on the oldest stack (the harness starts kernels with
+# sys.executable, so the kernel under test runs in .venv-compat too).
+if [[ $COMPAT != 0 ]]; then
+  echo "== compat: $("$COMPAT_PY" -c 'import sys, ipykernel, IPython, ipywidgets
+print(f"ipykernel {ipykernel.__version__}, IPython {IPython.__version__}, ipywidgets {ipywidgets.__version__}, Python {sys.version.split()[0]}")')"
+  compat_status=0
+  "$COMPAT_PY" -m pytest -q tests/test_sdk_client.py tests/test_lifecycle.py tests/test_cells.py \
+    tests/test_security.py tests/test_magics.py tests/test_widgets.py tests/test_acceptance_data.py \
+    || compat_status=$?
+  if [[ $compat_status -eq 5 ]]; then
+    echo "scripts/test.sh: compat pass collected no tests; treating that as a failure" >&2
+  fi
+  if [[ $status -eq 0 ]]; then
+    status=$compat_status
+  fi
 fi
 exit "$status"

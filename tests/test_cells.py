@@ -319,3 +319,22 @@ def test_plain_interactive_shell_degrades_gracefully():
     assert vars(shell).get("_showtraceback") is before_tb
     assert "publish" not in vars(shell.display_pub) and "write_format_data" not in vars(shell.displayhook)
     assert cap.pre_run_cell not in shell.events.callbacks["pre_run_cell"]
+
+
+def test_image_size_of_base64_in_any_layout():
+    """Sizes listed for images match the decoded bytes, whatever the base64 layout: IPython 9 sends
+    one line, early IPython 8 releases a trailing newline after the padding, others 76-char lines."""
+    import binascii
+    import os
+
+    from mcp_notebook.capture import binary_size
+
+    for n in range(40):
+        raw = os.urandom(n)
+        for text in (
+            base64.b64encode(raw).decode(),
+            binascii.b2a_base64(raw).decode(),
+            base64.encodebytes(raw).decode(),
+        ):
+            assert binary_size(text) == n
+        assert binary_size(raw) == n

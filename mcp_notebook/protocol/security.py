@@ -8,6 +8,17 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
+_CACHE_SIZE = 256
+_host_decisions: dict[tuple[str, tuple[str, ...]], bool] = {}
+_origin_decisions: dict[tuple[str, tuple[str, ...]], bool] = {}
+
+
+def _remember(cache: dict[tuple[str, tuple[str, ...]], bool], key: tuple[str, tuple[str, ...]], value: bool) -> bool:
+    """Decisions are pure functions of (header value, allow-list): keep a few (clients reuse theirs)."""
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 def is_loopback_host(host: str) -> bool:
@@ -36,6 +47,14 @@ def host_allowed(headers: Mapping[str, str], extra_hosts: Iterable[str] = ()) ->
     host = headers.get("host")
     if not host:
         return False
+    key = (host, tuple(extra_hosts))
+    known = _host_decisions.get(key)
+    if known is not None:
+        return known
+    return _remember(_host_decisions, key, _host_allowed(host, key[1]))
+
+
+def _host_allowed(host: str, extra_hosts: tuple[str, ...]) -> bool:
     name = split_host_header(host)
     return is_loopback_host(name) or name.lower() in {h.lower() for h in extra_hosts}
 
@@ -45,6 +64,14 @@ def origin_allowed(headers: Mapping[str, str], extra_origins: Iterable[str] = ()
     origin = headers.get("origin")
     if origin is None:
         return True
+    key = (origin, tuple(extra_origins))
+    known = _origin_decisions.get(key)
+    if known is not None:
+        return known
+    return _remember(_origin_decisions, key, _origin_allowed(origin, key[1]))
+
+
+def _origin_allowed(origin: str, extra_origins: tuple[str, ...]) -> bool:
     if origin in set(extra_origins):
         return True
     try:

@@ -45,6 +45,24 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_SUB_ID = "io.modelcontextprotocol/subscriptionId"
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 MAX_COMPLETIONS = 100
+# Requests whose handling never reaches user code or live values (see McpServer.may_run_user_code).
+INLINE_METHODS = frozenset(
+    {
+        "ping",
+        "initialize",
+        "logging/setLevel",
+        "server/discover",
+        "resources/templates/list",
+        "resources/unsubscribe",
+        "tools/list",
+    }
+)
+INLINE_BODY_LIMIT = 16384
+# Listing methods answered from cached JSON, and the bytes between the id and the first item.
+LIST_METHODS = {
+    "resources/list": b',"result":{"resources":[',
+    "resources/templates/list": b',"result":{"resourceTemplates":[',
+}
 SESSION_NOT_FOUND = -32001
 
 
@@ -180,8 +198,32 @@ class McpServer:
             "resources/read",
             "tools/list",
         }
+        # (method, version, id(provider)) -> (token, items when untokened, encoded items)
+        self._encoded: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]] = {}
 
     # == entry point =========================================================================
+    def may_run_user_code(self, req: HttpRequest) -> bool:
+        """Whether answering ``req`` may call into user code or touch live values (reprs, custom
+        resources, completers, digests, frames). Transports answer the others on their own loop.
+
+        Only the body is looked at; anything unusual (large, batched, unparsable) says True.
+        resources/list counts as safe only when every provider declares ``list_is_pure``.
+        """
+        if req.method != "POST":
+            return False
+        if len(req.body) > INLINE_BODY_LIMIT or req.body[:1] != b"{":
+            return True
+        try:
+            msg = json.loads(req.body)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return False  # a parse error is all the answer
+        if not isinstance(msg, dict) or "id" not in msg:
+            return not isinstance(msg, dict)  # notifications and responses run nothing
+        method = msg.get("method")
+        if method == "resources/list":
+            return not all(getattr(p, "list_is_pure", False) for p in self.hub.providers())
+        return method not in INLINE_METHODS
+
     def handle(self, req: HttpRequest) -> HttpReply:
         """Answer one HTTP request. Never raises for bad input."""
         denied = self._admit(req.headers)
@@ -258,6 +300,10 @@ class McpServer:
             self._notification(session, msg)
             return HttpReply(202)
         ctx = Ctx(session.version, session, headers=req.headers)
+        if msg.method in LIST_METHODS:
+            fast = self._list_reply(ctx, msg, {"Mcp-Session-Id": session.id})
+            if fast is not None:
+                return fast
         return self._answer(ctx, self._dispatch(ctx, msg), {"Mcp-Session-Id": session.id})
 
     def _batch(self, req: HttpRequest, items: list[Any]) -> HttpReply:
@@ -429,6 +475,10 @@ class McpServer:
         if msg.method not in self._modern:
             err = RpcError(rpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
             return HttpReply.json(rpc.error(msg.id, err), 404)
+        if msg.method in LIST_METHODS:
+            fast = self._list_reply(ctx, msg)
+            if fast is not None:
+                return fast
         return self._answer(ctx, self._dispatch(ctx, msg))
 
     def _modern_ctx(self, headers: dict[str, str], msg: rpc.Message) -> Ctx:
@@ -579,6 +629,73 @@ class McpServer:
         out: dict[str, Any] = {key: [item.to_json(version) for item in page]}
         if offset + size < len(items):
             out["nextCursor"] = encode_cursor(offset + size)
+        return out
+
+    def _list_reply(self, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None) -> HttpReply | None:
+        """resources/list and templates/list from cached per-item JSON; None: take the general path.
+
+        Equivalent to ``_answer(ctx, _dispatch(ctx, msg))`` for these methods (they never log), but
+        every listed item is encoded once per provider state and revision, not once per request.
+        """
+        try:
+            items = self._encoded_listing(msg.method or "", ctx.version)
+            offset = decode_cursor(msg.params.get("cursor"))
+        except Exception:  # errors are reported (and logged) by the general path
+            return None
+        size = self.settings.page_size
+        rest: dict[str, Any] = {}
+        if offset + size < len(items):
+            rest["nextCursor"] = encode_cursor(offset + size)
+        if ctx.modern:
+            rest["resultType"] = "complete"
+            rest["_meta"] = {META_SERVER_INFO: self._server_info(ctx.version)}
+            rest["ttlMs"] = 0
+            rest["cacheScope"] = "private"
+        tail = b"," + rpc.dumps(rest)[1:] if rest else b"}"
+        body = b"".join(
+            (
+                b'{"jsonrpc":"2.0","id":',
+                rpc.dumps(msg.id),
+                LIST_METHODS[msg.method or ""],
+                b",".join(items[offset : offset + size]),
+                b"]",
+                tail,
+                b"}",
+            )
+        )
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        return HttpReply(200, body, h)
+
+    def _encoded_listing(self, method: str, version: str) -> list[bytes]:
+        """Every listed item of every provider as compact JSON, in listing order.
+
+        A provider with ``list_token()`` is re-listed only when its token or the hub's generation
+        moves (both read before listing); any other provider is listed every time and its items
+        are re-encoded only when they differ from the previous listing.
+        """
+        templates = method == "resources/templates/list"
+        generation = self.hub.generation
+        out: list[bytes] = []
+        for provider in self.hub.providers():
+            key = (method, version, id(provider))
+            entry = self._encoded.get(key)
+            token_of = None if templates else getattr(provider, "list_token", None)
+            if token_of is not None:
+                token = (generation, token_of())
+                if entry is not None and entry[0] == token:
+                    out.extend(entry[2])
+                    continue
+                listed: list[Any] = provider.list_resources()
+            else:
+                token = None
+                listed = provider.list_templates() if templates else provider.list_resources()
+                if entry is not None and entry[0] is None and entry[1] == listed:
+                    out.extend(entry[2])
+                    continue
+            encoded = [rpc.dumps(item.to_json(version)) for item in listed]
+            self._encoded[key] = (token, listed if token is None else None, encoded)
+            out.extend(encoded)
         return out
 
     def _list(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:

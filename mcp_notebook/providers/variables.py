@@ -57,6 +57,8 @@ def _now() -> str:
 class VariablesProvider(Provider):
     """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
 
+    list_is_pure = True  # listing reads names and types only: no user code, no live values
+
     def __init__(
         self,
         user_ns: MutableMapping[str, Any],
@@ -76,6 +78,9 @@ class VariablesProvider(Provider):
         self._fingerprints: dict[str, Any] = {}
         # Callables adding fields to nb://vars index rows (frames add their page/schema URIs).
         self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = []
+        # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
+        self._list_version = 0
+        self._listed: tuple[int, list[Resource]] | None = None
         self.rebuild()
 
     # -- exposure -----------------------------------------------------------------------
@@ -102,6 +107,7 @@ class VariablesProvider(Provider):
                 exposed[name] = type(value)
                 self._modified.setdefault(name, stamp)
         self._exposed = exposed
+        self._list_version += 1
 
     def _read_ns(self) -> tuple[list[str], list[int]]:
         """Names and value ids, both built in C (no per-item Python code, no tuples for the GC)."""
@@ -157,6 +163,8 @@ class VariablesProvider(Provider):
             self._apply(rebound, removed, changes)
         if watched:
             self._check_watched(watched, changes)
+        if changes.updated:  # exposure, types or modification stamps may differ: listings are stale
+            self._list_version += 1
         return changes
 
     def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet) -> None:
@@ -219,7 +227,19 @@ class VariablesProvider(Provider):
     def owns(self, uri: str) -> bool:
         return uri == INDEX_URI or uri.startswith(PREFIX + "/") or uri.startswith(PREFIX + "?")
 
+    def list_token(self) -> int:
+        """Changes whenever list_resources() may answer differently (read it before listing)."""
+        return self._list_version
+
     def list_resources(self) -> list[Resource]:
+        version = self._list_version
+        listed = self._listed
+        if listed is None or listed[0] != version:
+            listed = (version, self._build_list())
+            self._listed = listed
+        return list(listed[1])
+
+    def _build_list(self) -> list[Resource]:
         out = [
             Resource(
                 uri=INDEX_URI,

@@ -1,9 +1,13 @@
-"""Streamable HTTP over tornado, served from a daemon thread with its own asyncio loop.
+"""Streamable HTTP on a minimal HTTP/1.1 server, served from a daemon thread with its own asyncio loop.
 
 The kernel's main thread is busy while a cell runs, so requests must be answered elsewhere.
 The socket is bound by the caller's thread (errors surface in the cell that loaded us); the
-thread only serves. POST bodies are handled on a small worker pool so a slow read (user code in
-a ``__repr__``) never stalls the loop; SSE streams are pumped on the loop itself.
+thread only serves. One endpoint needs little of HTTP: requests with a Content-Length or
+chunked body, keep-alive (requests on a connection are answered in order), ``Expect:
+100-continue``, size limits, and chunked SSE replies. Anything else gets a plain 400 and the
+connection is closed. Requests that may run user code (a ``__repr__``, a custom resource) go
+to a small worker pool so they never stall the loop; the rest, and SSE streams, are handled on
+the loop itself.
 """
 
 from __future__ import annotations
@@ -13,134 +17,397 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from email.utils import formatdate
+from http import HTTPStatus
 
-import tornado.httpserver
 import tornado.netutil
-import tornado.web
-from tornado.iostream import StreamClosedError
 
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 
 log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 15.0
+IDLE_SECONDS = 300.0
+MAX_HEAD_BYTES = 65536
 PATH = "/mcp"
+_VERSIONS = ("HTTP/1.1", "HTTP/1.0")
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-class _McpHandler(tornado.web.RequestHandler):
-    """One endpoint, three verbs; everything else is the protocol's business."""
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
-    def initialize(self, transport: HttpTransport) -> None:  # tornado's hook, not __init__
-        self.transport = transport
-        self._gone = asyncio.Event()
 
-    def set_default_headers(self) -> None:
-        self.clear_header("Server")
-        self.set_header("Cache-Control", "no-store")
+class _Date:
+    """The Date header line, formatted once per second."""
 
-    def check_xsrf_cookie(self) -> None:  # token auth, not cookies
-        return None
+    second = -1
+    line = b""
 
-    def on_connection_close(self) -> None:
-        self._gone.set()
+    @classmethod
+    def now(cls) -> bytes:
+        second = int(time.time())
+        if second != cls.second:
+            cls.line = b"Date: " + formatdate(second, usegmt=True).encode() + b"\r\n"
+            cls.second = second
+        return cls.line
 
-    def _request(self) -> HttpRequest | None:
-        headers = {k.lower(): v for k, v in self.request.headers.get_all()}
-        limit = self.transport.max_body_bytes
-        if len(self.request.body) > limit:
-            self._send(
-                HttpReply.json(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": None,
-                        "error": {"code": -32600, "message": f"Payload too large: the limit is {limit} bytes"},
-                    },
-                    413,
-                )
-            )
+
+class BadRequest(Exception):
+    """The bytes are not an HTTP/1.1 request we serve; answered with ``status`` and a close."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+class _Head:
+    __slots__ = ("chunked", "headers", "keep_alive", "length", "method", "path", "version")
+
+    def __init__(self, method: str, path: str, version: str, headers: dict[str, str]):
+        self.method = method
+        self.path = path
+        self.version = version
+        self.headers = headers
+        conn = headers.get("connection", "").lower()
+        if version == "HTTP/1.1":
+            self.keep_alive = "close" not in conn
+        else:
+            self.keep_alive = "keep-alive" in conn
+        te = headers.get("transfer-encoding")
+        self.chunked = te is not None
+        if te is not None and te.strip().lower() != "chunked":
+            raise BadRequest(f"unsupported Transfer-Encoding {te!r}", 501)
+        raw = headers.get("content-length")
+        if raw is None or self.chunked:
+            self.length = 0
+        elif raw.isdigit() and raw.isascii():
+            self.length = int(raw)
+        else:
+            raise BadRequest("invalid Content-Length")
+
+
+def parse_head(block: bytes) -> _Head:
+    """Request line and header fields (without the blank line); raises BadRequest."""
+    try:
+        text = block.decode("latin-1")
+    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes everything
+        raise BadRequest("undecodable request head") from None
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or parts[2] not in _VERSIONS or not parts[0] or not set(parts[0]) <= _TOKEN_CHARS:
+        raise BadRequest("malformed request line")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip() or not set(name) <= _TOKEN_CHARS:
+            raise BadRequest("malformed header field")
+        headers[name.lower()] = value.strip(" \t")
+    return _Head(parts[0], parts[1].partition("?")[0], parts[2], headers)
+
+
+def parse_chunked(buf: bytearray | bytes, start: int, limit: int) -> tuple[bytes, int] | None:
+    """A chunked body starting at ``start``: (body, end offset), or None while incomplete."""
+    pieces: list[bytes] = []
+    total = 0
+    pos = start
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            if len(buf) - pos > 1024:
+                raise BadRequest("malformed chunk size")
             return None
-        return HttpRequest(self.request.method or "", headers, self.request.body)
+        size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise BadRequest("malformed chunk size") from None
+        if size < 0 or not size_text.isalnum():
+            raise BadRequest("malformed chunk size")
+        pos = eol + 2
+        if size == 0:
+            while True:  # trailer fields up to the blank line; ignored
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    if len(buf) - pos > MAX_HEAD_BYTES:
+                        raise BadRequest("trailer too large")
+                    return None
+                if eol == pos:
+                    return b"".join(pieces), eol + 2
+                pos = eol + 2
+        total += size
+        if total > limit:
+            raise BadRequest("body too large", 413)
+        if len(buf) < pos + size + 2:
+            return None
+        if buf[pos + size : pos + size + 2] != b"\r\n":
+            raise BadRequest("malformed chunk")
+        pieces.append(bytes(buf[pos : pos + size]))
+        pos += size + 2
 
-    async def post(self) -> None:
-        req = self._request()
-        if req is None:
+
+class _Connection(asyncio.Protocol):
+    """One client connection: requests are read and answered one at a time, in order."""
+
+    def __init__(self, server: HttpTransport):
+        self.server = server
+        self.loop = asyncio.get_running_loop()
+        self.io: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.head: _Head | None = None
+        self.busy = False  # a request is being answered (on the executor, or as a stream)
+        self.closing = False
+        self.gone = False
+        self.paused_reading = False
+        self._writable: asyncio.Future[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._idle: asyncio.TimerHandle | None = None
+        self._continued = False
+
+    # -- asyncio callbacks ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.io = transport
+        self.server.connections.add(self)
+        self._arm_idle()
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.busy:
+            self._process()
+        elif len(self.buf) > MAX_HEAD_BYTES + self.server.max_body_bytes and not self.paused_reading:
+            self.paused_reading = True  # a client racing ahead: stop reading until we catch up
+            assert self.io is not None
+            self.io.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gone = True
+        self.server.connections.discard(self)
+        if self._idle is not None:
+            self._idle.cancel()
+        if self._wake is not None:
+            self._wake.set()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _process(self) -> None:
+        """Answer every complete request in the buffer, until one is answered asynchronously."""
+        try:
+            while not self.busy and not self.closing and not self.gone:
+                if not self._next_request():
+                    break
+        except BadRequest as exc:
+            self._fail(exc)
+        if self.paused_reading and not self.busy and self.io is not None and not self.gone:
+            self.paused_reading = False
+            self.io.resume_reading()
+
+    def _next_request(self) -> bool:
+        buf = self.buf
+        head = self.head
+        if head is None:
+            while buf[:2] == b"\r\n":  # stray blank lines between requests are allowed
+                del buf[:2]
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEAD_BYTES:
+                    raise BadRequest("request head too large", 431)
+                return False
+            head = self.head = parse_head(bytes(buf[:end]))
+            del buf[: end + 4]
+            self._continued = False
+        limit = self.server.max_body_bytes
+        if head.chunked:
+            self._maybe_continue(head)
+            found = parse_chunked(buf, 0, limit)
+            if found is None:
+                return False
+            body, used = found
+        else:
+            if head.length > limit:
+                raise BadRequest("body too large", 413)
+            if len(buf) < head.length:
+                self._maybe_continue(head)
+                return False
+            used = head.length
+            body = bytes(buf[:used])
+        del buf[:used]
+        self.head = None
+        self._dispatch(head, body)
+        return True
+
+    def _maybe_continue(self, head: _Head) -> None:
+        if (
+            not self._continued
+            and head.version == "HTTP/1.1"
+            and head.headers.get("expect", "").lower() == "100-continue"
+        ):
+            self._continued = True
+            self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _dispatch(self, head: _Head, body: bytes) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        if head.path != PATH:
+            self._reply(head, HttpReply(404, b"Not Found", {"Content-Type": "text/plain"}))
             return
-        loop = asyncio.get_running_loop()
-        reply = await loop.run_in_executor(self.transport.executor, self.transport.mcp.handle, req)
-        await self._answer(reply)
+        req = HttpRequest(head.method, head.headers, body)
+        mcp = self.server.mcp
+        if not mcp.may_run_user_code(req):
+            self._reply(head, mcp.handle(req))
+            return
+        self.busy = True
+        try:
+            future = self.loop.run_in_executor(self.server.executor, mcp.handle, req)
+        except RuntimeError:  # the executor is shut down: the hub is stopping
+            self._reply(head, _error(503, "Service unavailable: the hub is stopping"))
+            return
+        future.add_done_callback(lambda f: self._answered(head, f))
 
-    async def get(self) -> None:
-        req = self._request()
-        if req is not None:
-            await self._answer(self.transport.mcp.handle(req))
+    def _answered(self, head: _Head, future: asyncio.Future[HttpReply]) -> None:
+        if future.cancelled():
+            return
+        if future.exception() is not None:  # handle() never raises; a dying executor might
+            self._reply(head, _error(500, "Internal error"))
+        else:
+            self._reply(head, future.result())
 
-    async def delete(self) -> None:
-        req = self._request()
-        if req is not None:
-            await self._answer(self.transport.mcp.handle(req))
+    # -- writing ---------------------------------------------------------------------------------
+    def _reply(self, head: _Head, reply: HttpReply) -> None:
+        if reply.stream is not None:
+            self.busy = True
+            task = self.loop.create_task(self._stream(head, reply, reply.stream))
+            self.server.tasks.add(task)
+            task.add_done_callback(self.server.tasks.discard)
+            return
+        body = reply.body or b""
+        keep = head.keep_alive and not self.server.stopping
+        out = self._status_and_headers(head, reply, keep)
+        if reply.status in (204, 304):
+            body = b""
+        else:
+            out.append(b"Content-Length: %d\r\n\r\n" % len(body))
+        if head.method == "HEAD":
+            body = b""
+        out.append(body)
+        self._write(b"".join(out))
+        self._done(keep)
 
-    async def options(self) -> None:
-        req = self._request()
-        if req is not None:
-            await self._answer(self.transport.mcp.handle(req))
-
-    async def put(self) -> None:
-        await self.options()
-
-    async def patch(self) -> None:
-        await self.options()
-
-    def _send(self, reply: HttpReply) -> None:
-        self.set_status(reply.status)
+    def _status_and_headers(self, head: _Head, reply: HttpReply, keep: bool) -> list[bytes]:
+        out = [b"HTTP/1.1 %d %s\r\n" % (reply.status, _reason(reply.status).encode()), _Date.now()]
+        out.append(b"Cache-Control: no-store\r\n")
         for name, value in reply.headers.items():
-            self.set_header(name, value)
-        if reply.body is not None:
-            self.write(reply.body)
+            if "\r" in value or "\n" in value:
+                continue
+            out.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+        if not keep:
+            out.append(b"Connection: close\r\n")
+        elif head.version == "HTTP/1.0":
+            out.append(b"Connection: keep-alive\r\n")
+        return out
 
-    async def _answer(self, reply: HttpReply) -> None:
-        if reply.stream is None:
-            self._send(reply)
+    def _done(self, keep: bool) -> None:
+        """The reply is written: go on with the next request, or close."""
+        self.busy = False
+        if not keep:
+            self._close()
             return
-        stream = reply.stream
-        self.transport.streams.add(stream)
-        try:
-            self._send(reply)
-            self.set_header("Content-Type", "text/event-stream")
-            self.set_header("X-Accel-Buffering", "no")
-            await self._pump(stream)
-        finally:
-            self.transport.streams.discard(stream)
-            self.transport.mcp.stream_closed(stream)
+        self._arm_idle()
+        if self.buf or self.paused_reading:
+            self._process()
 
-    async def _pump(self, stream: Stream) -> None:
-        loop = asyncio.get_running_loop()
-        ready = asyncio.Event()
-        stream.set_waker(lambda: loop.call_soon_threadsafe(ready.set))
+    async def _stream(self, head: _Head, reply: HttpReply, stream: Stream) -> None:
+        server = self.server
+        server.streams.add(stream)
+        chunked = head.version == "HTTP/1.1"
+        keep = chunked and head.keep_alive
         try:
-            await self.flush()
-            while not self._gone.is_set():
+            out = self._status_and_headers(head, reply, keep)
+            out.append(b"Content-Type: text/event-stream\r\nX-Accel-Buffering: no\r\n")
+            out.append(b"Transfer-Encoding: chunked\r\n\r\n" if chunked else b"\r\n")
+            self._write(b"".join(out))
+            await self._pump(stream, chunked)
+            if chunked:
+                self._write(b"0\r\n\r\n")
+        finally:
+            server.streams.discard(stream)
+            server.mcp.stream_closed(stream)
+        if not self.gone:
+            self._done(keep and not server.stopping)
+
+    async def _pump(self, stream: Stream, chunked: bool) -> None:
+        wake = self._wake = asyncio.Event()
+        loop = self.loop
+        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+        try:
+            while not self.gone:
                 closed = stream.closed
                 events = stream.drain()
-                for event in events:
-                    self.write(event)
                 if events:
-                    await self.flush()
-                if closed:
+                    await self._send_chunk(b"".join(events), chunked)
+                if closed or self.gone:
                     return
-                waiter = asyncio.ensure_future(ready.wait())
-                gone = asyncio.ensure_future(self._gone.wait())
-                done, pending = await asyncio.wait(
-                    {waiter, gone}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
-                )
-                for task in pending:
-                    task.cancel()
-                ready.clear()
-                if not done:
-                    self.write(b": keepalive\n\n")
-                    await self.flush()
-        except StreamClosedError:
-            return
+                try:
+                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
+                except asyncio.TimeoutError:
+                    await self._send_chunk(b": keepalive\n\n", chunked)
+                wake.clear()
+        finally:
+            self._wake = None
+
+    async def _send_chunk(self, data: bytes, chunked: bool) -> None:
+        self._write(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
+        if self._writable is not None:
+            await self._writable
+
+    def _write(self, data: bytes) -> None:
+        if self.io is not None and not self.gone:
+            self.io.write(data)
+
+    def _fail(self, exc: BadRequest) -> None:
+        status = exc.status
+        if status == 413:
+            limit = self.server.max_body_bytes
+            reply = _error(413, f"Payload too large: the limit is {limit} bytes", -32600)
+        else:
+            reply = HttpReply(status, f"{_reason(status)}: {exc}".encode(), {"Content-Type": "text/plain"})
+        self.head = None
+        self.buf.clear()
+        head = _Head("POST", "", "HTTP/1.1", {"connection": "close"})
+        self._reply(head, reply)
+
+    def _arm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = self.loop.call_later(IDLE_SECONDS, self._close)
+
+    def _close(self) -> None:
+        self.closing = True
+        if self.io is not None and not self.io.is_closing():
+            self.io.close()  # flushes what is buffered first
+
+
+def _error(status: int, message: str, code: int = -32603) -> HttpReply:
+    return HttpReply.json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status)
 
 
 class HttpTransport:
@@ -150,6 +417,9 @@ class HttpTransport:
         self.mcp = mcp
         self.max_body_bytes = max_body_bytes
         self.streams: set[Stream] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.connections: set[_Connection] = set()
+        self.stopping = False
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
         self._sockets = tornado.netutil.bind_sockets(
             port, address=host, family=socket.AF_INET if ":" not in host else socket.AF_INET6
@@ -157,7 +427,7 @@ class HttpTransport:
         self.host = host
         self.port = self._sockets[0].getsockname()[1]
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._server: tornado.httpserver.HTTPServer | None = None
+        self._servers: list[asyncio.AbstractServer] = []
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
@@ -180,15 +450,9 @@ class HttpTransport:
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
-            # No access log: the server thread must never write into the user's cell output.
-            app = tornado.web.Application([(PATH, _McpHandler, {"transport": self})], log_function=lambda handler: None)
-            self._server = tornado.httpserver.HTTPServer(
-                app,
-                max_body_size=max(self.max_body_bytes * 4, 1 << 20),
-                idle_connection_timeout=300,
-                xheaders=False,
-            )
-            self._server.add_sockets(self._sockets)
+            for sock in self._sockets:
+                server = loop.run_until_complete(loop.create_server(lambda: _Connection(self), sock=sock))
+                self._servers.append(server)
         except BaseException as exc:  # surfaced by start()
             self._error = exc
             self._started.set()
@@ -218,15 +482,24 @@ class HttpTransport:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.stop()
+        self.stopping = True
+        for server in self._servers:
+            server.close()
         for _ in range(50):  # let stream pumps write their final events
             if not self.streams:
                 break
             await asyncio.sleep(0.02)
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.close_all_connections(), 2)
+        for conn in list(self.connections):
+            conn._close()
+        for _ in range(50):  # closing flushes buffered replies first
+            if not self.connections:
+                break
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            if conn.io is not None:
+                conn.io.abort()
+        for task in list(self.tasks):
+            task.cancel()
 
     @property
     def alive(self) -> bool:
