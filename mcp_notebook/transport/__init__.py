@@ -1,1 +1,1 @@
-"""Transports: Streamable HTTP (tornado, in a daemon thread)."""
+"""Transports: Streamable HTTP (HTTP/1.1 on asyncio, in a daemon thread)."""

@@ -15,14 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 from http import HTTPStatus
-
-import tornado.netutil
 
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
@@ -227,10 +226,10 @@ class _Connection(asyncio.Protocol):
             while buf[:2] == b"\r\n":  # stray blank lines between requests are allowed
                 del buf[:2]
             end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > MAX_HEAD_BYTES:
-                    raise BadRequest("request head too large", 431)
+            if end < 0 and len(buf) <= MAX_HEAD_BYTES:
                 return False
+            if end < 0 or end > MAX_HEAD_BYTES:
+                raise BadRequest("request head too large", 431)
             head = self.head = parse_head(bytes(buf[:end]))
             del buf[: end + 4]
             self._continued = False
@@ -410,6 +409,22 @@ def _error(status: int, message: str, code: int = -32603) -> HttpReply:
     return HttpReply.json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status)
 
 
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening, non-blocking TCP socket; errors (address in use) surface to the caller."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        if os.name != "nt":  # reuse a port in TIME_WAIT; an active listener still conflicts
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 class HttpTransport:
     """Owns the listening socket, the server thread and its loop."""
 
@@ -421,9 +436,7 @@ class HttpTransport:
         self.connections: set[_Connection] = set()
         self.stopping = False
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
-        self._sockets = tornado.netutil.bind_sockets(
-            port, address=host, family=socket.AF_INET if ":" not in host else socket.AF_INET6
-        )
+        self._sockets = [bind_socket(host, port)]
         self.host = host
         self.port = self._sockets[0].getsockname()[1]
         self._loop: asyncio.AbstractEventLoop | None = None
