@@ -102,6 +102,10 @@ class FramesProvider(Provider):
     def owns(self, uri: str) -> bool:
         return uri.startswith(PREFIX)
 
+    def list_token(self) -> int:
+        """Listing follows the variables (exposure, types); shapes only change in cells (hub generation)."""
+        return self._vars.list_token()
+
     def list_resources(self) -> list[Resource]:
         out = []
         for name, _ in self._tabular_names():
