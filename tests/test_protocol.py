@@ -402,3 +402,27 @@ def test_session_log_level_applies_to_its_requests():
     messages = _sse_messages(reply)
     assert messages[0]["params"]["level"] == "info" and "does not exist yet" in messages[0]["params"]["data"]["message"]
     assert messages[-1]["result"] == {}
+
+
+def test_variables_index_pages_under_the_read_budget():
+    ns = {f"name_{i:05d}": list(range(3)) for i in range(3000)}
+    server, _, hub = make_server(ns=ns)
+    hub.after_cell()
+    sid = open_session(server)
+    uri, seen, pages = "nb://vars", [], 0
+    while uri and pages < 100:
+        pages += 1
+        text = call(server, sid, "resources/read", {"uri": uri})["result"]["contents"][0]["text"]
+        assert len(text) <= 60_000
+        doc = json.loads(text)
+        assert doc["count"] == 3000
+        seen += [row["name"] for row in doc["variables"]]
+        uri = doc.get("next")
+        assert ("truncated" in doc) == (uri is not None)
+    assert pages > 1 and seen == sorted(ns)
+    small = json.loads(
+        call(server, sid, "resources/read", {"uri": "nb://vars?offset=10&limit=5"})["result"]["contents"][0]["text"]
+    )
+    assert [r["name"] for r in small["variables"]] == [f"name_{i:05d}" for i in range(10, 15)]
+    for bad in ("nb://vars?limit=0", "nb://vars?offset=-1", "nb://vars?limit=x", "nb://vars?page=2"):
+        assert call(server, sid, "resources/read", {"uri": bad})["error"]["code"] == -32602

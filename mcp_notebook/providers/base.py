@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ..protocol.models import Contents, Resource, ResourceTemplate
+from ..uri import UriTemplate
+
+T = TypeVar("T")
 
 
 class ResourceNotFound(LookupError):
@@ -31,6 +37,51 @@ def int_param(params: dict[str, str], key: str, default: int) -> int:
     if value < 0:
         raise InvalidResourceParams(f"{key} must not be negative, got {value}")
     return value
+
+
+@dataclass(slots=True)
+class IndexPage:
+    """One page of a JSON index (nb://vars, nb://cells)."""
+
+    rows: list[dict[str, Any]]
+    offset: int
+    next: str | None  # URI of the following page, when there is one
+    cut_by_size: bool  # fewer rows than asked for, to stay under the read budget
+
+
+def index_page(
+    items: Sequence[T],
+    params: dict[str, str],
+    index: UriTemplate,
+    row: Callable[[T], dict[str, Any]],
+    budget: int,
+    default_limit: int = 1000,
+) -> IndexPage:
+    """Rows ``offset`` to ``offset+limit`` of ``items``, stopping before the JSON exceeds ``budget``."""
+    unknown = set(params) - {"offset", "limit"}
+    if unknown:
+        base = index.template.split("{")[0]
+        raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {base}; use offset, limit")
+    offset = int_param(params, "offset", 0)
+    limit = int_param(params, "limit", default_limit)
+    if limit < 1:
+        raise InvalidResourceParams("limit must be at least 1")
+    rows: list[dict[str, Any]] = []
+    used = 0
+    for item in items[offset : offset + limit]:
+        rendered = row(item)
+        used += len(json.dumps(rendered, ensure_ascii=False, default=str)) + 2  # and the ", " joining rows
+        if used > budget and rows:
+            break
+        rows.append(rendered)
+    end = offset + len(rows)
+    more = end < len(items)
+    return IndexPage(
+        rows=rows,
+        offset=offset,
+        next=index.expand({"offset": end, "limit": limit}) if more else None,
+        cut_by_size=end < min(len(items), offset + limit),
+    )
 
 
 class ResourceReadError(RuntimeError):

@@ -17,7 +17,7 @@ from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import mask_secrets
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, int_param
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, index_page, int_param
 from .variables import rank_completions
 
 PREFIX = "nb://cells"
@@ -130,35 +130,20 @@ class CellsProvider(Provider):
 
     # -- index --------------------------------------------------------------------------
     def _read_index(self, uri: str, params: dict[str, str]) -> Contents:
-        unknown = set(params) - {"offset", "limit"}
-        if unknown:
-            raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {INDEX_URI}; use offset, limit")
-        offset = int_param(params, "offset", 0)
-        limit = int_param(params, "limit", 1000)
         cells = self.capture.snapshot()
-        budget = self._limits.max_read_chars - 400
-        rows: list[dict[str, Any]] = []
-        used = 0
-        end = offset
-        for cell in cells[offset : offset + limit]:
-            row = self._index_row(cell)
-            used += len(json.dumps(row, ensure_ascii=False)) + 1
-            if used > budget and rows:
-                break
-            rows.append(row)
-            end += 1
+        page = index_page(cells, params, _INDEX, self._index_row, self._limits.max_read_chars - 400)
         doc: dict[str, Any] = {
             "count": len(cells),
             "first_seq": cells[0].seq if cells else None,
             "last_seq": cells[-1].seq if cells else None,
             "max_cells": self._limits.max_cells,
-            "offset": offset,
-            "cells": rows,
+            "offset": page.offset,
+            "cells": page.rows,
         }
-        if end < len(cells) and end < offset + limit:
+        if page.cut_by_size:
             doc["truncated"] = True
-        if end < len(cells):
-            doc["next"] = _INDEX.expand({"offset": end, "limit": limit})
+        if page.next:
+            doc["next"] = page.next
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False))
 
     def _index_row(self, cell: CellRecord) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import NameFilter, contains_secret, mask_secrets
 from ..render import RenderTimeout, bounded_repr, call_guarded, type_name
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 
 PREFIX = "nb://vars"
 INDEX_URI = "nb://vars"
@@ -297,27 +297,12 @@ class VariablesProvider(Provider):
         return [self._read_var(uri, params["name"])]
 
     def _read_index(self, uri: str, params: dict[str, str]) -> Contents:
-        unknown = set(params) - {"offset", "limit"}
-        if unknown:
-            raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {INDEX_URI}; use offset, limit")
-        offset = int_param(params, "offset", 0)
-        limit = int_param(params, "limit", 1000)
         names = list(self._exposed)
-        rows = []
-        budget = self._limits.max_read_chars - 400
-        used = 0
-        end = offset
-        for name in names[offset : offset + limit]:
-            row = self._index_row(name)
-            used += len(json.dumps(row)) + 1
-            if used > budget and rows:
-                break
-            rows.append(row)
-            end += 1
-        doc: dict[str, Any] = {"count": len(names), "offset": offset, "variables": rows}
-        if end < len(names):
+        page = index_page(names, params, _INDEX, self._index_row, self._limits.max_read_chars - 400)
+        doc: dict[str, Any] = {"count": len(names), "offset": page.offset, "variables": page.rows}
+        if page.next:
             doc["truncated"] = True
-            doc["next"] = _INDEX.expand({"offset": end, "limit": limit})
+            doc["next"] = page.next
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False))
 
     def _index_row(self, name: str) -> dict[str, Any]:
