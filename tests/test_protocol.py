@@ -426,3 +426,14 @@ def test_variables_index_pages_under_the_read_budget():
     assert [r["name"] for r in small["variables"]] == [f"name_{i:05d}" for i in range(10, 15)]
     for bad in ("nb://vars?limit=0", "nb://vars?offset=-1", "nb://vars?limit=x", "nb://vars?page=2"):
         assert call(server, sid, "resources/read", {"uri": bad})["error"]["code"] == -32602
+
+
+def test_batch_and_uri_limits():
+    server, _, _ = make_server()
+    old = open_session(server, "2025-03-26")
+    too_many = [rpc("ping", id=i) for i in range(51)]
+    reply = server.handle(req(too_many, mcp_session_id=old))
+    assert reply.status == 400 and "exceeds 50" in json.loads(reply.body)["error"]["message"]
+    assert len(json.loads(server.handle(req(too_many[:50], mcp_session_id=old)).body)) == 50
+    long_uri = "test://item/" + "x" * 9000
+    assert call(server, old, "resources/read", {"uri": long_uri})["error"]["code"] == -32602
