@@ -175,6 +175,7 @@ class Bridge:
         self.generation = 0
         # modern-era listen streams: request id -> open connection
         self._listens: dict[Any, http.client.HTTPConnection | None] = {}
+        self._listens_lock = threading.Lock()  # never held while waiting for a hub
 
     # == stdio =================================================================================
     def run(self, stdin: IO[bytes] | None = None) -> int:
@@ -263,7 +264,7 @@ class Bridge:
                 self.log(str(exc))
                 self.write(_error(msg.get("id"), NO_HUB, str(exc)))
                 return
-            except OSError as exc:
+            except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: not JSON, not a hub
                 self.write(_error(msg.get("id"), NO_HUB, f"The hub did not answer initialize: {exc}"))
                 return
         self.log(f"connected to {record.describe()}")
@@ -353,7 +354,7 @@ class Bridge:
                 except NoHub:
                     self.up, self.session_id = None, None
                     raise
-                except OSError:  # found a file, but the hub is not answering yet
+                except (OSError, ValueError, http.client.HTTPException):  # found a file; no hub answers there yet
                     if time.monotonic() >= deadline or self._closing.is_set():
                         self.up, self.session_id = None, None
                         raise NoHub(self.selector.no_hub_message()) from None
@@ -447,8 +448,14 @@ class Bridge:
         sub_id = msg.get("id")
         self._listens[sub_id] = None
         acknowledged = False
+        retry_until: float | None = None  # while re-establishing a broken listen
         try:
             while sub_id in self._listens and not self._closing.is_set():
+                if retry_until is not None:
+                    if time.monotonic() >= retry_until:
+                        self.write(_error(sub_id, NO_HUB, self.selector.no_hub_message()))
+                        return
+                    time.sleep(POLL_SECONDS)
                 try:
                     up = self._modern_up(self.reconnect_timeout if acknowledged else 0.0)
                     conn, resp = up.open("POST", self._modern_headers(msg), json.dumps(msg).encode(), timeout=None)
@@ -460,19 +467,28 @@ class Bridge:
                     if not acknowledged:
                         self.write(_error(sub_id, NO_HUB, self.selector.no_hub_message()))
                         return
+                    if retry_until is None:
+                        retry_until = time.monotonic() + self.reconnect_timeout
                     continue
-                self._listens[sub_id] = conn
+                with self._listens_lock:
+                    if sub_id not in self._listens:  # cancelled while the hub was answering
+                        conn.close()
+                        return
+                    self._listens[sub_id] = conn
                 if "text/event-stream" not in (resp.getheader("content-type") or ""):
                     body = resp.read()
                     conn.close()
-                    if body.strip():
+                    try:  # a JSON-RPC error; anything else means no hub answered there
                         self.write(json.loads(body))
+                    except ValueError:
+                        self.write(_error(sub_id, NO_HUB, self.selector.no_hub_message()))
                     return
                 honoured: dict[str, Any] = {}
                 try:
                     for message in sse_messages(resp):
                         if message.get("method") == "notifications/subscriptions/acknowledged":
                             honoured = (message.get("params") or {}).get("notifications") or {}
+                            retry_until = None
                             if acknowledged:
                                 self._replay(sub_id, honoured)
                                 continue
@@ -485,6 +501,8 @@ class Bridge:
                 finally:
                     conn.close()
                 self._drop(up)
+                if retry_until is None:
+                    retry_until = time.monotonic() + self.reconnect_timeout
         finally:
             self._listens.pop(sub_id, None)
 
@@ -499,9 +517,10 @@ class Bridge:
 
     def _cancel_listen(self, msg: dict[str, Any]) -> bool:
         request_id = (msg.get("params") or {}).get("requestId")
-        if request_id not in self._listens:
-            return False
-        conn = self._listens.pop(request_id, None)
+        with self._listens_lock:
+            if request_id not in self._listens:
+                return False
+            conn = self._listens.pop(request_id, None)
         if conn is not None and conn.sock is not None:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(2)

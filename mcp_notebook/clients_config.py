@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -95,13 +96,15 @@ def write(host: str, path: Path, name: str, server: dict[str, Any]) -> Path:
     servers[name] = server
     path.parent.mkdir(parents=True, exist_ok=True)
     secret = bool(server.get("headers"))
+    # An existing file keeps its mode: it may hold other entries' tokens (owner-only stays owner-only).
+    mode = 0o600 if secret else stat.S_IMODE(path.stat().st_mode) if path.exists() else None
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if secret else 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(doc, fh, indent=2)
         fh.write("\n")
-    if secret:
-        os.chmod(tmp, 0o600)
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.replace(tmp, path)
     return path
 

@@ -273,3 +273,50 @@ def test_stop_with_open_connections_and_streams_is_prompt():
     s.close()
     idle.close()
     hub.close()
+
+
+def _framed(extra: str, body: bytes) -> bytes:
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Type: application/json\r\n{extra}\r\n"
+    ).encode() + body
+
+
+_INIT_RAW = json.dumps(INIT).encode()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # two different lengths: which one frames the body is ambiguous (request smuggling)
+        _framed(f"Content-Length: 5\r\nContent-Length: {len(_INIT_RAW)}\r\n", _INIT_RAW),
+        # both a length and chunked framing
+        _framed(
+            f"Content-Length: {len(_INIT_RAW) + 10}\r\nTransfer-Encoding: chunked\r\n",
+            b"%x\r\n%s\r\n0\r\n\r\n" % (len(_INIT_RAW), _INIT_RAW),
+        ),
+        # chunked named twice (folded by an intermediary, it would read "chunked, chunked")
+        _framed(
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+            b"%x\r\n%s\r\n0\r\n\r\n" % (len(_INIT_RAW), _INIT_RAW),
+        ),
+        # a chunk size is HEXDIG only; int(..., 16) would also take a 0x prefix
+        _framed("Transfer-Encoding: chunked\r\n", b"0x%x\r\n%s\r\n0\r\n\r\n" % (len(_INIT_RAW), _INIT_RAW)),
+        # more than one Host field (RFC 9112 3.2: 400)
+        _framed(f"Host: evil.example\r\nContent-Length: {len(_INIT_RAW)}\r\n", _INIT_RAW),
+    ],
+    ids=["two-lengths", "length-and-chunked", "chunked-twice", "hex-prefix", "two-hosts"],
+)
+def test_ambiguous_framing_is_rejected_and_closed(server, raw):
+    with connect(server) as s:
+        s.sendall(raw)
+        status, _, _ = read_response(s)
+        assert status == 400
+        assert closed_by_peer(s)
+    assert not server.mcp.sessions()
+
+
+def test_repeated_identical_content_length_is_accepted(server):
+    with connect(server) as s:
+        s.sendall(_framed(f"Content-Length: {len(_INIT_RAW)}\r\n" * 2, _INIT_RAW))
+        assert read_response(s)[0] == 200

@@ -542,18 +542,19 @@ class McpServer:
         assert msg.id is not None
         stream = Stream("listen", msg.id)
         listen = Listen(stream, msg.id, frozenset(uris), bool(honoured.get("resourcesListChanged")))
-        with self._lock:
-            if self.closed:
-                return self._status(503, "Service unavailable: the hub is stopping")
-            self._listens[id(stream)] = listen
-        for uri in listen.uris:
-            self.hub.watch(uri)
+        # The acknowledgement goes first, before any hub event can reach the stream.
         stream.push(
             rpc.notification(
                 "notifications/subscriptions/acknowledged",
                 {"_meta": {META_SUB_ID: msg.id}, "notifications": honoured},
             )
         )
+        with self._lock:
+            if self.closed:
+                return self._status(503, "Service unavailable: the hub is stopping")
+            self._listens[id(stream)] = listen
+        for uri in listen.uris:
+            self.hub.watch(uri)
         self._touch()
         return HttpReply(200, stream=stream)
 
@@ -721,12 +722,18 @@ class McpServer:
                 ctx.log("info", {"message": f"{uri} does not exist yet; an update follows when it appears", "uri": uri})
             except Exception:
                 pass
-        assert ctx.session is not None
+        session = ctx.session
+        assert session is not None
+        self.hub.watch(uri)  # before the check below: the session may end (DELETE, eviction) meanwhile
         with self._lock:
-            new = uri not in ctx.session.subscriptions
-            ctx.session.subscriptions.add(uri)
-        if new:
-            self.hub.watch(uri)
+            live = self._sessions.get(session.id) is session
+            new = live and uri not in session.subscriptions
+            if new:
+                session.subscriptions.add(uri)
+        if not new:
+            self.hub.unwatch(uri)
+        if not live:
+            raise RpcError(SESSION_NOT_FOUND, "Session not found: it ended while subscribing; initialize again")
         self._touch()
         return {}
 

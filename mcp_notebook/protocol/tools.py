@@ -253,7 +253,7 @@ class Tools:
         if cursor is None:
             return None, False
         epoch, _, seq = cursor.partition(".")
-        if not seq.isdigit():
+        if not (seq.isascii() and seq.isdigit()):
             raise ArgumentError("invalid cursor")
         if epoch != self.hub.journal.epoch:
             return 0, True

@@ -32,6 +32,9 @@ IDLE_SECONDS = 300.0
 MAX_HEAD_BYTES = 65536
 PATH = "/mcp"
 _VERSIONS = ("HTTP/1.1", "HTTP/1.0")
+# Fields that must not appear twice with different values (RFC 9112 3.2, 6.3).
+_HEXDIGITS = frozenset(b"0123456789abcdefABCDEF")
+_SINGLE = frozenset({"host", "content-length"})
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
@@ -82,6 +85,8 @@ class _Head:
         self.chunked = te is not None
         if te is not None and te.strip().lower() != "chunked":
             raise BadRequest(f"unsupported Transfer-Encoding {te!r}", 501)
+        if te is not None and "content-length" in headers:
+            raise BadRequest("both Content-Length and Transfer-Encoding")  # RFC 9112 6.3: a smuggling sign
         raw = headers.get("content-length")
         if raw is None or self.chunked:
             self.length = 0
@@ -106,7 +111,12 @@ def parse_head(block: bytes) -> _Head:
         name, sep, value = line.partition(":")
         if not sep or not name or name != name.strip() or not set(name) <= _TOKEN_CHARS:
             raise BadRequest("malformed header field")
-        headers[name.lower()] = value.strip(" \t")
+        key, value = name.lower(), value.strip(" \t")
+        if key in _SINGLE and key in headers and headers[key] != value:
+            raise BadRequest(f"conflicting {name} fields")  # framing or target would be ambiguous
+        if key == "transfer-encoding" and key in headers:
+            raise BadRequest("repeated Transfer-Encoding")
+        headers[key] = value
     return _Head(parts[0], parts[1].partition("?")[0], parts[2], headers)
 
 
@@ -126,7 +136,7 @@ def parse_chunked(buf: bytearray | bytes, start: int, limit: int) -> tuple[bytes
             size = int(size_text, 16)
         except ValueError:
             raise BadRequest("malformed chunk size") from None
-        if size < 0 or not size_text.isalnum():
+        if size < 0 or not size_text or not set(size_text) <= _HEXDIGITS:
             raise BadRequest("malformed chunk size")
         pos = eol + 2
         if size == 0:
