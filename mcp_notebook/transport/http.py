@@ -337,6 +337,8 @@ class _Connection(asyncio.Protocol):
     def _done(self, keep: bool) -> None:
         """The reply is written: go on with the next request, or close."""
         self.busy = False
+        if self.gone:
+            return
         if not keep:
             self._close()
             return
