@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from .redact import mask_secrets
+
 T = TypeVar("T")
 
 # Types whose repr is our own C code: fast, bounded by our limits, no user code.
@@ -50,6 +52,15 @@ def call_guarded(fn: Callable[[], T], timeout: float) -> T:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def safe_str(exc: BaseException, timeout: float, limit: int = 1000) -> str:
+    """str() of an exception user code raised: guarded (its __str__ is user code too), bounded, masked."""
+    try:
+        text = call_guarded(lambda: str(exc)[: limit + 512], timeout)
+    except Exception:
+        return "<the exception's message could not be rendered>"
+    return mask_secrets(text)[:limit]
 
 
 class _BoundedRepr(reprlib.Repr):

@@ -42,6 +42,7 @@ RICHNESS = (
 LISTED_CELLS = 10
 LISTED_OUTPUTS = 30
 _PREVIEW = 300
+_MASK_MARGIN = 512
 
 
 def cell_uri(seq: int) -> str:
@@ -61,8 +62,13 @@ def iso(ts: float | None) -> str | None:
 def first_line(source: str, limit: int = 120) -> str:
     for line in source.splitlines():
         if line.strip():
-            return mask_secrets(line if len(line) <= limit else line[:limit] + "…")
+            return _masked_head(line, limit) + ("…" if len(line) > limit else "")
     return ""
+
+
+def _masked_head(text: str, limit: int) -> str:
+    """The first ``limit`` characters, masked before the cut (a token at the cut must not leak its start)."""
+    return mask_secrets(text[: limit + _MASK_MARGIN])[:limit]
 
 
 def default_mime(out: Output) -> str:
@@ -196,9 +202,9 @@ class CellsProvider(Provider):
         row["default_mime"] = default_mime(out)
         if out.output_type == "error":
             row["ename"] = out.ename
-            row["evalue"] = mask_secrets((out.evalue or "")[:preview])
+            row["evalue"] = _masked_head(out.evalue or "", preview)
         elif out.output_type == "stream":
-            text = mask_secrets(out.text()[:preview])
+            text = _masked_head(out.text(), preview)
             row["chars"] = out.chars
             row["preview"] = text
         elif "text/plain" in out.data:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.models import Annotations, Contents, Icon, Resource, ResourceTemplate
-from ..render import RenderTimeout, call_guarded
+from ..render import RenderTimeout, call_guarded, safe_str
 from ..uri import UriTemplate, compile_template, is_template
 from .base import InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 
@@ -129,17 +129,19 @@ class CustomProvider(Provider):
             unknown = set(args) - set(reg.template.variables)
             if unknown:
                 raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {reg.uri}")
-        try:
-            value = call_guarded(lambda: reg.fn(**args), reg.timeout)
+        try:  # converting the result may run user code too (str(), JSON default=str)
+            return call_guarded(lambda: to_contents(uri, reg.fn(**args), reg.mime_type), reg.timeout)
         except RenderTimeout as exc:
             raise ResourceReadError(f"resource function {reg.fn.__name__} did not finish: {exc}") from None
         except (ResourceNotFound, InvalidResourceParams):
             raise
         except LookupError as exc:
-            raise ResourceNotFound(uri, f"{reg.fn.__name__}: {exc}") from None
+            raise ResourceNotFound(uri, f"{reg.fn.__name__}: {safe_str(exc, reg.timeout)}") from None
         except Exception as exc:
-            raise ResourceReadError(f"resource function {reg.fn.__name__} raised {type(exc).__name__}: {exc}") from None
-        return to_contents(uri, value, reg.mime_type)
+            message = safe_str(exc, reg.timeout)
+            raise ResourceReadError(
+                f"resource function {reg.fn.__name__} raised {type(exc).__name__}: {message}"
+            ) from None
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         with self._lock:
@@ -149,8 +151,15 @@ class CustomProvider(Provider):
         completer = reg.completers.get(argument)
         if completer is None:
             return []
-        candidates = completer(value) if callable(completer) else completer
-        return [str(c) for c in candidates if str(c).startswith(value)]
+
+        def run() -> list[str]:  # user code: guarded like a read
+            candidates = completer(value) if callable(completer) else completer
+            return [c for c in map(str, candidates) if c.startswith(value)]
+
+        try:
+            return call_guarded(run, reg.timeout)
+        except Exception:
+            return []
 
     def digest(self, uri: str) -> bytes | None:
         try:

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
-from ..render import RenderTimeout, call_guarded, type_name
+from ..render import RenderTimeout, call_guarded, safe_str, type_name
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 from .tabular import CellRenderer, Table, adapter_for_type, cell_text, quiet, table_for
@@ -211,7 +211,8 @@ class FramesProvider(Provider):
                 raise ResourceReadError(f"reading {uri} did not finish: {exc}") from None
             except Exception as exc:  # e.g. the frame changed while a cell was running
                 if attempt == 2:
-                    raise ResourceReadError(f"reading {uri} failed: {type(exc).__name__}: {exc}") from None
+                    message = safe_str(exc, self._limits.repr_timeout)
+                    raise ResourceReadError(f"reading {uri} failed: {type(exc).__name__}: {message}") from None
         raise AssertionError("unreachable")
 
     def _positions(self, table: Table, raw: str | None, name: str) -> tuple[list[int], bool]:

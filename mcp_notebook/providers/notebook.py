@@ -331,7 +331,7 @@ def _output_summary(out: Any, preview: int) -> dict[str, Any]:
         row["text"] = mask_secrets(strip_ansi(text[: preview * 2]))[:preview]
     elif kind == "error":
         row["ename"] = out.get("ename")
-        row["evalue"] = mask_secrets(_text(out.get("evalue"))[:preview])
+        row["evalue"] = mask_secrets(_text(out.get("evalue"))[: preview * 2])[:preview]
     else:
         data = out.get("data") if isinstance(out.get("data"), dict) else {}
         row["mime_types"] = list(data)

@@ -23,12 +23,15 @@ from fractions import Fraction
 from typing import Any
 from uuid import UUID
 
+from ..redact import mask_secrets
+
 SAMPLE_ROWS = 10_000  # rows hashed by digest(): head, tail and an even stride between
 SAMPLE_VALUES = 5  # example values per column in a schema
 MAX_CATEGORIES = 50  # categories listed per categorical column
 _CONTAINER_ITEMS = 20
 _CONTAINER_DEPTH = 3
 _CONTAINERS = (list, tuple, dict, set, frozenset)
+_MASK_MARGIN = 512  # characters past a cut that are masked with it (a token straddling the cut is whole)
 
 
 # -- cells ------------------------------------------------------------------------------------
@@ -62,10 +65,11 @@ class CellRenderer:
         return self._leaf(v)
 
     def _text(self, s: str) -> str:
+        # Mask credentials before cutting, so a token at the cut cannot leak its first characters.
         if len(s) > self.cap:
             self.cut += 1
-            return s[: max(1, self.cap - 1)] + "…"
-        return s
+            return mask_secrets(s[: self.cap + _MASK_MARGIN])[: max(1, self.cap - 1)] + "…"
+        return mask_secrets(s)
 
     def _leaf(self, v: Any) -> Any:
         if v is None:
@@ -356,10 +360,10 @@ class PandasFrame(_PandasBase):
         return {"columns": cols, "index": self._index_info(stats_rows)}
 
     def fingerprint(self) -> tuple:
+        # The columns Index by identity (kept alive, so its id is not reused): comparing labels would run
+        # their __eq__, and a NaN label is unequal to itself, so the frame would look changed after every cell.
         df = self.value
-        cols = df.columns
-        names = tuple(cols) if len(cols) <= 1000 else (id(cols), len(cols))
-        return (id(df), df.shape, id(getattr(df, "_mgr", None)), names)
+        return (id(df), df.shape, id(getattr(df, "_mgr", None)), _Same(df.columns))
 
     def digest(self) -> bytes:
         df = self.value
@@ -405,6 +409,24 @@ class PandasSeries(_PandasBase):
         self._hash_series(h, part)
         self._hash_series(h, part.index.to_series())
         return h.digest()
+
+
+class _Same:
+    """Equal only to a wrapper of the very same object (no user __eq__ runs)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"<same {id(self.obj):#x}>"
 
 
 def _simple(v: Any) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import NameFilter, contains_secret, mask_secrets
-from ..render import RenderTimeout, bounded_repr, call_guarded, type_name
+from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 
@@ -31,6 +31,7 @@ _VAR = compile_template(VAR_TEMPLATE)
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _SECRET_SCAN_CHARS = 8192
+_MASK_MARGIN = 512  # characters rendered past the cut, so secrets are masked before it
 _JSON = "application/json"
 
 
@@ -96,7 +97,7 @@ class VariablesProvider(Provider):
         return True
 
     def rebuild(self) -> None:
-        """Recompute everything from scratch (on load, and when hide/show rules change)."""
+        """Recompute everything from scratch (on load)."""
         keys, ids = self._read_ns()
         self._keys, self._ids = keys, ids
         stamp = _now()
@@ -327,13 +328,18 @@ class VariablesProvider(Provider):
         value = self.value(name)
         limits = self._limits
         doc: dict[str, Any] = self._index_row(name)
+        cap = max(200, limits.max_read_chars - 1000)
         try:
-            text, truncated = bounded_repr(value, max(200, limits.max_read_chars - 1000), limits.repr_timeout)
+            text, truncated = bounded_repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
         except RenderTimeout as exc:
             raise ResourceReadError(f"repr({name}) did not finish: {exc}") from None
         except Exception as exc:  # a raising __repr__ is the object's problem, not the server's
-            raise ResourceReadError(f"repr({name}) raised {type(exc).__name__}: {exc}") from None
-        doc["repr"] = mask_secrets(text)
+            message = safe_str(exc, limits.repr_timeout)
+            raise ResourceReadError(f"repr({name}) raised {type(exc).__name__}: {message}") from None
+        text = mask_secrets(text)  # before the cut: a token at the cut must not leak its first characters
+        if len(text) > cap:
+            text, truncated = text[:cap], True
+        doc["repr"] = text
         if truncated:
             doc["truncated"] = True
         if callable(value) and not isinstance(value, type):
@@ -347,7 +353,16 @@ class VariablesProvider(Provider):
             self.user_hidden.add(name)
         else:
             self.user_hidden.discard(name)
-        self.rebuild()
+        # Only this name, and no new baseline: %mcp hide runs inside a cell, and re-reading the namespace
+        # here would hide that cell's other changes from the snapshot after it.
+        missing = object()
+        value = self._ns.get(name, missing)
+        if hidden or value is missing or not self._exposable(name, value):
+            self._exposed.pop(name, None)
+        elif name in self._keys:  # a name new in this cell is exposed (and announced) by the next snapshot
+            self._exposed[name] = type(value)
+            self._modified.setdefault(name, _now())
+        self._list_version += 1
 
 
 def _callable_info(value: Any, timeout: float) -> dict[str, Any]:
