@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,16 +44,6 @@ def nb_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def hub(kernel: Kernel, nb_path: Path) -> dict[str, Any]:
     """A hub told where the notebook is through %config before %load_ext."""
     return kernel.load_hub(f"%config MCPHub.notebook_path = {str(nb_path)!r}")
-
-
-@pytest.fixture
-def mcp(hub: dict[str, Any]) -> Iterator[Mcp]:
-    client = Mcp(hub)
-    client.initialize()
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def read_json(mcp: Mcp, uri: str) -> dict[str, Any]:
