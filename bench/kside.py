@@ -171,18 +171,16 @@ def unwatch(uris: list[str]) -> None:
         hub.unwatch(uri)
 
 
-def time_handle(kind: str, uri: str, calls: int, budget_s: float) -> None:
-    """Time McpServer.handle() in-process (no HTTP): the protocol + hub + provider cost of one request."""
-    import mcp_notebook
+def _modern_request(token: str, kind: str, uri: str) -> Any:
+    """One stateless 2026-07-28 request for McpServer.handle(), as the HTTP layer would pass it."""
     from mcp_notebook.protocol.server import HttpRequest
 
-    kh = mcp_notebook.hub()
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
     params: dict[str, Any] = {"_meta": meta}
     headers = {
         "host": "127.0.0.1",
         "content-type": "application/json",
-        "authorization": f"Bearer {kh.token}",
+        "authorization": f"Bearer {token}",
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": kind,
     }
@@ -190,7 +188,15 @@ def time_handle(kind: str, uri: str, calls: int, budget_s: float) -> None:
         params["uri"] = uri
         headers["mcp-name"] = uri
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": kind, "params": params}).encode()
-    req = HttpRequest("POST", headers, body)
+    return HttpRequest("POST", headers, body)
+
+
+def time_handle(kind: str, uri: str, calls: int, budget_s: float) -> None:
+    """Time McpServer.handle() in-process (no HTTP): the protocol + hub + provider cost of one request."""
+    import mcp_notebook
+
+    kh = mcp_notebook.hub()
+    req = _modern_request(kh.token, kind, uri)
     reply = kh.server.handle(req)
     assert reply.status == 200 and b'"result"' in (reply.body or b""), reply.body[:300]
     samples: list[int] = []
@@ -211,24 +217,9 @@ def profile_handle(kind: str, uri: str, calls: int, top: int = 12) -> None:
     import pstats
 
     import mcp_notebook
-    from mcp_notebook.protocol.server import HttpRequest
 
     kh = mcp_notebook.hub()
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-    params: dict[str, Any] = {"_meta": meta}
-    headers = {
-        "host": "127.0.0.1",
-        "content-type": "application/json",
-        "authorization": f"Bearer {kh.token}",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": kind,
-    }
-    if kind == "resources/read":
-        params["uri"] = uri
-        headers["mcp-name"] = uri
-    req = HttpRequest(
-        "POST", headers, json.dumps({"jsonrpc": "2.0", "id": 1, "method": kind, "params": params}).encode()
-    )
+    req = _modern_request(kh.token, kind, uri)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(calls):
