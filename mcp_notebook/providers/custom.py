@@ -1,8 +1,10 @@
 """User-registered resources: ``@mcp_notebook.resource("scheme://path/{var}")``.
 
 A function returning ``str`` gives text, ``bytes`` gives a base64 blob, a dict or list gives
-JSON, and :class:`Contents` objects pass through. Template variables arrive as keyword
-arguments. User functions run guarded (bounded in time) like any user code.
+JSON, a pydantic model, dataclass or attrs instance (or a list of them) gives JSON with its
+schema at ``nb://schemas/{name}``, and :class:`Contents` objects pass through. Template
+variables arrive as keyword arguments, validated by pydantic when the function is typed
+(``providers/typed.py``). User functions run guarded (bounded in time) like any user code.
 """
 
 from __future__ import annotations
@@ -14,13 +16,24 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from ..protocol.models import Annotations, Contents, Icon, Resource, ResourceTemplate
 from ..render import RenderTimeout, call_guarded, safe_str
 from ..uri import UriTemplate, compile_template, is_template
+from . import structured, typed
 from .base import InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 
 Completer = Callable[[str], Iterable[str]] | Iterable[str]
+SCHEMA_PREFIX = "nb://schemas/"
+SCHEMA_TEMPLATE = "nb://schemas/{name}"
+_SCHEMA = compile_template(SCHEMA_TEMPLATE)
+META_SCHEMA = "mcp-notebook/schema"
+
+
+def schema_uri(name: str) -> str:
+    """Where the JSON Schema of what resource function ``name`` returns is read."""
+    return SCHEMA_PREFIX + quote(name, safe="")
 
 
 @dataclass(slots=True)
@@ -39,6 +52,8 @@ class Registration:
     template: UriTemplate | None = None
     completers: dict[str, Completer] = field(default_factory=dict)
     timeout: float = 10.0
+    typed: typed.TypedSignature | None = None  # set when the function's hints are used
+    returned: tuple[type, bool] | None = None  # structured class last returned, and whether a list
 
 
 class CustomProvider(Provider):
@@ -86,7 +101,7 @@ class CustomProvider(Provider):
         return None
 
     def owns(self, uri: str) -> bool:
-        return self._find(uri) is not None
+        return self._find(uri) is not None or (uri.startswith(SCHEMA_PREFIX) and _SCHEMA.match(uri) is not None)
 
     def list_resources(self) -> list[Resource]:
         return [
@@ -102,6 +117,15 @@ class CustomProvider(Provider):
             )
             for r in self.registrations()
             if r.template is None
+        ] + [
+            Resource(
+                uri=schema_uri(r.name),
+                name=f"{r.name} schema",
+                title=f"JSON Schema of what {r.name} returns",
+                mime_type="application/schema+json",
+            )
+            for r in self.registrations()
+            if r.typed is not None and r.typed.returns is not None
         ]
 
     def list_templates(self) -> list[ResourceTemplate]:
@@ -118,19 +142,39 @@ class CustomProvider(Provider):
             )
             for r in self.registrations()
             if r.template is not None
-        ]
+        ] + (
+            [
+                ResourceTemplate(
+                    uri_template=SCHEMA_TEMPLATE,
+                    name="resource schema",
+                    title="JSON Schema of a resource function's result",
+                    description="JSON Schema of the model/dataclass (or list of them) a registered resource returns.",
+                    mime_type="application/schema+json",
+                )
+            ]
+            if self._by_uri
+            else []
+        )
 
     def read(self, uri: str) -> list[Contents]:
         found = self._find(uri)
         if found is None:
+            schema_args = _SCHEMA.match(uri) if uri.startswith(SCHEMA_PREFIX) else None
+            if schema_args is not None:
+                return [self._read_schema(uri, schema_args["name"])]
             raise ResourceNotFound(uri)
         reg, args = found
         if reg.template is not None:
             unknown = set(args) - set(reg.template.variables)
             if unknown:
                 raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {reg.uri}")
-        try:  # converting the result may run user code too (str(), JSON default=str)
-            return call_guarded(lambda: to_contents(uri, reg.fn(**args), reg.mime_type), reg.timeout)
+
+        def call() -> list[Contents]:
+            kwargs = reg.typed.validate(args, reg.fn.__name__) if reg.typed is not None else args
+            return to_contents(uri, reg.fn(**kwargs), reg.mime_type, reg)
+
+        try:  # validators and converting the result may run user code too (str(), JSON default=str)
+            return call_guarded(call, reg.timeout)
         except RenderTimeout as exc:
             raise ResourceReadError(f"resource function {reg.fn.__name__} did not finish: {exc}") from None
         except (ResourceNotFound, InvalidResourceParams):
@@ -146,11 +190,17 @@ class CustomProvider(Provider):
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         with self._lock:
             reg = self._by_uri.get(template)
+        if reg is None and template == SCHEMA_TEMPLATE:
+            if argument != "name":
+                return []
+            names = [r.name for r in self.registrations() if r.returned or (r.typed and r.typed.returns is not None)]
+            return [n for n in names if n.startswith(value)]
         if reg is None or reg.template is None:
             return None
         completer = reg.completers.get(argument)
         if completer is None:
-            return []
+            choices = reg.typed.completions(argument) if reg.typed is not None else None
+            return [c for c in choices if c.startswith(value)] if choices else []
 
         def run() -> list[str]:  # user code: guarded like a read
             candidates = completer(value) if callable(completer) else completer
@@ -160,6 +210,18 @@ class CustomProvider(Provider):
             return call_guarded(run, reg.timeout)
         except Exception:
             return []
+
+    def _read_schema(self, uri: str, name: str) -> Contents:
+        reg = next((r for r in self.registrations() if r.name == name), None)
+        if reg is None:
+            raise ResourceNotFound(uri, f"no registered resource named {name!r}")
+        try:
+            doc = call_guarded(lambda: _read_schema_doc(reg), reg.timeout)
+        except ResourceNotFound:
+            raise
+        except Exception as exc:
+            raise ResourceReadError(f"no JSON Schema for {name}: {type(exc).__name__}: {safe_str(exc, 1.0)}") from None
+        return Contents(uri=uri, mime_type="application/schema+json", text=json.dumps(doc, ensure_ascii=False))
 
     def digest(self, uri: str) -> bytes | None:
         try:
@@ -172,8 +234,16 @@ class CustomProvider(Provider):
         return h.digest()
 
 
-def to_contents(uri: str, value: Any, mime_type: str | None) -> list[Contents]:
+def to_contents(uri: str, value: Any, mime_type: str | None, reg: Registration | None = None) -> list[Contents]:
     """Turn what a resource function returned into read contents."""
+    kind_class = _structured_class(value)
+    if kind_class is not None:  # a model, dataclass or attrs instance, or a list of one of them
+        text = json.dumps(structured.to_jsonable(value), ensure_ascii=False)
+        meta = None
+        if reg is not None:
+            reg.returned = kind_class
+            meta = {META_SCHEMA: schema_uri(reg.name)}
+        return [Contents(uri=uri, mime_type=mime_type or "application/json", text=text, meta=meta)]
     if isinstance(value, Contents):
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, Contents) for v in value):
@@ -186,6 +256,13 @@ def to_contents(uri: str, value: Any, mime_type: str | None) -> list[Contents]:
         text = json.dumps(value, ensure_ascii=False, default=str)
         return [Contents(uri=uri, mime_type=mime_type or "application/json", text=text)]
     return [Contents(uri=uri, mime_type=mime_type or "text/plain", text=str(value))]
+
+
+def _structured_class(value: Any) -> tuple[type, bool] | None:
+    if structured.value_kind(value) is not None:
+        return type(value), False
+    item = structured.list_item_class(value)
+    return (item, True) if item is not None else None
 
 
 def make_registration(
@@ -218,17 +295,39 @@ def make_registration(
         for i in icons
     )
     doc = inspect.getdoc(fn)
+    template = compile_template(uri) if is_template(uri) else None
+    variables = template.variables if template is not None else ()
+    signature = typed.build(fn, variables) if typed.wants_typing(fn, variables) else None
+    summary = description or (doc.splitlines()[0] if doc else None)
+    reg_name = name or getattr(fn, "__name__", uri)
+    if signature is not None:
+        summary = typed.describe(summary, signature)
+        if signature.returns is not None:
+            meta = {**(meta or {}), META_SCHEMA: schema_uri(reg_name)}
+            summary = (summary + "\n\n" if summary else "") + f"Returns JSON; its JSON Schema: {schema_uri(reg_name)}"
     return Registration(
         uri=uri,
         fn=fn,
-        name=name or getattr(fn, "__name__", uri),
+        name=reg_name,
         title=title,
-        description=description or (doc.splitlines()[0] if doc else None),
-        mime_type=mime_type,
+        description=summary,
+        mime_type=mime_type if mime_type or signature is None or signature.returns is None else "application/json",
         annotations=annotations,
         icons=icon_objs,
         meta=meta,
-        template=compile_template(uri) if is_template(uri) else None,
+        template=template,
         completers=dict(complete or {}),
         timeout=timeout,
+        typed=signature,
+    )
+
+
+def _read_schema_doc(reg: Registration) -> dict[str, Any]:
+    if reg.typed is not None and reg.typed.returns is not None:
+        return structured.schema_for_annotation(reg.typed.returns)
+    if reg.returned is not None:
+        cls, many = reg.returned
+        return structured.schema_for_class(cls, many=many)
+    raise ResourceNotFound(
+        schema_uri(reg.name), f"{reg.name} has no return annotation and has not returned a model yet"
     )

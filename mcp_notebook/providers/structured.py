@@ -1,0 +1,242 @@
+"""Structured values: pydantic models, dataclasses, attrs instances and TypedDict-shaped dicts.
+
+Detection is cheap and imports nothing: a pydantic model can only exist once pydantic is in
+``sys.modules``; dataclasses and attrs classes carry marker attributes. pydantic is imported
+only to dump such a value as JSON or to derive its JSON Schema, i.e. on a read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ..redact import MASK, mask_secrets
+
+_LIST_SAMPLE = 20  # items of a list looked at to decide it holds structured values
+
+
+def _pydantic_model_class(cls: Any) -> bool:
+    pyd = sys.modules.get("pydantic")
+    if pyd is None or not isinstance(cls, type):
+        return False
+    main = sys.modules.get("pydantic.main")
+    base = getattr(main, "BaseModel", None)
+    return base is not None and issubclass(cls, base)
+
+
+def class_kind(cls: Any) -> str | None:
+    """'pydantic', 'dataclass', 'attrs' or 'typeddict' for a class, else None (no imports)."""
+    if not isinstance(cls, type):
+        return None
+    if _pydantic_model_class(cls):
+        return "pydantic"
+    if dataclasses.is_dataclass(cls):
+        return "dataclass"
+    if getattr(cls, "__attrs_attrs__", None) is not None:
+        return "attrs"
+    if is_typeddict(cls):
+        return "typeddict"
+    return None
+
+
+def is_typeddict(obj: Any) -> bool:
+    if not isinstance(obj, type) or not issubclass(obj, dict):
+        return False
+    return hasattr(obj, "__required_keys__") and hasattr(obj, "__annotations__") and hasattr(obj, "__total__")
+
+
+def value_kind(value: Any) -> str | None:
+    """The kind of a structured instance (a class itself is not one), else None."""
+    cls = type(value)
+    if cls is dict or isinstance(value, type):
+        return None
+    kind = class_kind(cls)
+    return kind if kind != "typeddict" else None
+
+
+def list_item_class(value: Any) -> type | None:
+    """The class of a non-empty list/tuple whose (sampled) items are all one structured class."""
+    if type(value) not in (list, tuple) or not value:
+        return None
+    first = type(value[0])
+    if value_kind(value[0]) is None:
+        return None
+    step = max(1, len(value) // _LIST_SAMPLE)
+    if all(type(v) is first for v in value[::step]) and type(value[-1]) is first:
+        return first
+    return None
+
+
+def is_structured_type(annotation: Any) -> bool:
+    """A model/dataclass/attrs/TypedDict class, or a list/sequence of one (for return annotations)."""
+    if annotation is None:
+        return False
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return is_structured_type(typing.get_args(annotation)[0])
+    if origin in (list, tuple, Iterable, typing.Sequence) or (
+        origin is not None and getattr(origin, "__name__", "") in ("Sequence", "list")
+    ):
+        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        return len(args) == 1 and class_kind(args[0]) is not None
+    return class_kind(annotation) is not None
+
+
+def typeddict_for(value: Any, name: str, ns: Mapping[str, Any]) -> type | None:
+    """The TypedDict a plain dict is declared as (``x: Movie = ...``) or whose keys it matches."""
+    if type(value) is not dict:
+        return None
+    annotations = ns.get("__annotations__")
+    if isinstance(annotations, dict):
+        declared = annotations.get(name)
+        if is_typeddict(declared):
+            return declared
+    if not value or len(value) > 1000 or not all(type(k) is str for k in value):
+        return None
+    keys = set(value)
+    best: type | None = None
+    for obj in list(ns.values()):
+        if is_typeddict(obj):
+            required = set(getattr(obj, "__required_keys__", ()))
+            allowed = required | set(getattr(obj, "__optional_keys__", ()))
+            if required <= keys <= allowed and (best is None or len(allowed) < len(_keys(best))):
+                best = obj
+    return best
+
+
+def _keys(td: type) -> set[str]:
+    return set(getattr(td, "__required_keys__", ())) | set(getattr(td, "__optional_keys__", ()))
+
+
+def to_jsonable(value: Any) -> Any:
+    """A model/dataclass/attrs instance (or a list of them) as plain JSON data (pydantic's JSON mode)."""
+    from pydantic_core import to_jsonable_python
+
+    return to_jsonable_python(_attrs_to_dict(value), fallback=_fallback, serialize_unknown=True)
+
+
+def _fallback(obj: Any) -> Any:
+    converted = _attrs_to_dict(obj)
+    return converted if converted is not obj else str(obj)
+
+
+def _attrs_to_dict(value: Any) -> Any:
+    """attrs instances as dicts (pydantic has no attrs support); other values unchanged."""
+    fields = getattr(type(value), "__attrs_attrs__", None)
+    if fields is not None and not isinstance(value, type):
+        return {f.name: _attrs_to_dict(getattr(value, f.name, None)) for f in fields}
+    if type(value) in (list, tuple) and value and getattr(type(value[0]), "__attrs_attrs__", None) is not None:
+        return [_attrs_to_dict(v) for v in value]
+    return value
+
+
+def schema_for_class(cls: type, *, many: bool = False) -> dict[str, Any]:
+    """JSON Schema (serialization mode) of a model/dataclass/attrs/TypedDict class, or of a list of it."""
+    from pydantic import TypeAdapter
+
+    kind = class_kind(cls)
+    target: Any = _attrs_model(cls) if kind == "attrs" else cls
+    if many:
+        target = list[target]
+    if kind == "pydantic" and not many:
+        return cls.model_json_schema(mode="serialization")
+    return TypeAdapter(target).json_schema(mode="serialization")
+
+
+def schema_for_annotation(annotation: Any) -> dict[str, Any]:
+    from pydantic import TypeAdapter
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return schema_for_annotation(typing.get_args(annotation)[0])
+    if origin is not None:
+        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        if len(args) == 1 and class_kind(args[0]) is not None:
+            return schema_for_class(args[0], many=True)
+    if isinstance(annotation, type) and class_kind(annotation) is not None:
+        return schema_for_class(annotation)
+    return TypeAdapter(annotation).json_schema(mode="serialization")
+
+
+def schema_for_value(value: Any) -> dict[str, Any] | None:
+    """JSON Schema of a structured value's class (or of the list it forms), or None."""
+    if value_kind(value) is not None:
+        return schema_for_class(type(value))
+    item = list_item_class(value)
+    if item is not None:
+        return schema_for_class(item, many=True)
+    return None
+
+
+def _attrs_model(cls: type) -> Any:
+    """A pydantic model mirroring an attrs class's fields (types from its annotations)."""
+    import pydantic
+
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:
+        hints = {}
+    fields: dict[str, Any] = {}
+    for f in cls.__attrs_attrs__:
+        annotation = hints.get(f.name, f.type if f.type is not None and not isinstance(f.type, str) else Any)
+        default = f.default
+        factory = getattr(default, "factory", None)
+        if factory is not None and type(default).__name__ == "Factory":
+            fields[f.name] = (annotation, pydantic.Field(default_factory=factory))
+        elif type(default).__name__ == "_Nothing":  # attrs.NOTHING: a required field
+            fields[f.name] = (annotation, ...)
+        else:
+            fields[f.name] = (annotation, default)
+    model = pydantic.create_model(cls.__name__, **fields)
+    model.__doc__ = cls.__doc__
+    return model
+
+
+def bound_and_mask(data: Any, budget: int, looks_secret: Callable[[str], bool]) -> tuple[Any, bool]:
+    """Cut JSON data to about ``budget`` characters (long strings and lists shortened) and mask secrets.
+
+    A field whose name looks like a credential gets ``[REDACTED]``; credential-shaped strings
+    anywhere are masked like every other read. Returns the data and whether anything was cut.
+    """
+    state = {"left": budget, "cut": False}
+
+    def walk(obj: Any, depth: int) -> Any:
+        if state["left"] <= 0:
+            state["cut"] = True
+            return "…"
+        if isinstance(obj, str):
+            text = mask_secrets(obj[: max(0, state["left"]) + 512])
+            if len(text) > state["left"]:
+                text, state["cut"] = text[: max(1, state["left"])] + "…", True
+            state["left"] -= len(text) + 4
+            return text
+        if isinstance(obj, dict):
+            out = {}
+            for key, item in obj.items():
+                if state["left"] <= 0:
+                    state["cut"] = True
+                    break
+                key = str(key)
+                state["left"] -= len(key) + 4
+                if isinstance(item, (str, int, float)) and not isinstance(item, bool) and looks_secret(key):
+                    out[key] = MASK
+                    state["left"] -= len(MASK)
+                else:
+                    out[key] = walk(item, depth + 1) if depth < 64 else "…"
+            return out
+        if isinstance(obj, list):
+            out_list = []
+            for item in obj:
+                if state["left"] <= 0:
+                    state["cut"] = True
+                    break
+                out_list.append(walk(item, depth + 1) if depth < 64 else "…")
+            return out_list
+        state["left"] -= len(str(obj)) + 2
+        return obj
+
+    result = walk(data, 0)
+    return result, bool(state["cut"])
