@@ -216,7 +216,7 @@ class CustomProvider(Provider):
         if reg is None:
             raise ResourceNotFound(uri, f"no registered resource named {name!r}")
         try:
-            doc = call_guarded(lambda: _read_schema_doc(reg), reg.timeout)
+            doc = call_guarded(lambda: structured.mask_schema(_read_schema_doc(reg), lambda _: False), reg.timeout)
         except ResourceNotFound:
             raise
         except Exception as exc:

@@ -8,6 +8,7 @@ only to dump such a value as JSON or to derive its JSON Schema, i.e. on a read.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -85,6 +86,52 @@ def is_structured_type(annotation: Any) -> bool:
     return class_kind(annotation) is not None
 
 
+def shape_of(value: Any, name: str, ns: Mapping[str, Any]) -> tuple[str, type, bool] | None:
+    """(kind, class, is_list) of a structured variable, else None. Cheap: no import, no user code."""
+    kind = value_kind(value)
+    if kind is not None:
+        return kind, type(value), False
+    item = list_item_class(value)
+    if item is not None:
+        return class_kind(item) or "", item, True
+    td = typeddict_for(value, name, ns)
+    if td is not None:
+        return "typeddict", td, False
+    return None
+
+
+def var_document(
+    value: Any, shape: tuple[str, type, bool], budget: int, looks_secret: Callable[[str], bool]
+) -> dict[str, Any]:
+    """The fields a structured variable's read adds: kind, class, bounded JSON value, truncation."""
+    kind, cls, many = shape
+    out: dict[str, Any] = {"kind": kind, "class": f"{cls.__module__}.{cls.__qualname__}"}
+    if many:
+        items, cut, size = [], False, 0
+        for item in value:  # dump item by item: a long list costs only what fits
+            data = to_jsonable(item)
+            size += len(json.dumps(data, ensure_ascii=False, default=str)) + 2
+            if size > budget + 512 and items:
+                cut = True
+                break
+            items.append(data)
+        data, cut2 = bound_and_mask(items, budget, looks_secret)
+        cut = cut or cut2
+        if cut:
+            out["items_shown"] = len(data)
+    else:
+        data, cut = bound_and_mask(to_jsonable(value), budget, looks_secret)
+    out["value"] = data
+    if cut:
+        out["truncated"] = True
+    return out
+
+
+def var_schema(shape: tuple[str, type, bool]) -> dict[str, Any]:
+    _kind, cls, many = shape
+    return schema_for_class(cls, many=many)
+
+
 def typeddict_for(value: Any, name: str, ns: Mapping[str, Any]) -> type | None:
     """The TypedDict a plain dict is declared as (``x: Movie = ...``) or whose keys it matches."""
     if type(value) is not dict:
@@ -138,12 +185,54 @@ def schema_for_class(cls: type, *, many: bool = False) -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     kind = class_kind(cls)
-    target: Any = _attrs_model(cls) if kind == "attrs" else cls
-    if many:
-        target = list[target]
     if kind == "pydantic" and not many:
         return cls.model_json_schema(mode="serialization")
-    return TypeAdapter(target).json_schema(mode="serialization")
+    target: Any = _attrs_model(cls) if kind == "attrs" else cls
+    try:
+        return TypeAdapter(list[target] if many else target).json_schema(mode="serialization")
+    except Exception:
+        if kind != "typeddict":
+            raise
+    # pydantic refuses typing.TypedDict before Python 3.12: mirror its keys in a model
+    target = _typeddict_model(cls)
+    return TypeAdapter(list[target] if many else target).json_schema(mode="serialization")
+
+
+def _typeddict_model(td: type) -> Any:
+    import pydantic
+
+    try:
+        hints = typing.get_type_hints(td, include_extras=True)
+    except Exception:
+        hints = {k: v for k, v in td.__annotations__.items() if not isinstance(v, str)}
+    required = set(getattr(td, "__required_keys__", ()))
+    fields = {k: (hints.get(k, Any), ... if k in required else None) for k in td.__annotations__}
+    model = pydantic.create_model(td.__name__, __config__=pydantic.ConfigDict(arbitrary_types_allowed=True), **fields)
+    model.__doc__ = td.__doc__
+    return model
+
+
+def mask_schema(schema: Any, looks_secret: Callable[[str], bool]) -> Any:
+    """A JSON Schema with credential-shaped strings masked and no defaults/examples of secret-named fields."""
+
+    def walk(obj: Any, secret: bool) -> Any:
+        if isinstance(obj, str):
+            return mask_secrets(obj)
+        if isinstance(obj, list):
+            return [walk(v, secret) for v in obj]
+        if isinstance(obj, dict):
+            out = {}
+            for key, value in obj.items():
+                if secret and key in ("default", "examples", "const", "enum"):
+                    continue
+                if key == "properties" and isinstance(value, dict):
+                    out[key] = {k: walk(v, looks_secret(str(k))) for k, v in value.items()}
+                else:
+                    out[key] = walk(value, False)
+            return out
+        return obj
+
+    return walk(schema, False)
 
 
 def schema_for_annotation(annotation: Any) -> dict[str, Any]:

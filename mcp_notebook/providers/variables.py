@@ -21,6 +21,7 @@ from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import NameFilter, contains_secret, mask_secrets
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..uri import compile_template
+from . import structured
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 
 PREFIX = "nb://vars"
@@ -28,6 +29,8 @@ INDEX_URI = "nb://vars"
 VAR_TEMPLATE = "nb://vars/{name}"
 _INDEX = compile_template("nb://vars{?offset,limit}")
 _VAR = compile_template(VAR_TEMPLATE)
+VAR_SCHEMA_TEMPLATE = "nb://vars/{name}/schema"
+_VAR_SCHEMA = compile_template(VAR_SCHEMA_TEMPLATE)
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _SECRET_SCAN_CHARS = 8192
@@ -277,21 +280,34 @@ class VariablesProvider(Provider):
                 title="Variable by name",
                 description="One variable: type, shape or length, and a bounded repr.",
                 mime_type=_JSON,
-            )
+            ),
+            ResourceTemplate(
+                uri_template=VAR_SCHEMA_TEMPLATE,
+                name="variable schema",
+                title="JSON Schema of a structured variable",
+                description="JSON Schema of a pydantic model, dataclass, attrs or TypedDict-shaped variable (or a list of them).",
+                mime_type="application/schema+json",
+            ),
         ]
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
-        if template != VAR_TEMPLATE:
+        if template not in (VAR_TEMPLATE, VAR_SCHEMA_TEMPLATE):
             return None
         if argument != "name":
             return []
-        return rank_completions(list(self._exposed), value)
+        names = list(self._exposed)
+        if template == VAR_SCHEMA_TEMPLATE:
+            names = [n for n in names if structured.shape_of(self._ns.get(n), n, self._ns) is not None]
+        return rank_completions(names, value)
 
     # -- reading ------------------------------------------------------------------------
     def read(self, uri: str) -> list[Contents]:
         params = _INDEX.match(uri)
         if params is not None:
             return [self._read_index(uri, params)]
+        params = _VAR_SCHEMA.match(uri)
+        if params is not None:
+            return [self._read_var_schema(uri, params["name"])]
         params = _VAR.match(uri)
         if params is None:
             raise ResourceNotFound(uri)
@@ -329,6 +345,9 @@ class VariablesProvider(Provider):
         limits = self._limits
         doc: dict[str, Any] = self._index_row(name)
         cap = max(200, limits.max_read_chars - 1000)
+        shape = structured.shape_of(value, name, self._ns)
+        if shape is not None:
+            return self._read_structured(uri, name, value, shape, doc, cap)
         try:
             text, truncated = bounded_repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
         except RenderTimeout as exc:
@@ -346,6 +365,34 @@ class VariablesProvider(Provider):
             doc.update(_callable_info(value, limits.repr_timeout))
         doc["modified"] = self._modified.get(name)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+
+    def _read_structured(self, uri: str, name: str, value: Any, shape: Any, doc: dict[str, Any], cap: int) -> Contents:
+        """A model/dataclass/attrs/TypedDict-shaped value as bounded, masked JSON (providers/structured.py)."""
+        timeout = self._limits.repr_timeout
+        looks_secret = self._filter().looks_secret
+        try:
+            doc.update(call_guarded(lambda: structured.var_document(value, shape, cap, looks_secret), timeout))
+        except RenderTimeout as exc:
+            raise ResourceReadError(f"dumping {name} did not finish: {exc}") from None
+        except Exception as exc:
+            raise ResourceReadError(f"dumping {name} raised {type(exc).__name__}: {safe_str(exc, timeout)}") from None
+        doc["schema"] = f"{var_uri(name)}/schema"
+        doc["modified"] = self._modified.get(name)
+        return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+
+    def _read_var_schema(self, uri: str, name: str) -> Contents:
+        value = self.value(name)
+        shape = structured.shape_of(value, name, self._ns)
+        if shape is None:
+            raise ResourceNotFound(
+                uri, f"{name} is not a pydantic model, dataclass, attrs instance or TypedDict-shaped dict"
+            )
+        try:
+            schema = call_guarded(lambda: structured.var_schema(shape), self._limits.repr_timeout)
+            schema = structured.mask_schema(schema, self._filter().looks_secret)
+        except Exception as exc:
+            raise ResourceReadError(f"no JSON Schema for {name}: {type(exc).__name__}: {safe_str(exc, 1.0)}") from None
+        return Contents(uri=uri, mime_type="application/schema+json", text=json.dumps(schema, ensure_ascii=False))
 
     # -- hide/show ----------------------------------------------------------------------
     def set_hidden(self, name: str, hidden: bool) -> None:
