@@ -7,10 +7,12 @@ only to dump such a value as JSON or to derive its JSON Schema, i.e. on a read.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import sys
 import typing
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -180,8 +182,28 @@ def _attrs_to_dict(value: Any) -> Any:
     return value
 
 
+_SCHEMAS: weakref.WeakKeyDictionary[type, dict[bool, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+
 def schema_for_class(cls: type, *, many: bool = False) -> dict[str, Any]:
-    """JSON Schema (serialization mode) of a model/dataclass/attrs/TypedDict class, or of a list of it."""
+    """JSON Schema (serialization mode) of a model/dataclass/attrs/TypedDict class, or of a list of it.
+
+    Cached per class (weakly: a class redefined in a later cell is a new key, the old one goes).
+    """
+    try:
+        cached = _SCHEMAS.get(cls, {}).get(many)
+    except TypeError:
+        cached = None
+    if cached is None:
+        cached = _schema_for_class(cls, many)
+        try:
+            _SCHEMAS.setdefault(cls, {})[many] = cached
+        except TypeError:
+            pass
+    return copy.deepcopy(cached)
+
+
+def _schema_for_class(cls: type, many: bool) -> dict[str, Any]:
     from pydantic import TypeAdapter
 
     kind = class_kind(cls)
