@@ -58,6 +58,14 @@ def letters(letter: Literal["a", "b"]) -> str:
 def untyped(n):
     return f"n={n!r}"
 
+class Opaque:
+    def __init__(self, raw):
+        self.raw = raw
+
+@mcp_notebook.resource("data://opaque/{thing}/{n}")
+def opaque(thing: Opaque, n: int) -> dict:
+    return {"thing": thing, "n": n, "sale": Sale(region="x", year=2001, amount=2.0, day=datetime.date(2001, 1, 1))}
+
 @dataclasses.dataclass
 class Point:
     x: int
@@ -218,6 +226,13 @@ def test_untyped_function_unchanged_and_returned_dataclass_is_json(typed_hub):
             schema = json.loads(_text(await client.read_resource("nb://schemas/point")))
             assert schema["properties"]["x"]["type"] == "integer" and schema["title"] == "Point"
             assert "point" in await _complete(client, "nb://schemas/{name}", "name", "p")
+            # a class pydantic cannot validate gets the raw text; models nested in a dict are JSON
+            doc = json.loads(_text(await client.read_resource("data://opaque/abc/3")))
+            assert doc == {
+                "thing": "abc",
+                "n": 3,
+                "sale": {"region": "x", "year": 2001, "amount": 2.0, "day": "2001-01-01"},
+            }
 
     run(go)
 
@@ -257,6 +272,12 @@ def test_model_and_dataclass_variables_as_json_with_schemas(typed_hub):
             assert doc["repr"] == "{'q': 1}" and "value" not in doc  # a plain dict reads as before
             with pytest.raises(MCPError):
                 await client.read_resource("nb://vars/plain_dict/schema")
+
+            index = json.loads(_text(await client.read_resource("nb://vars?limit=1000")))
+            rows = {r["name"]: r for r in index["variables"]}
+            assert rows["profile"]["kind"] == "pydantic" and rows["profile"]["schema"] == "nb://vars/profile/schema"
+            assert rows["runs"]["kind"] == "list of dataclass" and rows["job"]["kind"] == "attrs"
+            assert rows["annotated_movie"]["kind"] == "typeddict" and "kind" not in rows["plain_dict"]
 
             names = await _complete(client, "nb://vars/{name}/schema", "name", "")
             assert {"profile", "run", "job", "movie", "annotated_movie", "runs"} <= set(names)

@@ -253,9 +253,16 @@ def to_contents(uri: str, value: Any, mime_type: str | None, reg: Registration |
     if isinstance(value, (bytes, bytearray, memoryview)):
         return [Contents(uri=uri, mime_type=mime_type or "application/octet-stream", blob=bytes(value))]
     if isinstance(value, (dict, list, tuple, int, float, bool)) or value is None:
-        text = json.dumps(value, ensure_ascii=False, default=str)
+        text = json.dumps(value, ensure_ascii=False, default=_json_default)
         return [Contents(uri=uri, mime_type=mime_type or "application/json", text=text)]
     return [Contents(uri=uri, mime_type=mime_type or "text/plain", text=str(value))]
+
+
+def _json_default(obj: Any) -> Any:
+    """Models, dataclasses and attrs instances nested in a returned dict/list as JSON; others as str()."""
+    if structured.value_kind(obj) is not None:
+        return structured.to_jsonable(obj)
+    return str(obj)
 
 
 def _structured_class(value: Any) -> tuple[type, bool] | None:

@@ -107,7 +107,7 @@ def var_document(
 ) -> dict[str, Any]:
     """The fields a structured variable's read adds: kind, class, bounded JSON value, truncation."""
     kind, cls, many = shape
-    out: dict[str, Any] = {"kind": kind, "class": f"{cls.__module__}.{cls.__qualname__}"}
+    out: dict[str, Any] = {"kind": f"list of {kind}" if many else kind, "class": f"{cls.__module__}.{cls.__qualname__}"}
     if many:
         items, cut, size = [], False, 0
         for item in value:  # dump item by item: a long list costs only what fits
@@ -127,6 +127,18 @@ def var_document(
     if cut:
         out["truncated"] = True
     return out
+
+
+def index_fields(name: str, value: Any, ns: Mapping[str, Any], schema_uri: str) -> dict[str, Any]:
+    """``kind`` and ``schema`` for an nb://vars index row of a structured value (no namespace scan)."""
+    kind = value_kind(value)
+    if kind is None and list_item_class(value) is not None:
+        kind = "list of " + (class_kind(list_item_class(value)) or "")
+    if kind is None and type(value) is dict:
+        annotations = ns.get("__annotations__")
+        if isinstance(annotations, dict) and is_typeddict(annotations.get(name)):
+            kind = "typeddict"
+    return {"kind": kind, "schema": schema_uri} if kind else {}
 
 
 def var_schema(shape: tuple[str, type, bool]) -> dict[str, Any]:

@@ -111,7 +111,7 @@ def build(fn: Callable[..., Any], variables: tuple[str, ...]) -> TypedSignature:
         param = params.get(name)
         annotation = hints.get(name, Any)
         default = param.default if param is not None and param.default is not inspect.Parameter.empty else ...
-        fields[name] = (annotation, default)
+        fields[name] = (annotation if _pydantic_knows(annotation) else Any, default)
         found = value_choices(annotation)
         if found is not None:
             choices[name] = found
@@ -119,11 +119,7 @@ def build(fn: Callable[..., Any], variables: tuple[str, ...]) -> TypedSignature:
     schema = None
     descriptions: dict[str, str] = {}
     if fields:
-        model = pydantic.create_model(
-            f"{getattr(fn, '__name__', 'resource')}_parameters",
-            __config__=pydantic.ConfigDict(arbitrary_types_allowed=True),
-            **fields,
-        )
+        model = pydantic.create_model(f"{getattr(fn, '__name__', 'resource')}_parameters", **fields)
         for name, info in model.model_fields.items():
             text = info.description or doc_params.get(name)
             if text:
@@ -144,6 +140,17 @@ def build(fn: Callable[..., Any], variables: tuple[str, ...]) -> TypedSignature:
         parameters_schema=schema,
         returns=returns if structured.is_structured_type(returns) else None,
     )
+
+
+def _pydantic_knows(annotation: Any) -> bool:
+    """Whether pydantic validates this annotation natively (an arbitrary class gets the raw string)."""
+    import pydantic
+
+    try:
+        pydantic.TypeAdapter(annotation)
+    except Exception:
+        return False
+    return True
 
 
 def _unwrap(annotation: Any) -> list[Any]:

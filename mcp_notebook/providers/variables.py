@@ -81,7 +81,9 @@ class VariablesProvider(Provider):
         self._modified: dict[str, str] = {}
         self._fingerprints: dict[str, Any] = {}
         # Callables adding fields to nb://vars index rows (frames add their page/schema URIs).
-        self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = []
+        self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = [
+            lambda name, value: structured.index_fields(name, value, self._ns, f"{var_uri(name)}/schema")
+        ]
         # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
