@@ -236,6 +236,10 @@ class CustomProvider(Provider):
 
 def to_contents(uri: str, value: Any, mime_type: str | None, reg: Registration | None = None) -> list[Contents]:
     """Turn what a resource function returned into read contents."""
+    if isinstance(value, Contents):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, Contents) for v in value):
+        return value
     kind_class = _structured_class(value)
     if kind_class is not None:  # a model, dataclass or attrs instance, or a list of one of them
         text = json.dumps(structured.to_jsonable(value), ensure_ascii=False)
@@ -244,10 +248,6 @@ def to_contents(uri: str, value: Any, mime_type: str | None, reg: Registration |
             reg.returned = kind_class
             meta = {META_SCHEMA: schema_uri(reg.name)}
         return [Contents(uri=uri, mime_type=mime_type or "application/json", text=text, meta=meta)]
-    if isinstance(value, Contents):
-        return [value]
-    if isinstance(value, list) and value and all(isinstance(v, Contents) for v in value):
-        return value
     if isinstance(value, str):
         return [Contents(uri=uri, mime_type=mime_type or "text/plain", text=value)]
     if isinstance(value, (bytes, bytearray, memoryview)):
