@@ -352,3 +352,24 @@ def test_loading_does_not_import_pydantic(tmp_path):
         run(read_dataclass)
     finally:
         k.shutdown()
+
+
+def test_contents_objects_still_pass_through():
+    """Contents is itself a dataclass: it must not be dumped as a structured value."""
+    from mcp_notebook.protocol.models import Contents
+    from mcp_notebook.providers.custom import CustomProvider, make_registration
+
+    provider = CustomProvider()
+
+    def one():
+        return Contents(uri="x://one", mime_type="text/markdown", text="# hi")
+
+    def many():
+        return [Contents(uri="x://many", text="a"), Contents(uri="x://many#2", text="b")]
+
+    for uri, fn in (("x://one", one), ("x://many", many)):
+        provider.register(
+            make_registration(uri, fn, name=None, title=None, description=None, mime_type=None, annotations=None)
+        )
+    assert provider.read("x://one") == [one()]
+    assert provider.read("x://many") == many()
