@@ -146,7 +146,20 @@ def var_schema(shape: tuple[str, type, bool]) -> dict[str, Any]:
     return schema_for_class(cls, many=many)
 
 
-def typeddict_for(value: Any, name: str, ns: Mapping[str, Any]) -> type | None:
+def structured_names(names: Iterable[str], ns: Mapping[str, Any]) -> list[str]:
+    """The names among ``names`` whose values are structured (one namespace scan for TypedDicts)."""
+    typeddicts = [obj for obj in list(ns.values()) if is_typeddict(obj)]
+    out = []
+    for name in names:
+        value = ns.get(name)
+        if value_kind(value) is not None or list_item_class(value) is not None:
+            out.append(name)
+        elif type(value) is dict and typeddict_for(value, name, ns, typeddicts) is not None:
+            out.append(name)
+    return out
+
+
+def typeddict_for(value: Any, name: str, ns: Mapping[str, Any], candidates: list[type] | None = None) -> type | None:
     """The TypedDict a plain dict is declared as (``x: Movie = ...``) or whose keys it matches."""
     if type(value) is not dict:
         return None
@@ -159,7 +172,7 @@ def typeddict_for(value: Any, name: str, ns: Mapping[str, Any]) -> type | None:
         return None
     keys = set(value)
     best: type | None = None
-    for obj in list(ns.values()):
+    for obj in candidates if candidates is not None else list(ns.values()):
         if is_typeddict(obj):
             required = set(getattr(obj, "__required_keys__", ()))
             allowed = required | set(getattr(obj, "__optional_keys__", ()))

@@ -299,7 +299,7 @@ class VariablesProvider(Provider):
             return []
         names = list(self._exposed)
         if template == VAR_SCHEMA_TEMPLATE:
-            names = [n for n in names if structured.shape_of(self._ns.get(n), n, self._ns) is not None]
+            names = structured.structured_names(names, self._ns)
         return rank_completions(names, value)
 
     # -- reading ------------------------------------------------------------------------
