@@ -279,8 +279,14 @@ def test_model_and_dataclass_variables_as_json_with_schemas(typed_hub):
             assert rows["runs"]["kind"] == "list of dataclass" and rows["job"]["kind"] == "attrs"
             assert rows["annotated_movie"]["kind"] == "typeddict" and "kind" not in rows["plain_dict"]
 
+            # the classes themselves have schemas too
+            schema = json.loads(_text(await client.read_resource("nb://vars/Profile/schema")))
+            assert schema["title"] == "Profile" and schema["properties"]["created"]["format"] == "date"
+            schema = json.loads(_text(await client.read_resource("nb://vars/Movie/schema")))
+            assert set(schema["required"]) == {"title", "year"}
+
             names = await _complete(client, "nb://vars/{name}/schema", "name", "")
-            assert {"profile", "run", "job", "movie", "annotated_movie", "runs"} <= set(names)
+            assert {"profile", "run", "job", "movie", "annotated_movie", "runs", "Profile", "Job"} <= set(names)
             assert "plain_dict" not in names and "calls" not in names
 
     run(go)

@@ -102,6 +102,14 @@ def shape_of(value: Any, name: str, ns: Mapping[str, Any]) -> tuple[str, type, b
     return None
 
 
+def schema_shape(value: Any, name: str, ns: Mapping[str, Any]) -> tuple[str, type, bool] | None:
+    """Like :func:`shape_of`, and a model/dataclass/attrs/TypedDict class itself has a schema too."""
+    if isinstance(value, type):
+        kind = class_kind(value)
+        return (kind, value, False) if kind is not None else None
+    return shape_of(value, name, ns)
+
+
 def var_document(
     value: Any, shape: tuple[str, type, bool], budget: int, looks_secret: Callable[[str], bool]
 ) -> dict[str, Any]:
@@ -152,7 +160,7 @@ def structured_names(names: Iterable[str], ns: Mapping[str, Any]) -> list[str]:
     out = []
     for name in names:
         value = ns.get(name)
-        if value_kind(value) is not None or list_item_class(value) is not None:
+        if value_kind(value) is not None or list_item_class(value) is not None or class_kind(value) is not None:
             out.append(name)
         elif type(value) is dict and typeddict_for(value, name, ns, typeddicts) is not None:
             out.append(name)

@@ -384,10 +384,10 @@ class VariablesProvider(Provider):
 
     def _read_var_schema(self, uri: str, name: str) -> Contents:
         value = self.value(name)
-        shape = structured.shape_of(value, name, self._ns)
+        shape = structured.schema_shape(value, name, self._ns)
         if shape is None:
             raise ResourceNotFound(
-                uri, f"{name} is not a pydantic model, dataclass, attrs instance or TypedDict-shaped dict"
+                uri, f"{name} is not a pydantic model, dataclass, attrs or TypedDict (class, instance or list)"
             )
         try:
             schema = call_guarded(lambda: structured.var_schema(shape), self._limits.repr_timeout)
