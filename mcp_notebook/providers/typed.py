@@ -59,7 +59,8 @@ class TypedSignature:
             validated = self.model.model_validate(raw)
         except pydantic.ValidationError as exc:
             raise InvalidResourceParams(format_validation_error(exc, fn_name)) from None
-        return {name: getattr(validated, name) for name in validated.model_fields_set}
+        # fields are p0, p1, ... aliased to the parameter names (a parameter may be called "schema")
+        return {self.names[int(field[1:])]: getattr(validated, field) for field in validated.model_fields_set}
 
 
 def format_validation_error(exc: Any, fn_name: str) -> str:
@@ -111,7 +112,8 @@ def build(fn: Callable[..., Any], variables: tuple[str, ...]) -> TypedSignature:
         param = params.get(name)
         annotation = hints.get(name, Any)
         default = param.default if param is not None and param.default is not inspect.Parameter.empty else ...
-        fields[name] = (annotation if _pydantic_knows(annotation) else Any, default)
+        annotation = annotation if _pydantic_knows(annotation) else Any
+        fields[f"p{len(fields)}"] = (annotation, pydantic.Field(default, alias=name))
         found = value_choices(annotation)
         if found is not None:
             choices[name] = found
@@ -120,7 +122,8 @@ def build(fn: Callable[..., Any], variables: tuple[str, ...]) -> TypedSignature:
     descriptions: dict[str, str] = {}
     if fields:
         model = pydantic.create_model(f"{getattr(fn, '__name__', 'resource')}_parameters", **fields)
-        for name, info in model.model_fields.items():
+        for field, info in model.model_fields.items():
+            name = info.alias or field
             text = info.description or doc_params.get(name)
             if text:
                 descriptions[name] = text
