@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from typing import Literal
 
 import anyio
 import mcp_types as types
@@ -379,3 +380,42 @@ def test_contents_objects_still_pass_through():
         )
     assert provider.read("x://one") == [one()]
     assert provider.read("x://many") == many()
+
+
+def test_docstring_styles_and_parameter_names_that_pydantic_reserves():
+    from mcp_notebook.providers.base import InvalidResourceParams
+    from mcp_notebook.providers.custom import CustomProvider, make_registration
+
+    def numpy_style(schema: int, model_id: Literal["a", "b"] = "a"):
+        """Numpy style.
+
+        Parameters
+        ----------
+        schema : int
+            Which schema,
+            by number.
+        model_id : str
+            The model.
+        """
+        return {"schema": schema, "model_id": model_id}
+
+    def sphinx_style(json: bool):
+        """Sphinx style.
+
+        :param json: Whether to answer JSON.
+        """
+        return {"json": json}
+
+    provider = CustomProvider()
+    for uri, fn in (("x://n/{schema}{?model_id}", numpy_style), ("x://s/{json}", sphinx_style)):
+        provider.register(
+            make_registration(uri, fn, name=None, title=None, description=None, mime_type=None, annotations=None)
+        )
+    descriptions = {t.uri_template: t.description for t in provider.list_templates()}
+    assert "- schema (integer): Which schema, by number." in descriptions["x://n/{schema}{?model_id}"]
+    assert '- model_id (one of a, b, default "a"): The model.' in descriptions["x://n/{schema}{?model_id}"]
+    assert "- json (one of true, false): Whether to answer JSON." in descriptions["x://s/{json}"]
+    assert json.loads(provider.read("x://n/3")[0].text) == {"schema": 3, "model_id": "a"}
+    assert json.loads(provider.read("x://s/false")[0].text) == {"json": False}
+    with pytest.raises(InvalidResourceParams, match="schema: Input should be a valid integer"):
+        provider.read("x://n/three")

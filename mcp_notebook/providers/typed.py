@@ -94,8 +94,18 @@ def wants_typing(fn: Callable[..., Any], variables: tuple[str, ...]) -> bool:
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # unresolvable forward references: use what is already an object
-        return {k: v for k, v in (getattr(fn, "__annotations__", None) or {}).items() if not isinstance(v, str)}
+    except Exception:  # one unresolvable name: resolve the others one by one, drop that one
+        pass
+    out: dict[str, Any] = {}
+    namespace = getattr(fn, "__globals__", {})
+    for key, value in (getattr(fn, "__annotations__", None) or {}).items():
+        if isinstance(value, str):
+            try:
+                value = eval(value, namespace)  # what get_type_hints does, per annotation
+            except Exception:
+                continue
+        out[key] = value
+    return out
 
 
 def build(fn: Callable[..., Any], variables: tuple[str, ...]) -> TypedSignature:
