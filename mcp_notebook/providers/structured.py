@@ -197,7 +197,7 @@ def to_jsonable(value: Any) -> Any:
     """A model/dataclass/attrs instance (or a list of them) as plain JSON data (pydantic's JSON mode)."""
     from pydantic_core import to_jsonable_python
 
-    return to_jsonable_python(_attrs_to_dict(value), fallback=_fallback, serialize_unknown=True)
+    return to_jsonable_python(_attrs_to_dict(value), by_alias=False, fallback=_fallback, serialize_unknown=True)
 
 
 def _fallback(obj: Any) -> Any:
@@ -241,16 +241,16 @@ def _schema_for_class(cls: type, many: bool) -> dict[str, Any]:
 
     kind = class_kind(cls)
     if kind == "pydantic" and not many:
-        return cls.model_json_schema(mode="serialization")
+        return cls.model_json_schema(mode="serialization", by_alias=False)
     target: Any = _attrs_model(cls) if kind == "attrs" else cls
     try:
-        return TypeAdapter(list[target] if many else target).json_schema(mode="serialization")
+        return TypeAdapter(list[target] if many else target).json_schema(mode="serialization", by_alias=False)
     except Exception:
         if kind != "typeddict":
             raise
     # pydantic refuses typing.TypedDict before Python 3.12: mirror its keys in a model
     target = _typeddict_model(cls)
-    return TypeAdapter(list[target] if many else target).json_schema(mode="serialization")
+    return TypeAdapter(list[target] if many else target).json_schema(mode="serialization", by_alias=False)
 
 
 def _typeddict_model(td: type) -> Any:
@@ -302,7 +302,7 @@ def schema_for_annotation(annotation: Any) -> dict[str, Any]:
             return schema_for_class(args[0], many=True)
     if isinstance(annotation, type) and class_kind(annotation) is not None:
         return schema_for_class(annotation)
-    return TypeAdapter(annotation).json_schema(mode="serialization")
+    return TypeAdapter(annotation).json_schema(mode="serialization", by_alias=False)
 
 
 def schema_for_value(value: Any) -> dict[str, Any] | None:
