@@ -105,6 +105,7 @@ movie = Movie(title="Alien", year=1979)
 annotated_movie: Movie = {"title": "Heat", "year": 1995}
 runs = [Run(model=f"m{i}", scores=[float(i)] * 50, owner=Profile(name="x", bio="y")) for i in range(3000)]
 plain_dict = {"q": 1}
+big_run = Run(model="big", scores=list(range(2_000_000)), owner=Profile(name="x", bio="y"))
 '''.replace("__SALES__", repr(SALES)).replace("__FAKE__", "A" * 40)
 
 
@@ -301,6 +302,9 @@ def test_list_of_models_is_bounded(typed_hub):
             doc = json.loads(text)
             assert doc["truncated"] is True and 10 < doc["items_shown"] < 3000
             assert doc["value"][0]["model"] == "m0"
+            text = _text(await client.read_resource("nb://vars/big_run"))  # one field with 2M items
+            doc = json.loads(text)
+            assert len(text) <= 61000 and doc["truncated"] is True and doc["value"]["scores"][:3] == [0, 1, 2]
             schema = json.loads(_text(await client.read_resource("nb://vars/runs/schema")))
             assert schema["type"] == "array" and schema["items"]["$ref"].endswith("/Run")
 

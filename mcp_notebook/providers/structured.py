@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import json
 import sys
 import typing
@@ -130,7 +131,9 @@ def var_document(
         if cut:
             out["items_shown"] = len(data)
     else:
-        data, cut = bound_and_mask(to_jsonable(value), budget, looks_secret)
+        raw, sliced = _to_jsonable_sliced(value, max(100, budget // 4))
+        data, cut = bound_and_mask(raw, budget, looks_secret)
+        cut = cut or sliced
     out["value"] = data
     if cut:
         out["truncated"] = True
@@ -198,6 +201,40 @@ def to_jsonable(value: Any) -> Any:
     from pydantic_core import to_jsonable_python
 
     return to_jsonable_python(_attrs_to_dict(value), by_alias=False, fallback=_fallback, serialize_unknown=True)
+
+
+_SIZED = (list, tuple, dict, set, frozenset)
+
+
+def _to_jsonable_sliced(value: Any, max_items: int) -> tuple[Any, bool]:
+    """Like :func:`to_jsonable`, but a field holding a huge builtin container is cut before dumping.
+
+    Dumping is O(size): a dataclass with a 10-million-item list must not be dumped whole to show
+    its first page. Only top-level fields are looked at; without a huge one the value is dumped
+    as is (its own serializers and computed fields apply).
+    """
+    kind = value_kind(value)
+    if kind == "pydantic":
+        names = list(type(value).model_fields)
+    elif kind == "dataclass":
+        names = [f.name for f in dataclasses.fields(value)]
+    elif kind == "attrs":
+        names = [f.name for f in type(value).__attrs_attrs__]
+    else:
+        return to_jsonable(value), False
+    fields = {name: getattr(value, name, None) for name in names}
+    if not any(type(v) in _SIZED and len(v) > max_items for v in fields.values()):
+        return to_jsonable(value), False
+    out = {}
+    for name, item in fields.items():
+        if type(item) in _SIZED and len(item) > max_items:
+            item = (
+                dict(itertools.islice(item.items(), max_items))
+                if type(item) is dict
+                else list(itertools.islice(item, max_items))
+            )
+        out[name] = to_jsonable(item)
+    return out, True
 
 
 def _fallback(obj: Any) -> Any:
