@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from .protocol.models import Contents, Resource, ResourceTemplate
 from .providers.base import ChangeSet, Provider, ResourceNotFound
+from .redact import REDACTOR
 
 log = logging.getLogger(__name__)
 
@@ -117,11 +118,12 @@ class Hub:
         return self.provider_for(uri).read(uri)
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
-        """Completion values, or None when no provider knows the template."""
+        """Completion values, or None when no provider knows the template; values holding a secret are left out."""
         for provider in self._providers:
             values = provider.complete(template, argument, value, context)
             if values is not None:
-                return values
+                mask = REDACTOR.mask
+                return [v for v in values if mask(v) == v]
         return None
 
     # -- listeners and watched URIs -----------------------------------------------------

@@ -35,6 +35,11 @@ def write_runtime_file(info: dict[str, Any], key: str) -> Path:
     return path
 
 
+def log_path(key: str) -> Path:
+    """The hub's own log, beside its runtime file (not matched by the runtime-file glob)."""
+    return runtime_dir() / f"{PREFIX}{key}.log"
+
+
 def remove_runtime_file(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(FileNotFoundError):

@@ -198,7 +198,7 @@ class Tools:
         items: list[dict[str, Any]] = []
         for c in contents:
             if c.blob is None:
-                items.append(_text(c.text or ""))
+                items.append(_text(c.masked_text()))
             elif (c.mime_type or "").startswith("image/"):
                 items.append(
                     {"type": "image", "data": base64.b64encode(c.blob).decode("ascii"), "mimeType": c.mime_type}

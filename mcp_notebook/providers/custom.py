@@ -130,7 +130,8 @@ class CustomProvider(Provider):
             if unknown:
                 raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {reg.uri}")
         try:  # converting the result may run user code too (str(), JSON default=str)
-            return call_guarded(lambda: to_contents(uri, reg.fn(**args), reg.mime_type), reg.timeout)
+            key = (reg.fn, tuple(sorted(args.items())))  # a hanging call blocks only these arguments
+            return call_guarded(lambda: to_contents(uri, reg.fn(**args), reg.mime_type), reg.timeout, key=key)
         except RenderTimeout as exc:
             raise ResourceReadError(f"resource function {reg.fn.__name__} did not finish: {exc}") from None
         except (ResourceNotFound, InvalidResourceParams):
@@ -157,7 +158,7 @@ class CustomProvider(Provider):
             return [c for c in map(str, candidates) if c.startswith(value)]
 
         try:
-            return call_guarded(run, reg.timeout)
+            return call_guarded(run, reg.timeout, key=(completer, argument))
         except Exception:
             return []
 

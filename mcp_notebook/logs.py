@@ -1,0 +1,117 @@
+"""Where the hub's own messages go: a bounded rotating file beside the runtime file, never the
+kernel's stdout/stderr (in a kernel those are the user's cell output, and ``nb://cells``).
+
+Three leaks are closed here: the ``mcp_notebook.*`` loggers get their own handler and do not
+propagate (Python's last-resort handler would print to ``sys.stderr``); the server loop gets an
+exception handler that logs there; and asyncio log records and ``warnings`` raised on the hub's
+own threads (names starting with ``mcp-notebook``) are diverted into the same file.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+LOGGER = "mcp_notebook"
+THREAD_PREFIX = "mcp-notebook"
+MAX_BYTES = 1_000_000
+BACKUPS = 1
+
+log = logging.getLogger(LOGGER)
+
+
+def on_hub_thread() -> bool:
+    """Whether the caller runs on one of the hub's threads (server loop, request pool, guarded calls)."""
+    return threading.current_thread().name.startswith(THREAD_PREFIX)
+
+
+class _HubThreadsOnly(logging.Filter):
+    """On the asyncio logger: records from the hub's threads go to our file and stop there."""
+
+    def __init__(self, handler: logging.Handler):
+        super().__init__()
+        self.handler = handler
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.threadName or not record.threadName.startswith(THREAD_PREFIX):
+            return True
+        try:
+            if record.levelno >= self.handler.level:
+                self.handler.handle(record)
+        except Exception:
+            pass
+        return False
+
+
+class HubLog:
+    """Installs (and removes) the destinations above for one running hub."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.handler: logging.Handler = logging.NullHandler()
+        self._filter: _HubThreadsOnly | None = None
+        self._showwarning: Any = None
+        self._ours: Any = None
+        self._previous_propagate = True
+
+    def install(self) -> None:
+        if self.path is not None:
+            try:
+                handler = logging.handlers.RotatingFileHandler(
+                    self.path, maxBytes=MAX_BYTES, backupCount=BACKUPS, delay=True, encoding="utf-8"
+                )
+                handler.setFormatter(
+                    logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
+                )
+                self.handler = handler
+            except OSError:
+                self.path = None
+        self.handler.setLevel(logging.INFO)
+        self._previous_propagate = log.propagate
+        log.propagate = False
+        if log.level == logging.NOTSET:
+            log.setLevel(logging.INFO)
+        log.addHandler(self.handler)
+        self._filter = _HubThreadsOnly(self.handler)
+        logging.getLogger("asyncio").addFilter(self._filter)
+        self._showwarning = warnings.showwarning
+        previous = self._showwarning
+
+        def showwarning(
+            message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None
+        ) -> None:
+            if on_hub_thread():
+                log.warning("%s: %s (%s:%s)", getattr(category, "__name__", category), message, filename, lineno)
+                return
+            previous(message, category, filename, lineno, file, line)
+
+        self._ours = showwarning
+        warnings.showwarning = showwarning
+
+    def uninstall(self) -> None:
+        if self._filter is not None:
+            logging.getLogger("asyncio").removeFilter(self._filter)
+            self._filter = None
+        if self._ours is not None and warnings.showwarning is self._ours:
+            warnings.showwarning = self._showwarning
+        self._ours = None
+        log.removeHandler(self.handler)
+        log.propagate = self._previous_propagate if log.handlers else False
+        self.handler.close()
+        if self.path is not None:  # an empty log is noise in the runtime dir
+            try:
+                if self.path.stat().st_size == 0:
+                    self.path.unlink()
+            except OSError:
+                pass
+
+
+def loop_exception_handler(loop: Any, context: dict[str, Any]) -> None:
+    """asyncio exception handler for the server loop: into our log, never onto stderr."""
+    exc = context.get("exception")
+    message = context.get("message") or "unhandled error in the server loop"
+    log.error("%s", message, exc_info=(type(exc), exc, exc.__traceback__) if exc is not None else None)
