@@ -10,7 +10,6 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -102,19 +101,13 @@ class KernelHub:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
         cfg = self.config
-        if not _is_loopback(cfg.host):
-            warnings.warn(
-                f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.",
-                stacklevel=3,
-            )
-        if not cfg.require_token:
-            warnings.warn(
-                "MCPHub.require_token is False: any local process can read this kernel's data.",
-                stacklevel=3,
-            )
         _remove_stale_runtime_files()
         self.log = HubLog(_log_path(self._file_key()))
         self.log.install()
+        if not _is_loopback(cfg.host):
+            _warn(f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.")
+        if not cfg.require_token:
+            _warn("MCPHub.require_token is False: any local process can read this kernel's data.")
         self.transport = HttpTransport(self.server, cfg.host, cfg.port, cfg.max_body_bytes)
         try:
             self.transport.start()
@@ -235,6 +228,12 @@ class KernelHub:
 
     def _file_key(self) -> str:
         return kernel_id() or f"pid{os.getpid()}-{self.transport.port if self.transport else 0}"
+
+
+def _warn(message: str) -> None:
+    """A plain one-line warning in the loading cell (no source lines of ours), and in the hub's log."""
+    print(f"mcp-notebook: warning: {message}", file=sys.stderr)
+    log.warning("%s", message)
 
 
 def register_configurable(shell: Any, config: MCPHub) -> None:

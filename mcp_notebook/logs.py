@@ -1,16 +1,19 @@
 """Where the hub's own messages go: a bounded rotating file beside the runtime file, never the
 kernel's stdout/stderr (in a kernel those are the user's cell output, and ``nb://cells``).
 
-Three leaks are closed here: the ``mcp_notebook.*`` loggers get their own handler and do not
+Four leaks are closed here: the ``mcp_notebook.*`` loggers get their own handler and do not
 propagate (Python's last-resort handler would print to ``sys.stderr``); the server loop gets an
-exception handler that logs there; and asyncio log records and ``warnings`` raised on the hub's
-own threads (names starting with ``mcp-notebook``) are diverted into the same file.
+exception handler that logs there; asyncio log records and ``warnings`` raised on the hub's own
+threads (names starting with ``mcp-notebook``) are diverted into the same file; and text that user
+code run by the hub (a ``__repr__``, a resource function) prints on those threads goes there too,
+instead of into whichever cell ran last (ipykernel's ``OutStream.write``, wrapped while a hub runs).
 """
 
 from __future__ import annotations
 
 import logging
 import logging.handlers
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -57,6 +60,7 @@ class HubLog:
         self._showwarning: Any = None
         self._ours: Any = None
         self._previous_propagate = True
+        self._outstream: tuple[Any, Any, Any] | None = None
 
     def install(self) -> None:
         if self.path is not None:
@@ -91,8 +95,31 @@ class HubLog:
 
         self._ours = showwarning
         warnings.showwarning = showwarning
+        self._wrap_outstream()
+
+    def _wrap_outstream(self) -> None:
+        iostream = sys.modules.get("ipykernel.iostream")
+        cls = getattr(iostream, "OutStream", None)
+        if cls is None:
+            return
+        original = cls.write
+
+        def write(stream: Any, string: str) -> Any:
+            if on_hub_thread():
+                log.info("output of user code on %s: %.500r", threading.current_thread().name, string)
+                return len(string) if isinstance(string, str) else None
+            return original(stream, string)
+
+        write.__wrapped__ = original  # type: ignore[attr-defined]
+        cls.write = write
+        self._outstream = (cls, original, write)
 
     def uninstall(self) -> None:
+        if self._outstream is not None:
+            cls, original, ours = self._outstream
+            if cls.__dict__.get("write") is ours:
+                cls.write = original
+            self._outstream = None
         if self._filter is not None:
             logging.getLogger("asyncio").removeFilter(self._filter)
             self._filter = None
