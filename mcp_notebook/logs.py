@@ -100,19 +100,11 @@ class HubLog:
     def _wrap_outstream(self) -> None:
         iostream = sys.modules.get("ipykernel.iostream")
         cls = getattr(iostream, "OutStream", None)
-        if cls is None:
+        if cls is None or isinstance(cls.__dict__.get("write"), _HubThreadWrite):
             return
-        original = cls.write
-
-        def write(stream: Any, string: str) -> Any:
-            if on_hub_thread():
-                log.info("output of user code on %s: %.500r", threading.current_thread().name, string)
-                return len(string) if isinstance(string, str) else None
-            return original(stream, string)
-
-        write.__wrapped__ = original  # type: ignore[attr-defined]
-        cls.write = write
-        self._outstream = (cls, original, write)
+        guard = _HubThreadWrite(cls.__dict__["write"])
+        cls.write = guard
+        self._outstream = (cls, guard.original, guard)
 
     def uninstall(self) -> None:
         if self._outstream is not None:
@@ -135,6 +127,38 @@ class HubLog:
                     self.path.unlink()
             except OSError:
                 pass
+
+
+class _HubThreadWrite:
+    """``OutStream.write`` as a data descriptor: text written on a hub thread goes to our log.
+
+    IPython 9 and our own cell capture set ``stream.write`` on the instance per cell; a data
+    descriptor on the class still wins over the instance's ``__dict__``, so the setter stores their
+    function there and the getter wraps whatever is current. Other threads are not affected.
+    """
+
+    def __init__(self, original: Any):
+        self.original = original
+
+    def __get__(self, obj: Any, cls: Any = None) -> Any:
+        if obj is None:
+            return self.original
+        inner = obj.__dict__.get("write") or self.original.__get__(obj, cls)
+
+        def write(string: Any) -> Any:
+            if on_hub_thread():
+                log.info("output of user code on %s: %.500r", threading.current_thread().name, string)
+                return len(string) if isinstance(string, str) else None
+            return inner(string)
+
+        return write
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__["write"] = value
+
+    def __delete__(self, obj: Any) -> None:
+        if obj.__dict__.pop("write", None) is None:
+            raise AttributeError("write")
 
 
 def loop_exception_handler(loop: Any, context: dict[str, Any]) -> None:
