@@ -48,7 +48,7 @@ _SECRET_VALUE = re.compile(
             r"g(?<!\wg)h[pousr]_[A-Za-z0-9]{30,}",  # GitHub
             r"g(?<!\wg)ithub_pat_[A-Za-z0-9_]{40,}",
             r"A(?<!\wA)KIA[0-9A-Z]{16}\b",  # AWS access key id
-            r"A(?<!\wA)Iza[0-9A-Za-z_\-]{35}\b",  # Google
+            r"A(?<!\wA)Iza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])",  # Google
             r"x(?<!\wx)ox[abposre]-[A-Za-z0-9\-]{10,}",  # Slack
             r"h(?<!\wh)f_[A-Za-z0-9]{30,}",  # Hugging Face
             r"e(?<!\we)yJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JWT
