@@ -25,6 +25,7 @@ MAX_BYTES = 1_000_000
 BACKUPS = 1
 
 log = logging.getLogger(LOGGER)
+log.addHandler(logging.NullHandler())  # no handler at all would mean Python's last resort: sys.stderr
 
 
 def on_hub_thread() -> bool:
@@ -119,7 +120,7 @@ class HubLog:
             warnings.showwarning = self._showwarning
         self._ours = None
         log.removeHandler(self.handler)
-        log.propagate = self._previous_propagate if log.handlers else False
+        log.propagate = self._previous_propagate
         self.handler.close()
         if self.path is not None:  # an empty log is noise in the runtime dir
             try:
@@ -143,15 +144,9 @@ class _HubThreadWrite:
     def __get__(self, obj: Any, cls: Any = None) -> Any:
         if obj is None:
             return self.original
-        inner = obj.__dict__.get("write") or self.original.__get__(obj, cls)
-
-        def write(string: Any) -> Any:
-            if on_hub_thread():
-                log.info("output of user code on %s: %.500r", threading.current_thread().name, string)
-                return len(string) if isinstance(string, str) else None
-            return inner(string)
-
-        return write
+        if not on_hub_thread():  # looked up on the thread that will call it: others get the real one
+            return obj.__dict__.get("write") or self.original.__get__(obj, cls)
+        return _divert
 
     def __set__(self, obj: Any, value: Any) -> None:
         obj.__dict__["write"] = value
@@ -159,6 +154,11 @@ class _HubThreadWrite:
     def __delete__(self, obj: Any) -> None:
         if obj.__dict__.pop("write", None) is None:
             raise AttributeError("write")
+
+
+def _divert(string: Any) -> Any:
+    log.info("output of user code on %s: %.500r", threading.current_thread().name, string)
+    return len(string) if isinstance(string, str) else None
 
 
 def loop_exception_handler(loop: Any, context: dict[str, Any]) -> None:
