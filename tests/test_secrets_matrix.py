@@ -7,6 +7,7 @@ The fake secrets are random per run. The hub's own token is one of them.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import secrets
@@ -92,6 +93,22 @@ def planting_cells() -> list[str]:
         "print(headers)\n"
     )
     cells.append("raise KeyError(conn['token'])")
+    # Custom resources: secrets in descriptors, text, bytes, JSON, error messages and completions.
+    v = json.dumps(SHAPED["openai"])
+    cells.append(
+        "import mcp_notebook\n"
+        f"@mcp_notebook.resource('leaky://text', name='leaky-' + {v}, title='t ' + db_password,"
+        f" description='d ' + {json.dumps(SHAPED['github'])}, mime_type='text/plain')\n"
+        f"def leaky_text():\n    return 'text ' + {v} + ' ' + db_password + ' ' + conn['token']\n"
+        "@mcp_notebook.resource('leaky://bytes', mime_type='application/octet-stream')\n"
+        f"def leaky_bytes():\n    return ('bytes ' + db_password + ' ' + {v}).encode()\n"
+        "@mcp_notebook.resource('leaky://json')\n"
+        f"def leaky_json():\n    return {{'nested': [{v}], 'password': db_password, 'h': headers}}\n"
+        "@mcp_notebook.resource('leaky://raise')\n"
+        f"def leaky_raise():\n    raise RuntimeError('boom ' + {v} + ' ' + db_password)\n"
+        f"@mcp_notebook.resource('leaky://t/{{x}}', complete={{'x': [{v}, db_password, 'safe-value']}})\n"
+        "def leaky_t(x):\n    return x\n"
+    )
     return cells
 
 
@@ -245,9 +262,21 @@ def sweep_handshake(mcp: Mcp) -> list[str]:
     return served
 
 
+def with_blobs(served: list[str]) -> str:
+    """Every body, plus the decoded text of every base64 blob in it."""
+    out = list(served)
+    for body in served:
+        for blob in re.findall(r'"(?:blob|data)":\s*"([A-Za-z0-9+/=]+)"', body):
+            try:
+                out.append(base64.b64decode(blob).decode("utf-8", "replace"))
+            except ValueError:
+                pass
+    return "\n".join(out)
+
+
 def assert_nothing_served(served: list[str], token: str) -> None:
     leaks = []
-    bodies = "\n".join(served)
+    bodies = with_blobs(served)
     for label, value in forbidden(token).items():
         if value in bodies:
             leaks.append(label)
@@ -270,6 +299,8 @@ def test_no_secret_served_through_any_resource_template_completion_or_tool(plant
         mcp.close()
     assert len(served) > 200  # the sweep really read things
     assert any("[REDACTED]" in body for body in served)
+    assert "bytes [REDACTED]" in with_blobs(served)  # the custom resource's bytes were served, masked
+    assert any("safe-value" in body for body in served)  # completion still answers, minus the secrets
     assert_nothing_served(served, info["token"])
 
 

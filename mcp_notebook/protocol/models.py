@@ -88,7 +88,8 @@ class Resource:
     redaction: int = field(default_factory=_version, repr=False)
 
     def to_json(self, version: str) -> dict[str, Any]:
-        out = _common(self, {"uri": self.uri, "name": REDACTOR.mask(self.name)}, version)
+        mask = REDACTOR.mask
+        out = _common(self, {"uri": mask(self.uri), "name": mask(self.name)}, version)
         if self.size is not None and knows(version, "size"):
             out["size"] = self.size
         return out
@@ -107,7 +108,24 @@ class ResourceTemplate:
     redaction: int = field(default_factory=_version, repr=False)
 
     def to_json(self, version: str) -> dict[str, Any]:
-        return _common(self, {"uriTemplate": self.uri_template, "name": REDACTOR.mask(self.name)}, version)
+        mask = REDACTOR.mask
+        return _common(self, {"uriTemplate": mask(self.uri_template), "name": mask(self.name)}, version)
+
+
+MAX_MASKED_BLOB = 1_000_000
+
+
+def masked_blob(blob: bytes) -> bytes:
+    """A blob that is really UTF-8 text (a custom resource's bytes) is masked like text; images and
+    other binary data fail the decode at once and pass unchanged."""
+    if len(blob) > MAX_MASKED_BLOB:
+        return blob
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return blob
+    masked = REDACTOR.mask(text)
+    return blob if masked == text else masked.encode("utf-8")
 
 
 @dataclass(slots=True)
@@ -129,7 +147,7 @@ class Contents:
         if self.mime_type:
             out["mimeType"] = self.mime_type
         if self.blob is not None:
-            out["blob"] = base64.b64encode(self.blob).decode("ascii")
+            out["blob"] = base64.b64encode(masked_blob(self.blob)).decode("ascii")
         else:
             out["text"] = self.masked_text()
         if self.meta and knows(version, "meta"):
