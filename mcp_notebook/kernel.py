@@ -102,7 +102,7 @@ class KernelHub:
     def start(self) -> None:
         cfg = self.config
         _remove_stale_runtime_files()
-        self.log = HubLog(_log_path(self._file_key()))
+        self.log = HubLog(_log_path(kernel_id() or f"pid{os.getpid()}"))
         self.log.install()
         if not _is_loopback(cfg.host):
             _warn(f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.")
@@ -256,13 +256,10 @@ def _remove_stale_runtime_files() -> None:
     try:
         for record in discover(clean=True):
             if not record.alive:
-                remove_runtime_file(log_path_for(record.path))
+                remove_runtime_file(record.path.with_suffix(".log"))
+                remove_runtime_file(record.path.with_name(f"mcp-notebook-pid{record.pid}.log"))
     except Exception:
         pass
-
-
-def log_path_for(runtime_file: Path) -> Path:
-    return runtime_file.with_suffix(".log")
 
 
 def _log_path(key: str) -> Path | None:

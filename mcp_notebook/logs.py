@@ -1,12 +1,13 @@
 """Where the hub's own messages go: a bounded rotating file beside the runtime file, never the
 kernel's stdout/stderr (in a kernel those are the user's cell output, and ``nb://cells``).
 
-Four leaks are closed here: the ``mcp_notebook.*`` loggers get their own handler and do not
+Five leaks are closed here: the ``mcp_notebook.*`` loggers get their own handler and do not
 propagate (Python's last-resort handler would print to ``sys.stderr``); the server loop gets an
 exception handler that logs there; asyncio log records and ``warnings`` raised on the hub's own
 threads (names starting with ``mcp-notebook``) are diverted into the same file; and text that user
 code run by the hub (a ``__repr__``, a resource function) prints on those threads goes there too,
-instead of into whichever cell ran last (ipykernel's ``OutStream.write``, wrapped while a hub runs).
+instead of into whichever cell ran last (ipykernel's ``OutStream.write``, wrapped while a hub runs);
+and an exception escaping a hub thread (``threading.excepthook`` would print it).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class HubLog:
         self._ours: Any = None
         self._previous_propagate = True
         self._outstream: tuple[Any, Any, Any] | None = None
+        self._excepthook: Any = None
+        self._previous_excepthook: Any = None
 
     def install(self) -> None:
         if self.path is not None:
@@ -96,6 +99,19 @@ class HubLog:
 
         self._ours = showwarning
         warnings.showwarning = showwarning
+        self._previous_excepthook = threading.excepthook
+        previous_hook = self._previous_excepthook
+
+        def excepthook(args: Any) -> None:
+            thread = args.thread
+            if thread is not None and thread.name.startswith(THREAD_PREFIX):
+                exc = (args.exc_type, args.exc_value, args.exc_traceback)
+                log.error("uncaught exception in %s", thread.name, exc_info=exc)
+                return
+            previous_hook(args)
+
+        self._excepthook = excepthook
+        threading.excepthook = excepthook
         self._wrap_outstream()
 
     def _wrap_outstream(self) -> None:
@@ -116,6 +132,9 @@ class HubLog:
         if self._filter is not None:
             logging.getLogger("asyncio").removeFilter(self._filter)
             self._filter = None
+        if self._excepthook is not None and threading.excepthook is self._excepthook:
+            threading.excepthook = self._previous_excepthook
+        self._excepthook = None
         if self._ours is not None and warnings.showwarning is self._ours:
             warnings.showwarning = self._showwarning
         self._ours = None

@@ -110,6 +110,13 @@ def test_server_errors_never_reach_cell_output_or_cells(tmp_path: Path) -> None:
         assert "error" in mcp.call("resources/read", {"uri": "nb://vars/noisy_value"})
         # An exception in a callback on the server's own loop (asyncio's handler would print it).
         seen += run_all(k, "_kh.transport._loop.call_soon_threadsafe(lambda: 1 / 0); import time; time.sleep(0.5)")
+        # An exception escaping a hub-named thread (threading.excepthook would print it).
+        seen += run_all(
+            k,
+            "import threading\n"
+            "def _die():\n    raise RuntimeError('MARKER-thread-died')\n"
+            "_t = threading.Thread(target=_die, name='mcp-notebook-req_99'); _t.start(); _t.join()",
+        )
         seen += run_all(k, "y_after = 2")
         seen += drain(k)
         leaked = [s for s in seen if "MARKER" in s["text"] or "Traceback" in s["text"] or "Error" in s["text"]]
@@ -126,6 +133,7 @@ def test_server_errors_never_reach_cell_output_or_cells(tmp_path: Path) -> None:
         text = "".join(p.read_text() for p in log)
         assert "hub listener failed" in text and "MARKER-listener-failed" in text
         assert "ZeroDivisionError" in text  # the loop's exception handler logged it
+        assert "MARKER-thread-died" in text
         assert "MARKER-warned-by-a-resource" in text and "MARKER-printed-by-a-resource" in text
         # The hub still answers, and the user's own output is untouched.
         assert mcp.result("ping") == {}
