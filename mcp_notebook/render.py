@@ -7,10 +7,11 @@ in time: such calls run on a short-lived daemon thread and are abandoned after a
 
 from __future__ import annotations
 
+import contextlib
 import reprlib
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from .redact import mask_secrets
@@ -40,6 +41,21 @@ def _key_of(key: Any) -> Any:
     return ("id", id(key))
 
 
+_context = threading.local()
+
+
+@contextlib.contextmanager
+def guarding(key: Any) -> Iterator[None]:
+    """Within this block, guarded calls made without a key of their own use ``key`` (the hub sets
+    the URI being read, so a provider that passes no key is still poisoned only per resource)."""
+    previous = getattr(_context, "key", None)
+    _context.key = key
+    try:
+        yield
+    finally:
+        _context.key = previous
+
+
 def stuck_count() -> int:
     """Calls into user code that timed out and have not returned yet."""
     with _lock:
@@ -56,6 +72,8 @@ def call_guarded(fn: Callable[[], T], timeout: float, key: Any = None) -> T:
     only when ``MAX_STUCK`` distinct calls are stuck at once are new calls refused.
     """
     global _stuck_anonymous
+    if key is None:
+        key = getattr(_context, "key", None)
     k = None if key is None else _key_of(key)
     with _lock:
         if k is not None and k in _stuck:

@@ -173,9 +173,16 @@ def helper(x=1):
 def ok_resource():
     return "ok"
 
+class HangStr:
+    def __str__(self):
+        forever.wait()
+        return "never"
+    __repr__ = __str__
+
 try:
     import pandas as pd
     frame = pd.DataFrame({"a": [1, 2, 3]})
+    bad_frame = pd.DataFrame({"a": [HangStr()]})
 except ImportError:
     frame = [[1], [2], [3]]
 """
@@ -200,6 +207,12 @@ def test_a_hanging_repr_poisons_only_itself(tmp_path: Path) -> None:
         for _ in range(10):
             assert "error" in read("nb://vars/stuck_list")
             assert "error" in read("nb://vars/slow")
+        if (
+            "error" not in read("nb://vars/frame")
+            and "pandas" in read("nb://vars/frame")["result"]["contents"][0]["text"]
+        ):
+            for _ in range(30):  # a frame page stuck in a cell's __str__: poisons that frame only
+                assert "error" in read("nb://frames/bad_frame?format=csv")
         # Everything else keeps rendering, however many reads of the stuck ones were made.
         for uri in ("nb://vars", "nb://vars/fine", "nb://vars/helper", "nb://vars/frame", "custom://ok", "nb://kernel"):
             reply = read(uri)
