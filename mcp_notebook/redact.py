@@ -116,12 +116,12 @@ MAX_EXACT = 4096  # most exact values remembered (oldest dropped first)
 
 
 class Redactor:
-    """Masks text on its way out of the hub, with one compiled regex.
+    """Masks text on its way out of the hub: one precompiled regex per kind of match.
 
-    Three kinds of match: credential shapes (``_SECRET_VALUE``); the exact values the hub hides
-    (values of secret-named variables, the hub's own token), registered with :meth:`add`; and
-    literals assigned to secret-looking names in sources and reprs. The regex is rebuilt only when
-    the set of exact values changes; ``version`` moves with it, so cached renderings can tell.
+    Three kinds: credential shapes (``_SECRET_VALUE``); the exact values the hub hides (strings of
+    hidden variables, the hub's own token), registered with :meth:`add` and compiled into one
+    trie-shaped alternation that is rebuilt only when the set changes (``version`` moves with it, so
+    cached renderings can tell); and literals assigned to secret-looking names in sources and reprs.
     """
 
     def __init__(self) -> None:
@@ -162,9 +162,6 @@ class Redactor:
                 cache.clear()
             hit = cache[name] = bool(self._name_check(name))
         return hit
-
-    def __contains__(self, value: str) -> bool:
-        return value in self._values
 
     def _build(self) -> re.Pattern[str] | None:
         return re.compile(_alternation(list(self._values))) if self._values else None
