@@ -213,13 +213,25 @@ class Redactor:
         return value
 
 
-def hidden_strings(value: Any, limit: int = 64) -> list[str]:
-    """Strings of a hidden value to mask wherever they appear: the value itself when it is a string;
-    inside builtin containers (three levels, ``limit`` items), the values under secret-looking keys
-    and token-like strings (no spaces, letters and digits), not every word (``keys = ["city"]``).
-    Never runs user code: subclasses are read through the builtin methods."""
+# Secret words that, alone, also name everyday things (``for key in d``, ``for token in words``).
+_GENERIC_WORDS = frozenset({"key", "keys", "token", "tokens", "auth", "bearer", "cookie", "cookies", "signature"})
+
+
+def clearly_secret_name(name: str) -> bool:
+    """A name that says "secret" beyond doubt: several words (``db_password``, ``OPENAI_API_KEY``) or
+    an unambiguous word (``password``, ``secret``); not a bare ``key`` or ``token``."""
+    words = _WORD.findall(name)
+    return len(words) != 1 or words[0].lower() not in _GENERIC_WORDS
+
+
+def hidden_strings(value: Any, limit: int = 64, sure: bool = True) -> list[str]:
+    """Strings of a hidden value to mask wherever they appear: the value itself when it is a string
+    (``sure=False``, for a bare ``key = "city"``: only when token-like); inside builtin containers
+    (three levels, ``limit`` items), the values under secret-looking keys and token-like strings (no
+    spaces, letters and digits), not every word (``keys = ["city"]``). Never runs user code:
+    subclasses are read through the builtin methods."""
     out: list[str] = []
-    stack: list[tuple[Any, int, bool]] = [(value, 0, True)]
+    stack: list[tuple[Any, int, bool]] = [(value, 0, sure)]
     while stack and len(out) < limit:
         item, depth, sure = stack.pop()
         if isinstance(item, (bytes, bytearray)):

@@ -57,6 +57,16 @@ def test_hidden_strings_of_containers_skip_plain_words() -> None:
     found = hidden_strings({"user": "bob", "password": "hunter2-xyz", "city": "temperature", "t": "abc123def"})
     assert sorted(found) == ["abc123def", "hunter2-xyz"]
     assert hidden_strings(["temperature", "city"]) == []
+    assert hidden_strings("temperature", sure=False) == []  # `for key in columns`: a column name
+    assert hidden_strings("hunter2-xyz", sure=False) == ["hunter2-xyz"]
+
+
+def test_clearly_secret_names() -> None:
+    from mcp_notebook.redact import clearly_secret_name
+
+    assert clearly_secret_name("db_password") and clearly_secret_name("OPENAI_API_KEY")
+    assert clearly_secret_name("password") and clearly_secret_name("secret")
+    assert not clearly_secret_name("key") and not clearly_secret_name("token")
 
 
 def test_exit_point_masks_contents_descriptors_and_blobs() -> None:

@@ -83,6 +83,12 @@ def planting_cells() -> list[str]:
             f"frame_{name} = pd.DataFrame({{{name}: [1], 'ok': [2]}})\n"
         )
         cells.append(f"raise ValueError({name})")
+    # Everyday code that binds bare secret words: must not mask ordinary words everywhere.
+    cells.append(
+        "weather_cols = ['temperature', 'humidity']\n"
+        "for key in weather_cols:\n    pass\n"
+        "for token in 'the tokenizer splits sentences'.split():\n    pass\n"
+    )
     # The hub's own token: copied into variables, built into headers, printed, raised.
     cells.append(
         "import mcp_notebook\n"
@@ -316,6 +322,17 @@ def test_no_secret_served_in_the_modern_era(planted):
         served.append(client.call("resources/read", {"uri": uri}).text)
     served.append(client.call("tools/call", {"name": "list_resources", "arguments": {}}).text)
     assert_nothing_served(served, info["token"])
+
+
+def test_everyday_words_bound_to_bare_secret_names_stay_readable(planted):
+    _, info = planted
+    mcp = Mcp(info)
+    try:
+        mcp.initialize()
+        text = mcp.result("resources/read", {"uri": "nb://vars/weather_cols"})["contents"][0]["text"]
+        assert "temperature" in text and "humidity" in text
+    finally:
+        mcp.close()
 
 
 def test_values_the_hub_hides_are_masked_in_sources_and_outputs(planted):

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
-from ..redact import REDACTOR, NameFilter, contains_secret, hidden_strings, mask_secrets
+from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret, hidden_strings, mask_secrets
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
@@ -103,8 +103,11 @@ class VariablesProvider(Provider):
             return
         if name in self._hidden_ns and self._hidden_ns[name] is value:
             return
+        # A bare `key`/`token` is often a loop variable holding a column name or a word: only its
+        # token-like values are remembered; names that say "secret" clearly remember every string.
+        sure = name in self.user_hidden or not self._filter().looks_secret(name) or clearly_secret_name(name)
         try:
-            REDACTOR.add(hidden_strings(value))
+            REDACTOR.add(hidden_strings(value, sure=sure))
         except Exception:  # a value mutating under us: the next cell tries again
             pass
 
