@@ -124,7 +124,11 @@ class HubLog:
         self._outstream = (cls, guard.original, guard)
 
     def uninstall(self) -> None:
-        if self._outstream is not None:
+        from .render import stuck_count
+
+        # A __repr__ still stuck on a hub thread may print when it finally returns: while one is
+        # stuck, the guard stays (it hands every other thread the real write, so it is inert).
+        if self._outstream is not None and stuck_count() == 0:
             cls, original, ours = self._outstream
             if cls.__dict__.get("write") is ours:
                 cls.write = original
