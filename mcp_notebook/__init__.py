@@ -47,10 +47,12 @@ def _start(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext mcp_notebook``: stop everything the extension started, ``%mcp`` included."""
+    from .kernel import unregister_configurable
     from .magics import unregister_magics
 
     unregister_magics(ipython)
     _stop()
+    unregister_configurable(ipython)
 
 
 def _stop() -> None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from .runtime import HubRecord, discover, runtime_dir, select
+from .runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
 
 NO_HUB = -32000  # implementation-defined range
 MODERN = ("2026-07-28",)
@@ -57,7 +57,10 @@ class Selector:
         deadline = time.monotonic() + wait
         pref = (prefer.kernel_id, prefer.notebook_path) if prefer is not None else None
         while True:
-            found = select(discover(), self.notebook, self.kernel, pref)
+            try:
+                found = select(discover(), self.notebook, self.kernel, pref)
+            except AmbiguousHub as exc:  # waiting would not help: the user must say which
+                raise NoHub(str(exc)) from None
             if found is not None:
                 return found
             if time.monotonic() >= deadline or (stop is not None and stop.is_set()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 import urllib.request
@@ -63,6 +64,7 @@ def run_demo(seconds: float | None = None) -> int:
 
     km = KernelManager(kernel_name="python3")
     km.kernel_spec.argv[0] = sys.executable
+    previous = _stop_on_sigterm()
     km.start_kernel()
     kc = km.client()
     kc.start_channels()
@@ -73,8 +75,8 @@ def run_demo(seconds: float | None = None) -> int:
             if reply["content"]["status"] != "ok":
                 print(f"demo cell failed: {reply['content'].get('evalue')}", file=sys.stderr)
                 return 1
-        info = _kernel_info(kc)
-        url, token = info["url"], info["token"]
+        info = _hub_info(getattr(getattr(km.provisioner, "process", None), "pid", None))
+        url, token = info["url"], info.get("token")
         listed = _rpc(url, token, "resources/list", {})["result"]["resources"]
         read = _rpc(url, token, "resources/read", {"uri": "nb://vars"}, name="nb://vars")["result"]
         index = json.loads(read["contents"][0]["text"])
@@ -96,17 +98,33 @@ def run_demo(seconds: float | None = None) -> int:
         print("\nstopping")
     finally:
         kc.stop_channels()
-        km.shutdown_kernel(now=False)
+        km.shutdown_kernel(now=False)  # the kernel removes its runtime file on the way out
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
 
 
-def _kernel_info(kc: Any) -> dict[str, Any]:
-    lines: list[str] = []
+def _stop_on_sigterm() -> Any:
+    """SIGTERM stops the demo like Ctrl-C does: the kernel is shut down and leaves no runtime file."""
 
-    def hook(msg: dict[str, Any]) -> None:
-        if msg["msg_type"] == "stream":
-            lines.append(msg["content"]["text"])
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
 
-    code = "import json as _j, mcp_notebook as _m; print(_j.dumps(dict(_m.connection_info())))"
-    kc.execute_interactive(code, timeout=30, output_hook=hook)
-    return json.loads("".join(lines).strip().splitlines()[-1])
+    try:
+        return signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread
+        return None
+
+
+def _hub_info(pid: int | None, timeout: float = 30.0) -> dict[str, Any]:
+    """The demo kernel's runtime file (found by its pid): the token is read from there, never printed in a cell."""
+    from .runtime import discover
+
+    deadline = time.monotonic() + timeout
+    while True:
+        for record in discover(clean=False):
+            if record.pid == pid:
+                return record.info
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no runtime file of the demo kernel (pid {pid}) appeared")
+        time.sleep(0.1)

@@ -6,15 +6,17 @@ import atexit
 import os
 import re
 import secrets
+import signal
 import sys
+import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .capture import CellCapture
 from .config import MCPHub
+from .logs import HubLog, log
 from .protocol.server import McpServer, ServerSettings
 from .protocol.versions import ALL_VERSIONS
 from .providers.cells import CellsProvider
@@ -23,9 +25,9 @@ from .providers.frames import FramesProvider
 from .providers.kernel import KernelProvider
 from .providers.notebook import NotebookProvider
 from .providers.variables import VariablesProvider
-from .redact import NameFilter
+from .redact import REDACTOR, NameFilter
 from .resource_hub import Hub
-from .runtime import remove_runtime_file, write_runtime_file
+from .runtime import discover, log_path, remove_runtime_file, write_runtime_file
 from .transport.http import HttpTransport
 
 # Registrations outlive hubs (a decorator may run before %load_ext, or across %reload_ext).
@@ -51,6 +53,8 @@ class KernelHub:
         self.config = config or MCPHub(parent=shell)
         cfg = self.config
         self.token = cfg.token or secrets.token_urlsafe(32)
+        REDACTOR.add([self.token])  # the hub's own token never leaves in any content
+        register_configurable(shell, self.config)
         self.started_at = time.time()
         self.hub = Hub()
         self._filter_cache: tuple[tuple, NameFilter] | None = None  # before VariablesProvider uses it
@@ -67,6 +71,9 @@ class KernelHub:
         self.transport: HttpTransport | None = None
         self.runtime_file: Path | None = None
         self._hook_registered = False
+        self.log: HubLog | None = None
+        self._sigterm: Any = None  # our SIGTERM handler while installed
+        self._previous_sigterm: Any = None
 
     # -- settings -----------------------------------------------------------------------
     def _settings(self) -> ServerSettings:
@@ -88,26 +95,25 @@ class KernelHub:
         key = (tuple(cfg.secret_words), tuple(cfg.include_names), tuple(cfg.exclude_names))
         if self._filter_cache is None or self._filter_cache[0] != key:
             self._filter_cache = (key, NameFilter(*key))
+            REDACTOR.set_name_check(self._filter_cache[1].looks_secret)
         return self._filter_cache[1]
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
         cfg = self.config
+        _remove_stale_runtime_files()
+        self.log = HubLog(_log_path(kernel_id() or f"pid{os.getpid()}"))
+        self.log.install()
         if not _is_loopback(cfg.host):
-            warnings.warn(
-                f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.",
-                stacklevel=3,
-            )
+            _warn(f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.")
         if not cfg.require_token:
-            warnings.warn(
-                "MCPHub.require_token is False: any local process can read this kernel's data.",
-                stacklevel=3,
-            )
+            _warn("MCPHub.require_token is False: any local process can read this kernel's data.")
         self.transport = HttpTransport(self.server, cfg.host, cfg.port, cfg.max_body_bytes)
         try:
             self.transport.start()
         except BaseException:
             self.transport.stop()
+            self.log.uninstall()
             raise
         CUSTOM.on_change = lambda: self.hub.changed(list_changed=True)
         self.shell.events.register("post_run_cell", self._post_run_cell)
@@ -116,6 +122,8 @@ class KernelHub:
         self.notebook.watched, self.notebook.changed = self.hub.watched, self.hub.changed
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
+        self._install_sigterm()
+        log.info("serving at %s", self.transport.url)
 
     def stop(self) -> None:
         """Leave nothing behind: hook, streams, server thread, socket, runtime file."""
@@ -135,6 +143,44 @@ class KernelHub:
         self.hub.close()
         remove_runtime_file(self.runtime_file)
         self.runtime_file = None
+        self._uninstall_sigterm()
+        if self.log is not None:
+            self.log.uninstall()
+            self.log = None
+
+    def _install_sigterm(self) -> None:
+        """On SIGTERM remove the runtime file, then do what was there before (default: die)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+        except (ValueError, OSError):
+            return
+        runtime_file = self.runtime_file
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            remove_runtime_file(runtime_file)
+            if callable(previous):
+                previous(signum, frame)
+            elif previous != signal.SIG_IGN:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        try:
+            signal.signal(signal.SIGTERM, on_sigterm)
+        except (ValueError, OSError):
+            return
+        self._sigterm, self._previous_sigterm = on_sigterm, previous
+
+    def _uninstall_sigterm(self) -> None:
+        if self._sigterm is None or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) is self._sigterm:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+        except (ValueError, OSError, TypeError):
+            pass
+        self._sigterm = None
 
     @property
     def running(self) -> bool:
@@ -182,6 +228,45 @@ class KernelHub:
 
     def _file_key(self) -> str:
         return kernel_id() or f"pid{os.getpid()}-{self.transport.port if self.transport else 0}"
+
+
+def _warn(message: str) -> None:
+    """A plain one-line warning in the loading cell (no source lines of ours), and in the hub's log."""
+    print(f"mcp-notebook: warning: {message}", file=sys.stderr)
+    log.warning("%s", message)
+
+
+def register_configurable(shell: Any, config: MCPHub) -> None:
+    """Make ``%config MCPHub`` (help, current values, settings) work: one MCPHub in shell.configurables."""
+    configurables = getattr(shell, "configurables", None)
+    if not isinstance(configurables, list):
+        return
+    configurables[:] = [c for c in configurables if not isinstance(c, MCPHub)]
+    configurables.append(config)
+
+
+def unregister_configurable(shell: Any) -> None:
+    configurables = getattr(shell, "configurables", None)
+    if isinstance(configurables, list):
+        configurables[:] = [c for c in configurables if not isinstance(c, MCPHub)]
+
+
+def _remove_stale_runtime_files() -> None:
+    """Runtime files of processes that are gone (a SIGKILLed kernel, an nbval run) and their logs."""
+    try:
+        for record in discover(clean=True):
+            if not record.alive:
+                remove_runtime_file(record.path.with_suffix(".log"))
+                remove_runtime_file(record.path.with_name(f"mcp-notebook-pid{record.pid}.log"))
+    except Exception:
+        pass
+
+
+def _log_path(key: str) -> Path | None:
+    try:
+        return log_path(key)
+    except Exception:
+        return None
 
 
 def _is_loopback(host: str) -> bool:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 
 from .protocol.models import Contents, Resource, ResourceTemplate
 from .providers.base import ChangeSet, Provider, ResourceNotFound
+from .redact import REDACTOR
+from .render import guarding
 
 log = logging.getLogger(__name__)
 
@@ -114,14 +116,17 @@ class Hub:
         return out
 
     def read(self, uri: str) -> list[Contents]:
-        return self.provider_for(uri).read(uri)
+        provider = self.provider_for(uri)
+        with guarding(("read", uri.split("?", 1)[0])):  # a stuck read blocks only this resource
+            return provider.read(uri)
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
-        """Completion values, or None when no provider knows the template."""
+        """Completion values, or None when no provider knows the template; values holding a secret are left out."""
         for provider in self._providers:
             values = provider.complete(template, argument, value, context)
             if values is not None:
-                return values
+                mask = REDACTOR.mask
+                return [v for v in values if mask(v) == v]
         return None
 
     # -- listeners and watched URIs -----------------------------------------------------
@@ -215,7 +220,8 @@ class Hub:
 
     def _digest(self, uri: str) -> bytes | None:
         try:
-            return self.provider_for(uri).digest(uri)
+            with guarding(("read", uri.split("?", 1)[0])):
+                return self.provider_for(uri).digest(uri)
         except Exception:
             return None
 

@@ -35,6 +35,11 @@ def write_runtime_file(info: dict[str, Any], key: str) -> Path:
     return path
 
 
+def log_path(key: str) -> Path:
+    """The hub's own log, beside its runtime file (not matched by the runtime-file glob)."""
+    return runtime_dir() / f"{PREFIX}{key}.log"
+
+
 def remove_runtime_file(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(FileNotFoundError):
@@ -138,6 +143,18 @@ def _same_path(stored: str | None, wanted: str) -> bool:
     return bool(tail) and stored.replace("\\", "/").endswith("/" + tail)
 
 
+class AmbiguousHub(LookupError):
+    """A kernel-id prefix matches more than one running hub."""
+
+    def __init__(self, wanted: str, matches: list[HubRecord]):
+        self.matches = matches
+        listed = "; ".join(f"{r.kernel_id} ({r.describe()})" for r in matches)
+        super().__init__(
+            f"kernel {wanted!r} is ambiguous: it matches {len(matches)} running hubs: {listed}. "
+            "Pass more of the kernel id."
+        )
+
+
 def select(
     records: list[HubRecord],
     notebook: str | None = None,
@@ -147,6 +164,7 @@ def select(
     """The live hub matching ``notebook`` or ``kernel`` (an id or a unique prefix), else the newest one.
 
     ``prefer`` = (kernel_id, notebook_path) of a hub used before: a restarted kernel's new hub wins.
+    A kernel prefix matching several kernels raises :class:`AmbiguousHub` (never a guess).
     """
     live = [r for r in records if r.alive]
     if kernel:
@@ -154,7 +172,9 @@ def select(
         if exact:
             return exact[0]
         found = [r for r in live if (r.kernel_id or "").startswith(kernel)]
-        return found[0] if len({r.kernel_id for r in found}) == 1 else None
+        if len({r.kernel_id for r in found}) > 1:
+            raise AmbiguousHub(kernel, found)
+        return found[0] if found else None
     if notebook:
         found = [r for r in live if _same_path(r.notebook_path, notebook)]
         return found[0] if found else None

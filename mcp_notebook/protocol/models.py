@@ -2,6 +2,11 @@
 
 Plain slotted dataclasses: they are built on the request path, so they stay cheap. Each
 ``to_json(version)`` emits only the fields that revision defines.
+
+``to_json`` is also where text leaves the hub, so it is where secrets are masked (``redact.REDACTOR``:
+credential shapes, the exact values the hub hides, its own token, literals assigned to secret
+names), once for every provider. Descriptors remember the redactor's version they were built
+under, so a listing cached before the hidden set grew compares unequal and is encoded again.
 """
 
 from __future__ import annotations
@@ -10,7 +15,12 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..redact import REDACTOR
 from .versions import knows
+
+
+def _version() -> int:
+    return REDACTOR.version
 
 
 @dataclass(slots=True)
@@ -46,10 +56,11 @@ class Icon:
 
 
 def _common(obj: Any, out: dict[str, Any], version: str) -> dict[str, Any]:
+    mask = REDACTOR.mask
     if obj.title and knows(version, "title"):
-        out["title"] = obj.title
+        out["title"] = mask(obj.title)
     if obj.description:
-        out["description"] = obj.description
+        out["description"] = mask(obj.description)
     if obj.mime_type:
         out["mimeType"] = obj.mime_type
     if obj.annotations is not None:
@@ -59,7 +70,7 @@ def _common(obj: Any, out: dict[str, Any], version: str) -> dict[str, Any]:
     if obj.icons and knows(version, "icons"):
         out["icons"] = [icon.to_json() for icon in obj.icons]
     if obj.meta and knows(version, "meta"):
-        out["_meta"] = obj.meta
+        out["_meta"] = REDACTOR.mask_obj(obj.meta)
     return out
 
 
@@ -74,9 +85,11 @@ class Resource:
     annotations: Annotations | None = None
     icons: tuple[Icon, ...] = ()
     meta: dict[str, Any] | None = None
+    redaction: int = field(default_factory=_version, repr=False)
 
     def to_json(self, version: str) -> dict[str, Any]:
-        out = _common(self, {"uri": self.uri, "name": self.name}, version)
+        mask = REDACTOR.mask
+        out = _common(self, {"uri": mask(self.uri), "name": mask(self.name)}, version)
         if self.size is not None and knows(version, "size"):
             out["size"] = self.size
         return out
@@ -92,9 +105,27 @@ class ResourceTemplate:
     annotations: Annotations | None = None
     icons: tuple[Icon, ...] = ()
     meta: dict[str, Any] | None = None
+    redaction: int = field(default_factory=_version, repr=False)
 
     def to_json(self, version: str) -> dict[str, Any]:
-        return _common(self, {"uriTemplate": self.uri_template, "name": self.name}, version)
+        mask = REDACTOR.mask
+        return _common(self, {"uriTemplate": mask(self.uri_template), "name": mask(self.name)}, version)
+
+
+MAX_MASKED_BLOB = 1_000_000
+
+
+def masked_blob(blob: bytes) -> bytes:
+    """A blob that is really UTF-8 text (a custom resource's bytes) is masked like text; images and
+    other binary data fail the decode at once and pass unchanged."""
+    if len(blob) > MAX_MASKED_BLOB:
+        return blob
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError:
+        return blob
+    masked = REDACTOR.mask(text)
+    return blob if masked == text else masked.encode("utf-8")
 
 
 @dataclass(slots=True)
@@ -107,14 +138,18 @@ class Contents:
     blob: bytes | None = None
     meta: dict[str, Any] | None = field(default=None)
 
+    def masked_text(self) -> str:
+        """The text as it may leave the hub (secrets masked)."""
+        return REDACTOR.mask(self.text) if self.text else ""
+
     def to_json(self, version: str) -> dict[str, Any]:
         out: dict[str, Any] = {"uri": self.uri}
         if self.mime_type:
             out["mimeType"] = self.mime_type
         if self.blob is not None:
-            out["blob"] = base64.b64encode(self.blob).decode("ascii")
+            out["blob"] = base64.b64encode(masked_blob(self.blob)).decode("ascii")
         else:
-            out["text"] = self.text if self.text is not None else ""
+            out["text"] = self.masked_text()
         if self.meta and knows(version, "meta"):
-            out["_meta"] = self.meta
+            out["_meta"] = REDACTOR.mask_obj(self.meta)
         return out

@@ -16,9 +16,11 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from ..providers.base import InvalidResourceParams, ResourceNotFound, ResourceReadError
+from ..redact import REDACTOR
 from ..resource_hub import LIST_CHANGED, Hub
 from . import jsonrpc as rpc
 from .jsonrpc import RpcError
+from .models import masked_blob
 from .versions import knows
 
 MAX_WAIT_SECONDS = 30.0
@@ -198,10 +200,14 @@ class Tools:
         items: list[dict[str, Any]] = []
         for c in contents:
             if c.blob is None:
-                items.append(_text(c.text or ""))
+                items.append(_text(c.masked_text()))
             elif (c.mime_type or "").startswith("image/"):
                 items.append(
-                    {"type": "image", "data": base64.b64encode(c.blob).decode("ascii"), "mimeType": c.mime_type}
+                    {
+                        "type": "image",
+                        "data": base64.b64encode(masked_blob(c.blob)).decode("ascii"),
+                        "mimeType": c.mime_type,
+                    }
                 )
             else:
                 items.append({"type": "resource", "resource": c.to_json(version)})
@@ -267,7 +273,8 @@ def _brief(item: dict[str, Any]) -> dict[str, Any]:
 
 def _links(version: str, items: list[tuple[str, str, str | None]]) -> list[dict[str, Any]]:
     """resource_link items (2025-06-18+), or one text line listing the URIs for older revisions."""
-    items = items[:MAX_LINKS]
+    mask = REDACTOR.mask
+    items = [(mask(uri), mask(name), mime) for uri, name, mime in items[:MAX_LINKS]]
     if not items:
         return []
     if knows(version, "title"):

@@ -168,13 +168,13 @@ class CustomProvider(Provider):
             unknown = set(args) - set(reg.template.variables)
             if unknown:
                 raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {reg.uri}")
-
         def call() -> list[Contents]:
             kwargs = reg.typed.validate(args, reg.fn.__name__) if reg.typed is not None else args
             return to_contents(uri, reg.fn(**kwargs), reg.mime_type, reg)
 
         try:  # validators and converting the result may run user code too (str(), JSON default=str)
-            return call_guarded(call, reg.timeout)
+            key = (reg.fn, tuple(sorted(args.items())))  # a hanging call blocks only these arguments
+            return call_guarded(call, reg.timeout, key=key)
         except RenderTimeout as exc:
             raise ResourceReadError(f"resource function {reg.fn.__name__} did not finish: {exc}") from None
         except (ResourceNotFound, InvalidResourceParams):
@@ -207,7 +207,7 @@ class CustomProvider(Provider):
             return [c for c in map(str, candidates) if c.startswith(value)]
 
         try:
-            return call_guarded(run, reg.timeout)
+            return call_guarded(run, reg.timeout, key=(completer, argument))
         except Exception:
             return []
 

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
-from ..redact import NameFilter, contains_secret, mask_secrets
+from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret, hidden_strings, mask_secrets
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..uri import compile_template
 from . import structured
@@ -95,11 +95,26 @@ class VariablesProvider(Provider):
             return False
         if name in self._hidden_ns and self._hidden_ns[name] is value:
             return False
-        if isinstance(value, ModuleType) or not self._filter().allowed(name):
+        if isinstance(value, ModuleType) or not self._filter().allowed(name) or contains_secret(name):
             return False
         if type(value) is str and contains_secret(value[:_SECRET_SCAN_CHARS]):
             return False
         return True
+
+    def _remember_hidden(self, name: str, value: Any) -> None:
+        """A variable the user or the rules hide: its strings are masked wherever text leaves the hub
+        (cell sources, outputs, other values). IPython's own names and modules are not secrets."""
+        if name.startswith("_") or isinstance(value, ModuleType):
+            return
+        if name in self._hidden_ns and self._hidden_ns[name] is value:
+            return
+        # A bare `key`/`token` is often a loop variable holding a column name or a word: only its
+        # token-like values are remembered; names that say "secret" clearly remember every string.
+        sure = name in self.user_hidden or not self._filter().looks_secret(name) or clearly_secret_name(name)
+        try:
+            REDACTOR.add(hidden_strings(value, sure=sure))
+        except Exception:  # a value mutating under us: the next cell tries again
+            pass
 
     def rebuild(self) -> None:
         """Recompute everything from scratch (on load)."""
@@ -112,6 +127,8 @@ class VariablesProvider(Provider):
             if self._exposable(name, value):
                 exposed[name] = type(value)
                 self._modified.setdefault(name, stamp)
+            else:
+                self._remember_hidden(name, value)
         self._exposed = exposed
         self._list_version += 1
 
@@ -193,9 +210,11 @@ class VariablesProvider(Provider):
                 self._modified[name] = stamp
                 changes.updated.add(var_uri(name))
                 touched = True
-            elif exposed.pop(name, None) is not None:
-                changes.list_changed = True
-                changes.updated.add(var_uri(name))
+            else:
+                self._remember_hidden(name, value)
+                if exposed.pop(name, None) is not None:
+                    changes.list_changed = True
+                    changes.updated.add(var_uri(name))
         if touched or changes.list_changed:
             changes.updated.add(INDEX_URI)
 
@@ -408,6 +427,8 @@ class VariablesProvider(Provider):
         value = self._ns.get(name, missing)
         if hidden or value is missing or not self._exposable(name, value):
             self._exposed.pop(name, None)
+            if value is not missing:
+                self._remember_hidden(name, value)
         elif name in self._keys:  # a name new in this cell is exposed (and announced) by the next snapshot
             self._exposed[name] = type(value)
             self._modified.setdefault(name, _now())
@@ -419,17 +440,17 @@ def _callable_info(value: Any, timeout: float) -> dict[str, Any]:
 
     def info() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        try:
-            out["signature"] = str(inspect.signature(value))
+        try:  # defaults may hold credentials: masked here, before any cut
+            out["signature"] = mask_secrets(str(inspect.signature(value)))
         except (TypeError, ValueError):
             pass
         doc = inspect.getdoc(value)
         if doc:
-            out["doc"] = doc[:2000]
+            out["doc"] = mask_secrets(doc[: 2000 + _MASK_MARGIN])[:2000]
         return out
 
     try:
-        return call_guarded(info, timeout)
+        return call_guarded(info, timeout, key=value)
     except Exception:
         return {}
 

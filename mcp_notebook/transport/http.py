@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from email.utils import formatdate
 from http import HTTPStatus
 
+from ..logs import loop_exception_handler
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 
@@ -472,6 +473,7 @@ class HttpTransport:
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
+        loop.set_exception_handler(loop_exception_handler)  # the loop's errors go to our log, not stderr
         self._loop = loop
         asyncio.set_event_loop(loop)
         try:
