@@ -168,6 +168,7 @@ class CustomProvider(Provider):
             unknown = set(args) - set(reg.template.variables)
             if unknown:
                 raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {reg.uri}")
+
         def call() -> list[Contents]:
             kwargs = reg.typed.validate(args, reg.fn.__name__) if reg.typed is not None else args
             return to_contents(uri, reg.fn(**kwargs), reg.mime_type, reg)
