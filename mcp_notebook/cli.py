@@ -73,6 +73,12 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
+def _autoload(args: argparse.Namespace) -> int:
+    from .autoload import run
+
+    return run(args.action, prefix=args.prefix, user=args.user, profile=args.profile)
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--notebook", metavar="PATH", help="the hub of this notebook (path as the kernel knows it)")
@@ -108,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--path", help="config file to write (implies --write)")
     config.add_argument("--name", default="notebook", help="server name in the config (default: notebook)")
     config.set_defaults(func=_config)
+
+    autoload = sub.add_parser(
+        "autoload", help="load mcp_notebook in every kernel of this environment (on), stop doing so (off), or show"
+    )
+    autoload.add_argument("action", choices=("on", "off", "status"))
+    where = autoload.add_mutually_exclusive_group()
+    where.add_argument("--prefix", help="environment prefix to configure (default: the Python running this command)")
+    where.add_argument("--user", action="store_true", help="the user's IPython profile instead (all environments)")
+    autoload.add_argument("--profile", default="default", help="IPython profile for --user (default: default)")
+    autoload.set_defaults(func=_autoload)
     return parser
 
 
