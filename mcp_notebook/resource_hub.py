@@ -86,6 +86,9 @@ class Hub:
         # listing caches read it before listing and key on it. next() on a count is atomic.
         self._generations = itertools.count(1)
         self.generation = 0
+        # Cells whose exact checks have not finished: changes_since settles on them before answering.
+        self._unsettled = 0
+        self._settled = threading.Condition()
 
     # -- registry -----------------------------------------------------------------------
     def add_provider(self, provider: Provider) -> None:
@@ -159,6 +162,24 @@ class Hub:
     # -- change detection ---------------------------------------------------------------
     def after_cell(self) -> None:
         """Main thread, after each cell: cheap snapshots, then exact checks off-thread."""
+        with self._settled:
+            self._unsettled += 1
+        try:
+            self._after_cell()
+        finally:
+            self._submit(self._settle_one)  # after the exact checks this cell queued
+
+    def _settle_one(self) -> None:
+        with self._settled:
+            self._unsettled -= 1
+            self._settled.notify_all()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait (bounded) until the exact checks of finished cells have run, so their changes are journaled."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._unsettled <= 0, timeout=max(0.0, timeout))
+
+    def _after_cell(self) -> None:
         self.cells_seen += 1
         watched = self.watched()
         total = ChangeSet()

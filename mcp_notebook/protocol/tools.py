@@ -23,7 +23,8 @@ from .tool_watch import ClientWatches, ToolWatches, client_key
 from .versions import knows
 
 MAX_WAIT_SECONDS = 30.0
-DEFAULT_WAIT_SECONDS = 20.0  # changes_since waits this long for a change unless told otherwise
+DEFAULT_WAIT_SECONDS = 20.0
+SETTLE_SECONDS = 5.0  # at most this long for the exact checks of a cell that just ended  # changes_since waits this long for a change unless told otherwise
 MAX_WAITERS = 2  # each waiting call holds a request worker; the rest answer at once
 MAX_CHANGES = 200  # journal entries per changes_since answer
 MAX_LINKS = 50
@@ -234,6 +235,8 @@ class Tools:
                 finally:
                     self._waiters.release()
                 entries, gap = journal.since(seq)
+        if entries and self.hub.settle(SETTLE_SECONDS):  # a cell's exact checks may still be running
+            entries, gap = journal.since(seq)
         more = len(entries) > MAX_CHANGES
         entries = entries[:MAX_CHANGES]
         last = entries[-1][0] if entries else max(seq, 0)
