@@ -145,3 +145,57 @@ def test_autoload_user_profile(tmp_path):
     assert "autoload on" in run(sys.executable, "autoload", "status", "--user", env=env).stdout
     assert run(sys.executable, "autoload", "off", "--user", env=env).returncode == 0
     assert not path.exists()
+
+
+HINTS = {
+    "claude-code": "claude mcp list",
+    "claude-desktop": "Restart Claude Desktop",
+    "vscode": "start the 'notebook' server",
+    "cursor": "enable the 'notebook' server",
+}
+
+
+@pytest.mark.parametrize("host", sorted(HINTS))
+def test_config_write_says_what_the_host_needs_next(host, tmp_path):
+    target = tmp_path / "cfg.json"
+    out = run(sys.executable, "config", host, "--path", str(target), env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert HINTS[host] in out.stdout
+    server = json.loads(target.read_text())["servers" if host == "vscode" else "mcpServers"]["notebook"]
+    assert Path(server["command"]).is_absolute() and "bridge" in server["args"]
+    assert server["env"] == {"JUPYTER_RUNTIME_DIR": str(tmp_path)}
+
+
+def test_config_leaves_out_the_default_runtime_dir(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR")}
+    out = subprocess.run(
+        [sys.executable, "-m", "mcp_notebook", "config", "cursor"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    server = json.loads(out.stdout)["mcpServers"]["notebook"]
+    assert "env" not in server and server["args"][-2:] == ["bridge", "--latest"]
+    assert "enable the 'notebook' server" in out.stderr  # the next step, on stderr: stdout stays pasteable JSON
+
+
+def test_http_write_warns_about_the_token_and_offers_gitignore(hub, tmp_path):
+    runtime = {"JUPYTER_RUNTIME_DIR": str(Path(hub["runtime_file"]).parent)}
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".gitignore").write_text("*.pyc")
+    out = run(sys.executable, "config", "claude-code", "--http", "--write", env=runtime, cwd=repo)
+    assert out.returncode == 0, out.stderr
+    assert "holds this kernel's token" in out.stderr and "--gitignore" in out.stderr
+    assert hub["token"] not in out.stdout + out.stderr
+    assert (repo / ".gitignore").read_text() == "*.pyc"  # nothing added unless asked
+
+    for _ in range(2):  # idempotent
+        again = run(sys.executable, "config", "claude-code", "--http", "--gitignore", env=runtime, cwd=repo)
+        assert again.returncode == 0, again.stderr
+        assert "added .mcp.json" in again.stderr and "warning" not in again.stderr
+    lines = (repo / ".gitignore").read_text().splitlines()
+    assert lines[0] == "*.pyc" and lines.count("/.mcp.json") == 1
+
+    outside = tmp_path / "loose"
+    outside.mkdir()
+    lone = run(sys.executable, "config", "cursor", "--http", "--gitignore", env=runtime, cwd=outside)
+    assert lone.returncode == 0 and "not inside a git repository" in lone.stderr and "warning" in lone.stderr
