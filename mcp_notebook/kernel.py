@@ -80,7 +80,7 @@ class KernelHub:
             require_token=cfg.require_token,
             token=self.token,
             allowed_origins=tuple(cfg.allowed_origins),
-            allowed_hosts=() if _is_loopback(cfg.host) else (cfg.host,),
+            allowed_hosts=tuple(cfg.allowed_hosts) + (() if _is_loopback(cfg.host) else (cfg.host,)),
         )
 
     def _name_filter(self) -> NameFilter:
@@ -94,8 +94,14 @@ class KernelHub:
     def start(self) -> None:
         cfg = self.config
         if not _is_loopback(cfg.host):
+            hint = (
+                f" Clients may name it as {', '.join(cfg.allowed_hosts)} (MCPHub.allowed_hosts)."
+                if cfg.allowed_hosts
+                else " Only loopback names and the bound address are accepted in Host headers: set "
+                "MCPHub.allowed_hosts to the names remote clients use."
+            )
             warnings.warn(
-                f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.",
+                f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.{hint}",
                 stacklevel=3,
             )
         if not cfg.require_token:

@@ -247,8 +247,8 @@ class McpServer:
     def _admit(self, headers: dict[str, str]) -> HttpReply | None:
         s = self.settings
         if not host_allowed(headers, s.allowed_hosts):
-            return self._status(403, "Forbidden: Host header is not a loopback name")
-        if not origin_allowed(headers, s.allowed_origins):
+            return self._status(403, "Forbidden: Host header is not a loopback name or one of MCPHub.allowed_hosts")
+        if not origin_allowed(headers, s.allowed_origins, s.allowed_hosts):
             return self._status(403, "Forbidden: Origin is not allowed")
         if s.require_token and not token_valid(headers, s.token):
             return self._status(
