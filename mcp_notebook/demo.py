@@ -61,9 +61,11 @@ def run_demo(seconds: float | None = None) -> int:
     """Start the kernel, load sample data, show a first exchange, serve until Ctrl-C or ``seconds``."""
     from jupyter_client.manager import KernelManager
 
+    from .kernel_launch import start_quiet_kernel
+
     km = KernelManager(kernel_name="python3")
     km.kernel_spec.argv[0] = sys.executable
-    km.start_kernel()
+    start_quiet_kernel(km)
     kc = km.client()
     kc.start_channels()
     try:
@@ -81,9 +83,14 @@ def run_demo(seconds: float | None = None) -> int:
         print("mcp-notebook demo: a kernel with sample data is serving MCP resources.\n")
         print(f"  endpoint   {url}")
         print(f"  token      in {info.get('runtime_file')} (mode 0600; never printed)")
-        print(f"  resources  {len(listed)}: " + ", ".join(r["uri"] for r in listed[:8]))
+        shown = listed[:8]
+        more = f" (showing {len(shown)} of {len(listed)}; list_resources or resources/list has all)"
+        print(
+            f"  resources  {len(listed)}{more if len(listed) > len(shown) else ''}: "
+            + ", ".join(r["uri"] for r in shown)
+        )
         print("  variables  " + ", ".join(f"{v['name']} ({v['type']})" for v in index["variables"]))
-        print("\nConnect a client with the header 'Authorization: Bearer <token>', or see README.md.")
+        print(_connect_help())
         print("Press Ctrl-C to stop." if seconds is None else f"Serving for {seconds:g} s.")
         sys.stdout.flush()
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -98,6 +105,27 @@ def run_demo(seconds: float | None = None) -> int:
         kc.stop_channels()
         km.shutdown_kernel(now=False)
     return 0
+
+
+def _connect_help() -> str:
+    """How to connect an assistant: the stdio bridge by absolute path, the config command, or HTTP."""
+    import shlex
+
+    from .clients_config import _env, bridge_command
+
+    command, args = bridge_command(["--latest"])
+    bridge = shlex.join([command, *args])
+    env = _env()
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
+    claude_env = "".join(f"-e {k}={shlex.quote(v)} " for k, v in env.items())
+    return (
+        "\nConnect an assistant (in another terminal, while this runs):\n"
+        f"  stdio bridge   {prefix}{bridge}\n"
+        f"  Claude Code    claude mcp add {claude_env}notebook -- {bridge}\n"
+        "  config files   mcp-notebook config claude-code|claude-desktop|vscode|cursor --write\n"
+        "  HTTP           mcp-notebook config <host> --http --write  (puts the token in that file only)\n"
+        "  check          mcp-notebook list"
+    )
 
 
 def _kernel_info(kc: Any) -> dict[str, Any]:

@@ -199,3 +199,13 @@ def test_http_write_warns_about_the_token_and_offers_gitignore(hub, tmp_path):
     outside.mkdir()
     lone = run(sys.executable, "config", "cursor", "--http", "--gitignore", env=runtime, cwd=outside)
     assert lone.returncode == 0 and "not inside a git repository" in lone.stderr and "warning" in lone.stderr
+
+
+def test_demo_says_how_to_connect_and_keeps_the_kernel_notice_away(tmp_path):
+    out = run(sys.executable, "demo", "--seconds", "1", env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    assert "showing 8 of" in out.stdout
+    assert f"JUPYTER_RUNTIME_DIR={tmp_path} " in out.stdout and " bridge --latest" in out.stdout
+    assert "claude mcp add -e JUPYTER_RUNTIME_DIR=" in out.stdout
+    assert "mcp-notebook config claude-code|claude-desktop|vscode|cursor --write" in out.stdout
+    assert "running over TCP without encryption" not in out.stderr
