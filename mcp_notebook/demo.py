@@ -84,11 +84,8 @@ def run_demo(seconds: float | None = None) -> int:
         print(f"  endpoint   {url}")
         print(f"  token      in {info.get('runtime_file')} (mode 0600; never printed)")
         shown = listed[:8]
-        more = f" (showing {len(shown)} of {len(listed)}; list_resources or resources/list has all)"
-        print(
-            f"  resources  {len(listed)}{more if len(listed) > len(shown) else ''}: "
-            + ", ".join(r["uri"] for r in shown)
-        )
+        count = f"showing {len(shown)} of {len(listed)}, a client's list has all" if len(listed) > len(shown) else ""
+        print(f"  resources  {count or len(listed)}: " + ", ".join(r["uri"] for r in shown))
         print("  variables  " + ", ".join(f"{v['name']} ({v['type']})" for v in index["variables"]))
         print(_connect_help())
         print("Press Ctrl-C to stop." if seconds is None else f"Serving for {seconds:g} s.")
@@ -115,6 +112,7 @@ def _connect_help() -> str:
 
     command, args = bridge_command(["--latest"])
     bridge = shlex.join([command, *args])
+    cli = shlex.join([command, *args[: args.index("bridge")]])
     env = _env()
     prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
     claude_env = "".join(f"-e {k}={shlex.quote(v)} " for k, v in env.items())
@@ -122,9 +120,9 @@ def _connect_help() -> str:
         "\nConnect an assistant (in another terminal, while this runs):\n"
         f"  stdio bridge   {prefix}{bridge}\n"
         f"  Claude Code    claude mcp add {claude_env}notebook -- {bridge}\n"
-        "  config files   mcp-notebook config claude-code|claude-desktop|vscode|cursor --write\n"
-        "  HTTP           mcp-notebook config <host> --http --write  (puts the token in that file only)\n"
-        "  check          mcp-notebook list"
+        f"  config files   {prefix}{cli} config claude-code|claude-desktop|vscode|cursor --write\n"
+        f"  HTTP           {prefix}{cli} config <host> --http --write  (puts the token in that file only)\n"
+        f"  running hubs   {prefix}{cli} list"
     )
 
 

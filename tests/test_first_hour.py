@@ -207,5 +207,5 @@ def test_demo_says_how_to_connect_and_keeps_the_kernel_notice_away(tmp_path):
     assert "showing 8 of" in out.stdout
     assert f"JUPYTER_RUNTIME_DIR={tmp_path} " in out.stdout and " bridge --latest" in out.stdout
     assert "claude mcp add -e JUPYTER_RUNTIME_DIR=" in out.stdout
-    assert "mcp-notebook config claude-code|claude-desktop|vscode|cursor --write" in out.stdout
+    assert " config claude-code|claude-desktop|vscode|cursor --write" in out.stdout
     assert "running over TCP without encryption" not in out.stderr
