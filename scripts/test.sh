@@ -74,7 +74,7 @@ fi
 # loosely; the deterministic ones strictly, with sanitizers for ports, pids and timestamps.
 nb_status=0
 "$VENV_PY" -m pytest -q --nbval-lax --nbval-current-env \
-  notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
+  notebooks/00-start-here.ipynb notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
 "$VENV_PY" -m pytest -q --nbval --nbval-current-env \
   --nbval-sanitize-with notebooks/sanitize.cfg \
   notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb || nb_status=$?
