@@ -114,6 +114,9 @@ def clients(kernel_hub: Any) -> str:
         watched = ", ".join(sorted(li.uris)) or "nothing"
         extra = " + list changes" if li.list_changed else ""
         lines.append(f"listen stream {li.sub_id!r}  MCP 2026-07-28  watching: {watched}{extra}")
+    for key, idle, uris in server.tools.watches.snapshot():
+        watched = ", ".join(uris) or "nothing"
+        lines.append(f"tool client {key}  idle {idle:.0f}s  watching (read through tools): {watched}")
     return "\n".join(lines) if lines else "no clients connected"
 
 

@@ -104,3 +104,19 @@ def test_change_lines():
     )
     assert change_line("nb://vars/x", None, None) == "nb://vars/x: removed (or no longer exposed)"
     assert change_line("nb://cells/3", None, None) == "nb://cells/3: changed"
+
+
+def test_magics_and_browser_say_what_they_show(kernel, hub):
+    kernel.run("many = {f'v{i}': i for i in range(30)}; globals().update(many)")
+
+    async def go():
+        async with connect(hub, "auto") as (client, _):
+            await client.call_tool("read_resource", {"uri": "nb://vars/v1"})
+            text = (await anyio.to_thread.run_sync(kernel.run, "%mcp clients")).stdout
+            assert "tool client client:" in text and "nb://vars/v1" in text
+            status = (await anyio.to_thread.run_sync(kernel.run, "%mcp")).stdout
+            assert "tool clients: " in status and "autoload: " in status
+
+    anyio.run(go)
+    summary = kernel.run("import mcp_notebook; print(mcp_notebook.browser().summary())").stdout
+    assert "… showing 20 of " in summary

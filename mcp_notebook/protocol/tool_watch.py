@@ -180,6 +180,12 @@ class ToolWatches:
         with self._lock:
             return len(self._clients), sum(len(c.uris) for c in self._clients.values())
 
+    def snapshot(self) -> list[tuple[str, float, list[str]]]:
+        """(client key, seconds since its last tool call, watched URIs) per client, for ``%mcp clients``."""
+        now = time.monotonic()
+        with self._lock:
+            return [(c.key, now - c.last_call, list(c.uris)) for c in self._clients.values()]
+
     # -- watches ------------------------------------------------------------------------
     def note_read(self, record: ClientWatches, uri: str) -> None:
         """The client read ``uri``: watch it (most recently read last) and remember what it saw."""

@@ -244,7 +244,7 @@ class Tools:
         client.seen_seq = last
         doc: dict[str, Any] = {
             "cursor": f"{journal.epoch}.{last}",
-            "summary": self.watches.describe(client, uris[:MAX_LINKS]) + _list_line(entries),
+            "summary": self.watches.describe(client, uris[:MAX_LINKS]) + _more_line(uris) + _list_line(entries),
             "changed": uris,
             "list_changed": any(e[2] == LIST_CHANGED for e in entries),
             "changes": [
@@ -273,6 +273,12 @@ class Tools:
         if epoch != self.hub.journal.epoch:
             return 0, True
         return int(seq), False
+
+
+def _more_line(uris: list[str]) -> list[str]:
+    if len(uris) > MAX_LINKS:
+        return [f"… showing {MAX_LINKS} of {len(uris)} changed resources; 'changed' lists them all"]
+    return []
 
 
 def _list_line(entries: list[Any]) -> list[str]:
