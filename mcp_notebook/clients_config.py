@@ -39,12 +39,12 @@ def _env() -> dict[str, str]:
     Hosts start stdio servers with a few variables only (HOME, PATH, ...), so a runtime dir that
     comes from this shell's environment must be spelled out, or the bridge would look elsewhere.
     """
-    from .runtime import runtime_dir
+    from jupyter_core.paths import jupyter_runtime_dir  # the path only: nothing is created
 
-    current = runtime_dir()
+    current = Path(jupyter_runtime_dir())
     saved = {k: os.environ.pop(k) for k in _RUNTIME_OVERRIDES if k in os.environ}
     try:
-        default = runtime_dir()
+        default = Path(jupyter_runtime_dir())
     finally:
         os.environ.update(saved)
     return {} if current.resolve() == default.resolve() else {"JUPYTER_RUNTIME_DIR": str(current)}
