@@ -120,3 +120,17 @@ def test_magics_and_browser_say_what_they_show(kernel, hub):
     anyio.run(go)
     summary = kernel.run("import mcp_notebook; print(mcp_notebook.browser().summary())").stdout
     assert "… showing 20 of " in summary
+
+
+def test_in_place_edit_is_reported_without_waiting(kernel, hub):
+    kernel.run("basket = ['apple', 'pear']")
+
+    async def go():
+        async with connect(hub, "legacy") as (client, _):
+            await client.call_tool("read_resource", {"uri": "nb://vars/basket"})
+            cursor = text_doc(await client.call_tool("changes_since", {"wait_seconds": 0}))["cursor"]
+            await anyio.to_thread.run_sync(kernel.run, "basket.append('plum')")
+            doc = text_doc(await client.call_tool("changes_since", {"cursor": cursor, "wait_seconds": 0}))
+            assert "nb://vars/basket: changed in place, list len 2 → len 3" in doc["summary"], doc
+
+    anyio.run(go)

@@ -225,6 +225,8 @@ class Tools:
         seq, reset = self._parse_cursor(args.get("cursor"))
         if seq is None:  # no cursor: since this client's previous look, else from now on
             seq = client.seen_seq if client.seen_seq is not None else journal.seq
+        # A cell that just ended may still have exact checks queued (in-place edits): let them land first.
+        self.hub.settle(SETTLE_SECONDS)
         entries, gap = journal.since(seq)
         waited = False
         if not entries and wait > 0 and not reset:
@@ -234,9 +236,8 @@ class Tools:
                     waited = True
                 finally:
                     self._waiters.release()
+                self.hub.settle(SETTLE_SECONDS)
                 entries, gap = journal.since(seq)
-        if entries and self.hub.settle(SETTLE_SECONDS):  # a cell's exact checks may still be running
-            entries, gap = journal.since(seq)
         more = len(entries) > MAX_CHANGES
         entries = entries[:MAX_CHANGES]
         last = entries[-1][0] if entries else max(seq, 0)
