@@ -164,10 +164,14 @@ class Hub:
         """Main thread, after each cell: cheap snapshots, then exact checks off-thread."""
         with self._settled:
             self._unsettled += 1
+        queued = False
         try:
-            self._after_cell()
+            queued = self._after_cell()
         finally:
-            self._submit(self._settle_one)  # after the exact checks this cell queued
+            if queued:
+                self._submit(self._settle_one)  # runs after the exact checks this cell queued
+            else:
+                self._settle_one()
 
     def _settle_one(self) -> None:
         with self._settled:
@@ -179,7 +183,8 @@ class Hub:
         with self._settled:
             return self._settled.wait_for(lambda: self._unsettled <= 0, timeout=max(0.0, timeout))
 
-    def _after_cell(self) -> None:
+    def _after_cell(self) -> bool:
+        """The cheap part; True when exact checks were queued for the worker."""
         self.cells_seen += 1
         watched = self.watched()
         total = ChangeSet()
@@ -203,6 +208,8 @@ class Hub:
         recheck = (total.maybe & watched) - total.updated
         if updated or recheck:
             self._submit(lambda: self._exact_check(updated, recheck))
+            return True
+        return False
 
     def changed(self, uris: Iterable[str] = (), list_changed: bool = False) -> None:
         """Report changes from outside a cell (custom resources, settings)."""
