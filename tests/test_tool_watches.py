@@ -72,6 +72,10 @@ def test_unread_in_place_edits_are_not_tracked_but_rebinds_are(kernel, hub):
             await anyio.to_thread.run_sync(kernel.run, "untracked = {'now': 'a dict'}")
             doc = text_doc(await client.call_tool("changes_since", {"cursor": doc["cursor"]}))
             assert "nb://vars/untracked: now dict len 1" in doc["summary"], doc
+            await anyio.to_thread.run_sync(kernel.run, "brand_new = (1, 2)\ndel untracked")
+            doc = text_doc(await client.call_tool("changes_since", {"cursor": doc["cursor"]}))
+            assert "nb://vars/brand_new: added tuple len 2" in doc["summary"], doc
+            assert "nb://vars/untracked: removed (or no longer exposed)" in doc["summary"], doc
 
     anyio.run(go)
 

@@ -48,6 +48,7 @@ class ClientWatches:
     last_call: float = field(default_factory=time.monotonic)
     uris: OrderedDict[str, Facts | None] = field(default_factory=OrderedDict)
     seen_seq: int | None = None  # journal position of the client's last look (cursor-less changes_since)
+    names: frozenset[str] | None = None  # exposed variable names at the client's last look ("added")
 
 
 def canonical(uri: str) -> str:
@@ -68,36 +69,45 @@ def variable_name(uri: str) -> str | None:
     return None
 
 
-def facts_of(hub: Hub, uri: str) -> Facts | None:
-    """Cheap facts of the variable behind ``uri``, or None (not a variable, gone, or hidden). No user code."""
-    name = variable_name(uri)
-    if name is None:
-        return None
+def _variables(hub: Hub) -> Any:
     for provider in hub.providers():
-        value_of = getattr(provider, "value", None)
-        if value_of is None or not hasattr(provider, "exposed_names"):
-            continue
-        try:
-            value = value_of(name)
-        except Exception:
-            return None
-        from ..providers.variables import cheap_shape
-
-        try:
-            shape = cheap_shape(value)
-        except Exception:
-            shape = None
-        cls = type(value)
-        return Facts(cls.__name__, shape, id(value))
+        if hasattr(provider, "value") and hasattr(provider, "exposed_names"):
+            return provider
     return None
 
 
-def change_line(uri: str, before: Facts | None, after: Facts | None) -> str:
-    """One line saying what happened to ``uri``, given what the client saw before (if anything)."""
+def exposed_names(hub: Hub) -> frozenset[str] | None:
+    """The exposed variable names (one C-level copy; no values touched)."""
+    variables = _variables(hub)
+    return frozenset(variables.exposed_names()) if variables is not None else None
+
+
+def facts_of(hub: Hub, uri: str) -> Facts | None:
+    """Cheap facts of the variable behind ``uri``, or None (not a variable, gone, or hidden). No user code."""
+    name = variable_name(uri)
+    variables = _variables(hub) if name is not None else None
+    if variables is None:
+        return None
+    try:
+        value = variables.value(name)
+    except Exception:
+        return None
+    from ..providers.variables import cheap_shape
+
+    try:
+        shape = cheap_shape(value)
+    except Exception:
+        shape = None
+    return Facts(type(value).__name__, shape, id(value))
+
+
+def change_line(uri: str, before: Facts | None, after: Facts | None, added: bool = False) -> str:
+    """One line saying what happened to ``uri``, given what the client saw before (if anything);
+    ``added``: the variable did not exist at the client's last look."""
     if after is None:
         return f"{uri}: removed (or no longer exposed)" if variable_name(uri) is not None else f"{uri}: changed"
     if before is None:
-        return f"{uri}: now {after.text()}"
+        return f"{uri}: {'added' if added else 'now'} {after.text()}"
     if before.ident == after.ident:
         if before.shape != after.shape:
             return f"{uri}: changed in place, {after.type} {_shape_text(before.shape)} → {_shape_text(after.shape)}"
@@ -191,9 +201,12 @@ class ToolWatches:
         """The client read ``uri``: watch it (most recently read last) and remember what it saw."""
         uri = canonical(uri)
         facts = facts_of(self.hub, uri)
+        names = exposed_names(self.hub) if record.names is None else None
         with self._lock:
             if self._closed or self._clients.get(record.key) is not record:
                 return
+            if names is not None:
+                record.names = names
             new = uri not in record.uris
             record.uris[uri] = facts
             record.uris.move_to_end(uri)
@@ -208,13 +221,17 @@ class ToolWatches:
     def describe(self, record: ClientWatches, uris: list[str]) -> list[str]:
         """One line per changed URI; the client's remembered facts move on to the current state."""
         lines = []
+        known_names, now_names = record.names, exposed_names(self.hub)
         for uri in uris:
             after = facts_of(self.hub, uri)
             with self._lock:
                 before = record.uris.get(uri)
                 if uri in record.uris:
                     record.uris[uri] = after
-            lines.append(change_line(uri, before, after))
+            name = variable_name(uri)
+            added = known_names is not None and name is not None and name not in known_names
+            lines.append(change_line(uri, before, after, added))
+        record.names = now_names
         return lines
 
     def _release(self, record: ClientWatches) -> None:
