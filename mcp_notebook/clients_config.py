@@ -126,8 +126,8 @@ def write(host: str, path: Path, name: str, server: dict[str, Any]) -> Path:
 NEXT_STEPS = {
     "claude-code": (
         "Claude Code asks you to approve servers from a project .mcp.json: start `claude` in this directory and "
-        "accept the 'notebook' server (or run `claude mcp list` to check it; `claude mcp reset-project-choices` "
-        "asks again)."
+        "approve the 'notebook' server when asked (or later in /mcp); `claude mcp list` shows it as pending until "
+        "then, and `claude mcp reset-project-choices` asks again."
     ),
     "claude-desktop": "Restart Claude Desktop (quit it fully) so it reads the new server.",
     "vscode": "In VS Code open the MCP servers view (or .vscode/mcp.json) and start the 'notebook' server.",
