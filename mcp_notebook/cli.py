@@ -56,14 +56,21 @@ def _config(args: argparse.Namespace) -> int:
             server = cc.entry(args.host, bridge_args=selection, url=record.url, token=record.token)
         else:
             server = cc.entry(args.host, bridge_args=selection or ["--latest"])
-        if args.write or args.path:
+        if args.write or args.path or args.gitignore:
             path = cc.write(args.host, Path(args.path) if args.path else cc.default_path(args.host), args.name, server)
             print(f"wrote the {args.name!r} server for {args.host} to {path}")
+            print(f"next: {cc.next_steps(args.host, args.name)}")
+            if args.http or args.gitignore:
+                _token_file_notice(path, args.gitignore, secret=args.http)
             return 0
     except cc.ConfigError as exc:
         print(f"mcp-notebook config: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(cc.snippet(args.host, args.name, cc.masked(server)), indent=2))
+    print(
+        f"add it to {cc.default_path(args.host)} (or use --write); then: {cc.next_steps(args.host, args.name)}",
+        file=sys.stderr,
+    )
     if args.http:
         print(
             "note: the token is not printed; --write puts it into the config file (mode 0600). "
@@ -71,6 +78,30 @@ def _config(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _autoload(args: argparse.Namespace) -> int:
+    from .autoload import run
+
+    return run(args.action, prefix=args.prefix, user=args.user, profile=args.profile)
+
+
+def _token_file_notice(path: Path, gitignore: bool, secret: bool) -> None:
+    """A written --http entry holds the hub's token: keep that file out of version control (stderr only)."""
+    from . import clients_config as cc
+
+    if gitignore:
+        try:
+            print(f"added {path.name} to {cc.add_to_gitignore(path)}", file=sys.stderr)
+            return
+        except cc.ConfigError as exc:
+            print(f"mcp-notebook config: {exc}", file=sys.stderr)
+    if secret:
+        print(
+            f"warning: {path} now holds this kernel's token (mode 0600); keep it out of version control "
+            "(rerun with --gitignore to add it to the repository's .gitignore, or prefer the bridge: drop --http)",
+            file=sys.stderr,
+        )
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
@@ -107,7 +138,20 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--write", action="store_true", help="merge the entry into the host's config file")
     config.add_argument("--path", help="config file to write (implies --write)")
     config.add_argument("--name", default="notebook", help="server name in the config (default: notebook)")
+    config.add_argument(
+        "--gitignore", action="store_true", help="add the written file to the repository's .gitignore (implies --write)"
+    )
     config.set_defaults(func=_config)
+
+    autoload = sub.add_parser(
+        "autoload", help="load mcp_notebook in every kernel of this environment (on), stop doing so (off), or show"
+    )
+    autoload.add_argument("action", choices=("on", "off", "status"))
+    where = autoload.add_mutually_exclusive_group()
+    where.add_argument("--prefix", help="environment prefix to configure (default: the Python running this command)")
+    where.add_argument("--user", action="store_true", help="the user's IPython profile instead (all environments)")
+    autoload.add_argument("--profile", default="default", help="IPython profile for --user (default: default)")
+    autoload.set_defaults(func=_autoload)
     return parser
 
 

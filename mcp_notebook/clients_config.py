@@ -27,13 +27,27 @@ def bridge_command(bridge_args: list[str]) -> tuple[str, list[str]]:
     script = Path(sys.executable).with_name("mcp-notebook.exe" if os.name == "nt" else "mcp-notebook")
     if script.exists():
         return str(script), ["bridge", *bridge_args]
-    return sys.executable, ["-m", "mcp_notebook.cli", "bridge", *bridge_args]
+    return sys.executable, ["-m", "mcp_notebook", "bridge", *bridge_args]
+
+
+_RUNTIME_OVERRIDES = ("JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "JUPYTER_PLATFORM_DIRS", "XDG_DATA_HOME")
 
 
 def _env() -> dict[str, str]:
-    """A non-default runtime dir must reach the bridge, or it would look elsewhere."""
-    value = os.environ.get("JUPYTER_RUNTIME_DIR")
-    return {"JUPYTER_RUNTIME_DIR": value} if value else {}
+    """``JUPYTER_RUNTIME_DIR`` when the runtime dir differs from the default a host's bare environment gives.
+
+    Hosts start stdio servers with a few variables only (HOME, PATH, ...), so a runtime dir that
+    comes from this shell's environment must be spelled out, or the bridge would look elsewhere.
+    """
+    from jupyter_core.paths import jupyter_runtime_dir  # the path only: nothing is created
+
+    current = Path(jupyter_runtime_dir())
+    saved = {k: os.environ.pop(k) for k in _RUNTIME_OVERRIDES if k in os.environ}
+    try:
+        default = Path(jupyter_runtime_dir())
+    finally:
+        os.environ.update(saved)
+    return {} if current.resolve() == default.resolve() else {"JUPYTER_RUNTIME_DIR": str(current)}
 
 
 def entry(host: str, *, bridge_args: list[str], url: str | None = None, token: str | None = None) -> dict[str, Any]:
@@ -107,6 +121,47 @@ def write(host: str, path: Path, name: str, server: dict[str, Any]) -> Path:
         os.chmod(tmp, mode)
     os.replace(tmp, path)
     return path
+
+
+NEXT_STEPS = {
+    "claude-code": (
+        "Claude Code asks you to approve servers from a project .mcp.json: start `claude` in this directory and "
+        "approve the 'notebook' server when asked (or later in /mcp); `claude mcp list` shows it as pending until "
+        "then, and `claude mcp reset-project-choices` asks again."
+    ),
+    "claude-desktop": "Restart Claude Desktop (quit it fully) so it reads the new server.",
+    "vscode": "In VS Code open the MCP servers view (or .vscode/mcp.json) and start the 'notebook' server.",
+    "cursor": "In Cursor open Settings > MCP and enable the 'notebook' server.",
+}
+
+
+def next_steps(host: str, name: str = "notebook") -> str:
+    """What the user still has to do in the host after its file was written."""
+    return NEXT_STEPS[host].replace("'notebook'", repr(name))
+
+
+def repo_root(path: Path) -> Path | None:
+    """The git work tree holding ``path`` (a directory with .git), if any."""
+    for parent in [path.parent.resolve(), *path.parent.resolve().parents]:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+def add_to_gitignore(path: Path) -> Path:
+    """Add ``path`` (anchored at the repository root) to the repository's .gitignore; idempotent."""
+    root = repo_root(path)
+    if root is None:
+        raise ConfigError(f"{path} is not inside a git repository: nothing to ignore it in")
+    entry = "/" + path.resolve().relative_to(root).as_posix()
+    ignore = root / ".gitignore"
+    text = ignore.read_text() if ignore.exists() else ""
+    if entry not in text.splitlines():
+        with ignore.open("a") as fh:
+            if text and not text.endswith("\n"):
+                fh.write("\n")
+            fh.write(f"# holds an mcp-notebook token (mcp-notebook config --http)\n{entry}\n")
+    return ignore
 
 
 def masked(server: dict[str, Any]) -> dict[str, Any]:

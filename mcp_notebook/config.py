@@ -19,6 +19,11 @@ class MCPHub(Configurable):
     require_token = Bool(True, help="Require 'Authorization: Bearer <token>' on every request.").tag(config=True)
     token = Unicode("", help="Fixed token (default: a fresh random one per hub).").tag(config=True)
     allowed_origins = List(Unicode(), help="Extra Origin values to accept besides loopback ones.").tag(config=True)
+    allowed_hosts = List(
+        Unicode(),
+        help="Host names or addresses clients may use besides loopback ones (Host header, and the host of an "
+        "Origin), for a hub bound to another address on purpose. Empty (default): loopback only.",
+    ).tag(config=True)
     max_body_bytes = Int(1_000_000, help="Largest request body accepted (HTTP 413 above).").tag(config=True)
     max_batch = Int(50, help="Most messages in one JSON-RPC batch (2025-03-26).").tag(config=True)
     max_sessions = Int(64, help="Most concurrent handshake-era sessions; the least recently used goes.").tag(

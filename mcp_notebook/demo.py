@@ -62,10 +62,12 @@ def run_demo(seconds: float | None = None) -> int:
     """Start the kernel, load sample data, show a first exchange, serve until Ctrl-C or ``seconds``."""
     from jupyter_client.manager import KernelManager
 
+    from .kernel_launch import start_quiet_kernel
+
     km = KernelManager(kernel_name="python3")
     km.kernel_spec.argv[0] = sys.executable
     previous = _stop_on_sigterm()
-    km.start_kernel()
+    start_quiet_kernel(km)
     kc = km.client()
     kc.start_channels()
     try:
@@ -83,9 +85,11 @@ def run_demo(seconds: float | None = None) -> int:
         print("mcp-notebook demo: a kernel with sample data is serving MCP resources.\n")
         print(f"  endpoint   {url}")
         print(f"  token      in {info.get('runtime_file')} (mode 0600; never printed)")
-        print(f"  resources  {len(listed)}: " + ", ".join(r["uri"] for r in listed[:8]))
+        shown = listed[:8]
+        count = f"showing {len(shown)} of {len(listed)}, a client's list has all" if len(listed) > len(shown) else ""
+        print(f"  resources  {count or len(listed)}: " + ", ".join(r["uri"] for r in shown))
         print("  variables  " + ", ".join(f"{v['name']} ({v['type']})" for v in index["variables"]))
-        print("\nConnect a client with the header 'Authorization: Bearer <token>', or see README.md.")
+        print(_connect_help())
         print("Press Ctrl-C to stop." if seconds is None else f"Serving for {seconds:g} s.")
         sys.stdout.flush()
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -102,6 +106,28 @@ def run_demo(seconds: float | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _connect_help() -> str:
+    """How to connect an assistant: the stdio bridge by absolute path, the config command, or HTTP."""
+    import shlex
+
+    from .clients_config import _env, bridge_command
+
+    command, args = bridge_command(["--latest"])
+    bridge = shlex.join([command, *args])
+    cli = shlex.join([command, *args[: args.index("bridge")]])
+    env = _env()
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
+    claude_env = "".join(f"-e {k}={shlex.quote(v)} " for k, v in env.items())
+    return (
+        "\nConnect an assistant (in another terminal, while this runs):\n"
+        f"  stdio bridge   {prefix}{bridge}\n"
+        f"  Claude Code    claude mcp add {claude_env}notebook -- {bridge}\n"
+        f"  config files   {prefix}{cli} config claude-code|claude-desktop|vscode|cursor --write\n"
+        f"  HTTP           {prefix}{cli} config <host> --http --write  (puts the token in that file only)\n"
+        f"  running hubs   {prefix}{cli} list"
+    )
 
 
 def _stop_on_sigterm() -> Any:

@@ -87,7 +87,7 @@ class KernelHub:
             require_token=cfg.require_token,
             token=self.token,
             allowed_origins=tuple(cfg.allowed_origins),
-            allowed_hosts=() if _is_loopback(cfg.host) else (cfg.host,),
+            allowed_hosts=tuple(cfg.allowed_hosts) + (() if _is_loopback(cfg.host) else (cfg.host,)),
         )
 
     def _name_filter(self) -> NameFilter:
@@ -105,7 +105,13 @@ class KernelHub:
         self.log = HubLog(_log_path(kernel_id() or f"pid{os.getpid()}"))
         self.log.install()
         if not _is_loopback(cfg.host):
-            _warn(f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.")
+            hint = (
+                f" Clients may name it as {', '.join(cfg.allowed_hosts)} (MCPHub.allowed_hosts)."
+                if cfg.allowed_hosts
+                else " Only loopback names and the bound address are accepted in Host headers: set "
+                "MCPHub.allowed_hosts to the names remote clients use."
+            )
+            _warn(f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.{hint}")
         if not cfg.require_token:
             _warn("MCPHub.require_token is False: any local process can read this kernel's data.")
         self.transport = HttpTransport(self.server, cfg.host, cfg.port, cfg.max_body_bytes)

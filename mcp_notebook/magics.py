@@ -79,9 +79,23 @@ def status(kernel_hub: Any) -> str:
     hidden = sorted(kernel_hub.variables.user_hidden)
     if hidden:
         lines.append(f"hidden by %mcp hide: {', '.join(hidden)}")
+    tool_clients, tool_watched = kernel_hub.server.tools.watches.counts()
+    if tool_clients:
+        lines.append(f"tool clients: {tool_clients}, watching {tool_watched} resource(s) they read")
     if kernel_hub.runtime_file:
         lines.append(f"runtime file (URL and token for the CLI): {kernel_hub.runtime_file}")
+    lines.append(autoload_line())
     return "\n".join(lines)
+
+
+def autoload_line() -> str:
+    """Whether new kernels of this environment (or this profile) load the extension by themselves."""
+    from .autoload import running_kernel_state
+
+    on = [state for state in running_kernel_state() if state.enabled]
+    if on:
+        return "autoload: on (" + ", ".join(str(state.path) for state in on) + "; mcp-notebook autoload off undoes it)"
+    return "autoload: off (mcp-notebook autoload on loads it in every kernel of this environment)"
 
 
 def clients(kernel_hub: Any) -> str:
@@ -100,6 +114,9 @@ def clients(kernel_hub: Any) -> str:
         watched = ", ".join(sorted(li.uris)) or "nothing"
         extra = " + list changes" if li.list_changed else ""
         lines.append(f"listen stream {li.sub_id!r}  MCP 2026-07-28  watching: {watched}{extra}")
+    for key, idle, uris in server.tools.watches.snapshot():
+        watched = ", ".join(uris) or "nothing"
+        lines.append(f"tool client {key}  idle {idle:.0f}s  watching (read through tools): {watched}")
     return "\n".join(lines) if lines else "no clients connected"
 
 

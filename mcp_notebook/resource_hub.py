@@ -88,6 +88,9 @@ class Hub:
         # listing caches read it before listing and key on it. next() on a count is atomic.
         self._generations = itertools.count(1)
         self.generation = 0
+        # Cells whose exact checks have not finished: changes_since settles on them before answering.
+        self._unsettled = 0
+        self._settled = threading.Condition()
 
     # -- registry -----------------------------------------------------------------------
     def add_provider(self, provider: Provider) -> None:
@@ -164,6 +167,29 @@ class Hub:
     # -- change detection ---------------------------------------------------------------
     def after_cell(self) -> None:
         """Main thread, after each cell: cheap snapshots, then exact checks off-thread."""
+        with self._settled:
+            self._unsettled += 1
+        queued = False
+        try:
+            queued = self._after_cell()
+        finally:
+            if queued:
+                self._submit(self._settle_one)  # runs after the exact checks this cell queued
+            else:
+                self._settle_one()
+
+    def _settle_one(self) -> None:
+        with self._settled:
+            self._unsettled -= 1
+            self._settled.notify_all()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait (bounded) until the exact checks of finished cells have run, so their changes are journaled."""
+        with self._settled:
+            return self._settled.wait_for(lambda: self._unsettled <= 0, timeout=max(0.0, timeout))
+
+    def _after_cell(self) -> bool:
+        """The cheap part; True when exact checks were queued for the worker."""
         self.cells_seen += 1
         watched = self.watched()
         total = ChangeSet()
@@ -187,6 +213,8 @@ class Hub:
         recheck = (total.maybe & watched) - total.updated
         if updated or recheck:
             self._submit(lambda: self._exact_check(updated, recheck))
+            return True
+        return False
 
     def changed(self, uris: Iterable[str] = (), list_changed: bool = False) -> None:
         """Report changes from outside a cell (custom resources, settings)."""

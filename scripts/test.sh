@@ -74,7 +74,7 @@ fi
 # loosely; the deterministic ones strictly, with sanitizers for ports, pids and timestamps.
 nb_status=0
 "$VENV_PY" -m pytest -q --nbval-lax --nbval-current-env \
-  notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
+  notebooks/00-start-here.ipynb notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
 "$VENV_PY" -m pytest -q --nbval --nbval-current-env \
   --nbval-sanitize-with notebooks/sanitize.cfg \
   notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb || nb_status=$?
@@ -91,6 +91,7 @@ print(f"ipykernel {ipykernel.__version__}, IPython {IPython.__version__}, ipywid
   "$COMPAT_PY" -m pytest -q tests/test_sdk_client.py tests/test_lifecycle.py tests/test_cells.py \
     tests/test_security.py tests/test_magics.py tests/test_widgets.py tests/test_acceptance_data.py \
     tests/test_hardening_data.py tests/test_secrets_matrix.py \
+    tests/test_first_hour.py tests/test_tool_watches.py \
     || compat_status=$?
   if [[ $compat_status -eq 5 ]]; then
     echo "scripts/test.sh: compat pass collected no tests; treating that as a failure" >&2

@@ -40,9 +40,9 @@ class Execution:
 class Kernel:
     """Start, drive and stop one kernel process."""
 
-    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None):
+    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, python: str | None = None):
         self.km = KernelManager(kernel_name="python3")
-        self.km.kernel_spec.argv[0] = sys.executable  # the venv running the tests
+        self.km.kernel_spec.argv[0] = python or sys.executable  # the venv running the tests by default
         kw: dict[str, Any] = {"env": {**os.environ, **(env or {})}}
         if cwd:
             kw["cwd"] = cwd

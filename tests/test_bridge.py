@@ -116,7 +116,7 @@ def test_tools_through_the_bridge_see_a_change(nb_kernel, runtime):
         async with bridged(runtime, "--notebook", NOTEBOOK) as (client, _):
             names = {t.name for t in (await client.list_tools()).tools}
             assert names == {"list_resources", "read_resource", "changes_since"}
-            start = json.loads((await client.call_tool("changes_since", {})).content[0].text)["cursor"]
+            start = json.loads((await client.call_tool("changes_since", {"wait_seconds": 0})).content[0].text)["cursor"]
             await in_kernel(nb_kernel, "tool_seen = 7")
             result = await client.call_tool("changes_since", {"cursor": start, "wait_seconds": 10})
             doc = json.loads(result.content[0].text)

@@ -60,7 +60,7 @@ def test_bad_arguments_are_tool_errors(kernel, hub):
 def test_changes_since_waits_for_the_next_cell(kernel, hub):
     async def go():
         async with connect(hub, "auto") as (client, _):
-            cursor = text_doc(await client.call_tool("changes_since", {}))["cursor"]
+            cursor = text_doc(await client.call_tool("changes_since", {"wait_seconds": 0}))["cursor"]
 
             async def later():
                 await anyio.sleep(0.5)
@@ -72,9 +72,9 @@ def test_changes_since_waits_for_the_next_cell(kernel, hub):
             doc = text_doc(result)
             assert "nb://vars/waited_for" in doc["changed"]
             assert doc["list_changed"] is True
-            again = text_doc(await client.call_tool("changes_since", {"cursor": doc["cursor"]}))
+            again = text_doc(await client.call_tool("changes_since", {"cursor": doc["cursor"], "wait_seconds": 0}))
             assert "nb://vars/waited_for" not in again["changed"]
-            stale = text_doc(await client.call_tool("changes_since", {"cursor": "00000000.3"}))
+            stale = text_doc(await client.call_tool("changes_since", {"cursor": "00000000.3", "wait_seconds": 0}))
             assert stale["reset"] is True
 
     anyio.run(go)

@@ -56,29 +56,41 @@ def host_allowed(headers: Mapping[str, str], extra_hosts: Iterable[str] = ()) ->
 
 def _host_allowed(host: str, extra_hosts: tuple[str, ...]) -> bool:
     name = split_host_header(host)
-    return is_loopback_host(name) or name.lower() in {h.lower() for h in extra_hosts}
+    return is_loopback_host(name) or _bare(name) in {_bare(h) for h in extra_hosts}
 
 
-def origin_allowed(headers: Mapping[str, str], extra_origins: Iterable[str] = ()) -> bool:
-    """No Origin (non-browser clients) is fine; a present one must be loopback or listed."""
+def origin_allowed(
+    headers: Mapping[str, str], extra_origins: Iterable[str] = (), extra_hosts: Iterable[str] = ()
+) -> bool:
+    """No Origin (non-browser clients) is fine; a present one must be loopback, listed, or on an allowed host."""
     origin = headers.get("origin")
     if origin is None:
         return True
-    key = (origin, tuple(extra_origins))
+    hosts = tuple(extra_hosts)
+    key = (origin, (*extra_origins, "\0", *hosts))  # one cache key for both lists
     known = _origin_decisions.get(key)
     if known is not None:
         return known
-    return _remember(_origin_decisions, key, _origin_allowed(origin, key[1]))
+    return _remember(_origin_decisions, key, _origin_allowed(origin, tuple(extra_origins), hosts))
 
 
-def _origin_allowed(origin: str, extra_origins: tuple[str, ...]) -> bool:
+def _origin_allowed(origin: str, extra_origins: tuple[str, ...], extra_hosts: tuple[str, ...] = ()) -> bool:
     if origin in set(extra_origins):
         return True
     try:
         parts = urlsplit(origin)
+        hostname = parts.hostname
     except ValueError:
         return False
-    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(parts.hostname)
+    if parts.scheme not in ("http", "https") or hostname is None:
+        return False
+    return is_loopback_host(hostname) or hostname.lower() in {_bare(h) for h in extra_hosts}
+
+
+def _bare(host: str) -> str:
+    """An allowed-hosts entry as urlsplit reports a hostname: lower case, IPv6 without brackets."""
+    host = host.strip().lower()
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
 def token_valid(headers: Mapping[str, str], token: str) -> bool:

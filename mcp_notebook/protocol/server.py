@@ -26,6 +26,7 @@ from . import jsonrpc as rpc
 from .jsonrpc import RpcError
 from .security import host_allowed, origin_allowed, token_valid
 from .streams import Stream
+from .tool_watch import session_key
 from .tools import Tools
 from .versions import (
     ALL_VERSIONS,
@@ -246,8 +247,8 @@ class McpServer:
     def _admit(self, headers: dict[str, str]) -> HttpReply | None:
         s = self.settings
         if not host_allowed(headers, s.allowed_hosts):
-            return self._status(403, "Forbidden: Host header is not a loopback name")
-        if not origin_allowed(headers, s.allowed_origins):
+            return self._status(403, "Forbidden: Host header is not a loopback name or one of MCPHub.allowed_hosts")
+        if not origin_allowed(headers, s.allowed_origins, s.allowed_hosts):
             return self._status(403, "Forbidden: Origin is not allowed")
         if s.require_token and not token_valid(headers, s.token):
             return self._status(
@@ -416,6 +417,7 @@ class McpServer:
 
     def _end_session(self, session: Session) -> None:
         self._sessions.pop(session.id, None)
+        self.tools.watches.forget(session_key(session.id))
         for uri in session.subscriptions:
             self.hub.unwatch(uri)
         session.subscriptions.clear()
@@ -851,6 +853,7 @@ class McpServer:
     def close(self) -> None:
         """End every stream gracefully (listen streams get their final result) and forget sessions."""
         self.hub.remove_listener(self.on_hub_event)
+        self.tools.watches.close()
         with self._lock:
             self.closed = True
             for session in list(self._sessions.values()):

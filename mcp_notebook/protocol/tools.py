@@ -21,9 +21,12 @@ from ..resource_hub import LIST_CHANGED, Hub
 from . import jsonrpc as rpc
 from .jsonrpc import RpcError
 from .models import masked_blob
+from .tool_watch import ClientWatches, ToolWatches, client_key
 from .versions import knows
 
 MAX_WAIT_SECONDS = 30.0
+DEFAULT_WAIT_SECONDS = 20.0
+SETTLE_SECONDS = 5.0  # at most this long for the exact checks of a cell that just ended  # changes_since waits this long for a change unless told otherwise
 MAX_WAITERS = 2  # each waiting call holds a request worker; the rest answer at once
 MAX_CHANGES = 200  # journal entries per changes_since answer
 MAX_LINKS = 50
@@ -76,9 +79,13 @@ TOOLS = (
     Tool(
         "changes_since",
         "What changed in the notebook",
-        "URIs that changed since a cursor (from a previous call; omit it to get a starting cursor). "
-        f"wait_seconds (0-{int(MAX_WAIT_SECONDS)}) waits for the next change when nothing changed yet. "
-        "In-place mutations are seen for subscribed resources only; rebinding a name is always seen.",
+        "What changed in the kernel since a cursor (returned by the previous call), one line each in 'summary' "
+        "(e.g. 'nb://frames/df: changed in place, DataFrame shape (200, 3)', 'rebound, list len 3 → dict len 2'), so you "
+        "can decide what to re-read. Without a cursor: changes since your previous call or first read, else a "
+        f"starting cursor. Waits up to wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, 0-{int(MAX_WAIT_SECONDS)}; "
+        "0 answers at once) when nothing changed yet. Rebinding a name is always seen; in-place edits "
+        "(df['x'] *= 2) are seen for resources you read with read_resource (watched for you until you stop "
+        "calling tools for 30 minutes) and for subscribed ones.",
         _schema(
             {
                 "cursor": {"type": "string", "description": "cursor returned by the previous call"},
@@ -138,6 +145,7 @@ class Tools:
         self.page_size = max(1, min(page_size, TOOL_PAGE))
         self._by_name = {t.name: t for t in TOOLS}
         self._waiters = threading.BoundedSemaphore(MAX_WAITERS)
+        self.watches = ToolWatches(hub)
 
     # -- methods ------------------------------------------------------------------------
     def list_tools(self, ctx: HasVersion, params: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +167,7 @@ class Tools:
         try:
             args = check_arguments(tool.schema, params.get("arguments"))
             handler = getattr(self, f"_{name}")
-            return handler(ctx.version, args)
+            return handler(ctx.version, args, self.watches.client(client_key(ctx)))
         except ArgumentError as exc:
             return _error(f"Invalid arguments for {name}: {exc}")
         except ResourceNotFound as exc:
@@ -170,7 +178,7 @@ class Tools:
             return _error(f"Could not read the resource: {exc}")
 
     # -- tools --------------------------------------------------------------------------
-    def _list_resources(self, version: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _list_resources(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
         from .server import decode_cursor, encode_cursor  # server imports this module
 
         try:
@@ -190,13 +198,16 @@ class Tools:
         links = [(r.uri, r.name, r.mime_type) for r in page]
         return {"content": [_text(json.dumps(doc, ensure_ascii=False)), *_links(version, links)]}
 
-    def _read_resource(self, version: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _read_resource(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
         uri = args["uri"]
         if not uri or len(uri) > 8192:
             raise ArgumentError("uri must be a non-empty string of at most 8192 characters")
+        if client.seen_seq is None:  # cursor-less changes_since starts from the client's first read
+            client.seen_seq = self.hub.journal.seq
         contents = self.hub.read(uri)
         if not contents:
             raise ResourceNotFound(uri)
+        self.watches.note_read(client, uri)
         items: list[dict[str, Any]] = []
         for c in contents:
             if c.blob is None:
@@ -214,12 +225,14 @@ class Tools:
         items.extend(_links(version, [(c.uri, _name_of(c.uri), c.mime_type) for c in contents]))
         return {"content": items}
 
-    def _changes_since(self, version: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _changes_since(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
         journal = self.hub.journal
-        wait = float(args.get("wait_seconds", 0))
+        wait = float(args.get("wait_seconds", DEFAULT_WAIT_SECONDS))
         seq, reset = self._parse_cursor(args.get("cursor"))
-        if seq is None:  # no cursor: changes from now on
-            seq = journal.seq
+        if seq is None:  # no cursor: since this client's previous look, else from now on
+            seq = client.seen_seq if client.seen_seq is not None else journal.seq
+        # A cell that just ended may still have exact checks queued (in-place edits): let them land first.
+        self.hub.settle(SETTLE_SECONDS)
         entries, gap = journal.since(seq)
         waited = False
         if not entries and wait > 0 and not reset:
@@ -229,13 +242,16 @@ class Tools:
                     waited = True
                 finally:
                     self._waiters.release()
+                self.hub.settle(SETTLE_SECONDS)
                 entries, gap = journal.since(seq)
         more = len(entries) > MAX_CHANGES
         entries = entries[:MAX_CHANGES]
         last = entries[-1][0] if entries else max(seq, 0)
         uris = sorted({u for e in entries for u in e[3]})
+        client.seen_seq = last
         doc: dict[str, Any] = {
             "cursor": f"{journal.epoch}.{last}",
+            "summary": self.watches.describe(client, uris[:MAX_LINKS]) + _more_line(uris) + _list_line(entries),
             "changed": uris,
             "list_changed": any(e[2] == LIST_CHANGED for e in entries),
             "changes": [
@@ -264,6 +280,18 @@ class Tools:
         if epoch != self.hub.journal.epoch:
             return 0, True
         return int(seq), False
+
+
+def _more_line(uris: list[str]) -> list[str]:
+    if len(uris) > MAX_LINKS:
+        return [f"… showing {MAX_LINKS} of {len(uris)} changed resources; 'changed' lists them all"]
+    return []
+
+
+def _list_line(entries: list[Any]) -> list[str]:
+    if any(e[2] == LIST_CHANGED for e in entries):
+        return ["the resource list changed (names added, removed or retyped): list_resources shows it"]
+    return []
 
 
 def _brief(item: dict[str, Any]) -> dict[str, Any]:

@@ -356,7 +356,10 @@ class BrowserView(_View):
         lines = [f"resource browser: {len(self.visible())} of {len(self._resources)} resources"]
         if self.kind.value != "all" or self.filter.value:
             lines[0] += f" (kind={self.kind.value}, filter={self.filter.value!r})"
-        lines += [f"  {uri}" for uri in self.visible()[:20]]
+        visible = self.visible()
+        lines += [f"  {uri}" for uri in visible[:20]]
+        if len(visible) > 20:
+            lines.append(f"  … showing 20 of {len(visible)}; narrow with mcp_notebook.browser(kind, text)")
         if self.current:
             sub = f" (subscribed, {self.updates} update(s))" if self.watching else ""
             lines += [f"preview{sub}:", self.text]

@@ -1,0 +1,7 @@
+"""``python -m mcp_notebook``: the ``mcp-notebook`` command, without relying on PATH."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
