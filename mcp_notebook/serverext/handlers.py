@@ -1,0 +1,208 @@
+"""Tornado handlers: the authenticated MCP pipe to a kernel's hub, and the list of kernels with hubs.
+
+Every handler authenticates with the Jupyter server's own identity provider (token header,
+``Bearer``, or the browser's cookie plus XSRF) before it reads a body; none is reachable
+without it, OPTIONS included. The pipe copies bytes and never parses MCP content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .hubs import HubAddress, HubFinder, HubUnavailable
+from .upstream import UpstreamError, UpstreamResponse, request
+
+AUTH_RESOURCE = "kernels"
+# Request headers handed to the hub (everything else stays: cookies, Jupyter's Authorization, Origin).
+FORWARD_REQUEST = frozenset({"accept", "content-type", "last-event-id", "mcp-session-id", "mcp-protocol-version"})
+# Reply headers handed back (never WWW-Authenticate: a hub 401 is the server's problem, not the client's).
+FORWARD_REPLY = frozenset({"content-type", "mcp-session-id", "mcp-protocol-version", "allow", "retry-after"})
+
+
+def _forwarded(name: str, allowed: frozenset[str]) -> bool:
+    low = name.lower()
+    return low in allowed or low.startswith("mcp-")
+
+
+class _Base(APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def finder(self) -> HubFinder:
+        return self.settings["mcp_notebook_finder"]
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        """Jupyter's checks (identity, Origin, XSRF for cookie users), then refuse anyone unknown."""
+        await super().prepare()
+        if self.current_user is None:
+            raise web.HTTPError(403, "authentication required")
+
+    @web.authenticated
+    @authorized(action="read")
+    def options(self, *args: Any, **kwargs: Any) -> None:
+        """No unauthenticated preflight: the extension answers nothing to an unknown caller."""
+        self.set_header("Allow", "GET, POST, DELETE, OPTIONS")
+        self.set_status(204)
+        self.finish()
+
+
+class KernelsHandler(_Base):
+    """``GET {base_url}mcp-notebook/kernels``: the kernels of this server that have a hub."""
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self) -> None:
+        paths: dict[str, str] = {}
+        sessions = self.settings.get("session_manager")
+        if sessions is not None:
+            try:
+                for s in await sessions.list_sessions():
+                    kid = (s.get("kernel") or {}).get("id")
+                    if kid and s.get("path"):
+                        paths[kid] = s["path"]
+            except Exception:  # the listing must not fail because the session database did
+                self.log.debug("mcp-notebook: could not list sessions", exc_info=True)
+        base = self.base_url.rstrip("/")
+        hubs = self.finder.hubs(paths)
+        for entry in hubs:
+            entry["mcp_path"] = f"{base}/mcp-notebook/kernels/{entry['kernel_id']}/mcp"
+        self.finish(json.dumps(hubs))
+
+
+@web.stream_request_body
+class McpProxyHandler(_Base):
+    """``{base_url}mcp-notebook/kernels/{kernel_id}/mcp``: POST/GET/DELETE piped to the kernel's hub."""
+
+    _body: bytearray
+    _task: asyncio.Task[None] | None = None
+    _client_gone = False
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        await super().prepare()  # authenticated before a byte of the body is read
+        limit = int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
+        self._body = bytearray()
+        declared = self.request.headers.get("Content-Length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise web.HTTPError(413, f"request body larger than {limit} bytes")
+        self.request.connection.set_max_body_size(limit)
+
+    def data_received(self, chunk: bytes) -> None:
+        self._body += chunk
+
+    def on_connection_close(self) -> None:
+        """The client went away: end the request to the hub (it closes a stream at once)."""
+        self._client_gone = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, HubUnavailable):
+            self.finish(json.dumps(exc.body()))
+            return
+        super().write_error(status_code, **kwargs)
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def post(self, kernel_id: str) -> None:
+        await self._proxy(kernel_id)
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def get(self, kernel_id: str) -> None:
+        await self._proxy(kernel_id)
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def delete(self, kernel_id: str) -> None:
+        await self._proxy(kernel_id)
+
+    # -- the pipe --------------------------------------------------------------------------------
+    def _hub_headers(self, hub: HubAddress) -> dict[str, str]:
+        out = {name: value for name, value in self.request.headers.get_all() if _forwarded(name, FORWARD_REQUEST)}
+        out["Host"] = hub.host_header  # the hub accepts only its loopback name (DNS-rebinding guard)
+        if hub.token:
+            out["Authorization"] = f"Bearer {hub.token}"
+        out["Connection"] = "close"
+        return out
+
+    async def _open(self, kernel_id: str, method: str, body: bytes | None) -> UpstreamResponse:
+        """Send the request to the kernel's hub; one fresh lookup if the first address was stale."""
+        last: Exception | None = None
+        for _ in range(2):
+            hub = self.finder.locate(kernel_id)
+            try:
+                reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body)
+            except UpstreamError as exc:
+                last = exc
+                await asyncio.sleep(0.05)
+                continue
+            if reply.status == 401:  # the hub was reloaded with a new token between lookup and request
+                reply.close()
+                last = UpstreamError("the hub refused the server's token")
+                continue
+            return reply
+        raise HubUnavailable(
+            502, "hub_unreachable", f"The mcp-notebook hub of kernel {kernel_id} did not answer: {last}", kernel_id
+        )
+
+    async def _proxy(self, kernel_id: str) -> None:
+        method = self.request.method or "GET"
+        body = bytes(self._body) if method == "POST" else None
+        self._task = asyncio.ensure_future(self._pipe(kernel_id, method, body))
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            if not self._client_gone:
+                raise
+        finally:
+            self._task = None
+
+    async def _pipe(self, kernel_id: str, method: str, body: bytes | None) -> None:
+        try:
+            reply = await self._open(kernel_id, method, body)
+        except HubUnavailable as exc:
+            self.set_status(exc.status)
+            self.finish(json.dumps(exc.body()))
+            return
+        try:
+            self.set_status(reply.status, reply.reason or None)
+            self.clear_header("Content-Type")
+            for name, value in reply.headers:
+                if _forwarded(name, FORWARD_REPLY):
+                    self.set_header(name, value)
+            content_type = reply.header("content-type") or "application/json"
+            streaming = "text/event-stream" in content_type
+            if streaming:
+                self.set_header("Cache-Control", "no-store")
+                self.set_header("X-Accel-Buffering", "no")  # nginx in front of JupyterHub must not buffer
+            elif reply.length is not None and reply.status not in (204, 304):
+                self.set_header("Content-Length", str(reply.length))
+            if streaming:
+                await self.flush()  # the client sees the stream open before the first event
+            async for piece in reply.chunks():
+                self.write(piece)
+                await self.flush()  # waits while the client is slow: back-pressure on the hub
+            if reply.complete:
+                self.finish(set_content_type=content_type)
+            else:
+                self.request.connection.close()  # tell the client the reply broke, not that it ended
+        except UpstreamError:
+            if self._headers_written:
+                self.request.connection.close()
+            else:
+                self.clear()
+                gone = HubUnavailable(502, "hub_unreachable", f"The hub of kernel {kernel_id} broke off.", kernel_id)
+                self.set_status(502)
+                self.finish(json.dumps(gone.body()))
+        except StreamClosedError:
+            self._client_gone = True
+        finally:
+            reply.close()
