@@ -44,13 +44,25 @@ class _Base(APIHandler):
         if self.current_user is None:
             raise web.HTTPError(403, "authentication required")
 
+    _refusal: web.HTTPError | None = None
+
     @web.authenticated
     @authorized(action="read")
     def options(self, *args: Any, **kwargs: Any) -> None:
         """No unauthenticated preflight: the extension answers nothing to an unknown caller."""
+        if self._refusal is not None:
+            raise self._refusal
         self.set_header("Allow", "GET, POST, DELETE, OPTIONS")
         self.set_status(204)
         self.finish()
+
+    @web.authenticated
+    def _unsupported(self, *args: Any, **kwargs: Any) -> None:
+        if self._refusal is not None:
+            raise self._refusal
+        raise web.HTTPError(405)
+
+    head = put = patch = _unsupported
 
 
 class KernelsHandler(_Base):
@@ -83,17 +95,30 @@ class McpProxyHandler(_Base):
     _body: bytearray
     _task: asyncio.Task[None] | None = None
     _client_gone = False
+    _overflow = False
 
     async def prepare(self) -> None:  # type: ignore[override]
-        await super().prepare()  # authenticated before a byte of the body is read
-        limit = int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
+        """Authenticate before the body is read; refuse only after it was read (bounded).
+
+        Answering while the client still sends makes the server close a socket with unread data:
+        the client then gets a reset instead of the 403 or 413.
+        """
+        try:
+            await APIHandler.prepare(self)  # identity, Origin, XSRF for cookie users
+            if self.current_user is None:
+                raise web.HTTPError(403, "authentication required")
+        except web.HTTPError as exc:
+            self._refusal = exc
+        self._limit = 0 if self._refusal else int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
         self._body = bytearray()
-        declared = self.request.headers.get("Content-Length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise web.HTTPError(413, f"request body larger than {limit} bytes")
-        self.request.connection.set_max_body_size(limit)
+        # beyond this, tornado answers 400 and drops the connection (no read of unbounded junk)
+        self.request.connection.set_max_body_size(max(16 * self._limit, 1 << 20))
 
     def data_received(self, chunk: bytes) -> None:
+        if self._overflow or len(self._body) + len(chunk) > self._limit:
+            self._overflow = True
+            self._body.clear()
+            return
         self._body += chunk
 
     def on_connection_close(self) -> None:
@@ -154,6 +179,11 @@ class McpProxyHandler(_Base):
         )
 
     async def _proxy(self, kernel_id: str) -> None:
+        if self._refusal is not None:
+            raise self._refusal
+        if self._overflow:
+            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
+            raise web.HTTPError(413, f"request body larger than {limit} bytes")
         method = self.request.method or "GET"
         body = bytes(self._body) if method == "POST" else None
         self._task = asyncio.ensure_future(self._pipe(kernel_id, method, body))

@@ -1,0 +1,267 @@
+"""The Jupyter server extension against a real ``jupyter server``: kernels started through its REST
+API, hubs loaded in them, the official SDK client in both eras speaking to the server URL with the
+Jupyter token, raw HTTP for the pipe's edges, and refusal of everyone without the token."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from jserver import JupyterServer, load_hub, run
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from sdk import Inbox
+
+TOKEN = "serverext-test-token"
+NOTEBOOK = "work/analysis.ipynb"
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    s = JupyterServer(tmp_path_factory.mktemp("jserver"), token=TOKEN)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def kernel(server: JupyterServer) -> dict[str, Any]:
+    """A notebook session's kernel with the hub loaded: its id, a client, the hub's info."""
+    kid = server.start_session(NOTEBOOK)
+    kc = server.client(kid)
+    info = load_hub(kc)
+    return {"id": kid, "kc": kc, "hub": info, "url": server.mcp_url(kid)}
+
+
+@contextlib.asynccontextmanager
+async def sdk(url: str, mode: str, auth: str) -> AsyncIterator[tuple[Client, Inbox]]:
+    inbox = Inbox()
+    async with httpx2.AsyncClient(headers={"Authorization": auth}, timeout=httpx2.Timeout(30, read=300)) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, message_handler=inbox.handle, mode=mode, cache=None) as client:
+            yield client, inbox
+
+
+async def cell(kernel: dict[str, Any], code: str) -> str:
+    return await anyio.to_thread.run_sync(run, kernel["kc"], code)
+
+
+def test_config_file_enables_the_extension():
+    doc = json.loads((ROOT / "jupyter-config" / "server-config" / "mcp_notebook.json").read_text())
+    assert doc == {"ServerApp": {"jpserver_extensions": {"mcp_notebook": True}}}
+    import mcp_notebook
+
+    assert mcp_notebook._jupyter_server_extension_points() == [{"module": "mcp_notebook.serverext"}]
+
+
+def test_kernels_lists_hubs_without_secrets(server, kernel):
+    other = server.start_kernel()  # a kernel without a hub is not listed
+    r = server.http.get("mcp-notebook/kernels")
+    assert r.status_code == 200, r.text
+    entries = r.json()
+    assert [e["kernel_id"] for e in entries] == [kernel["id"]]
+    entry = entries[0]
+    assert entry["notebook_path"] == NOTEBOOK
+    assert "2026-07-28" in entry["protocol_versions"] and "2025-11-25" in entry["protocol_versions"]
+    assert entry["mcp_path"] == f"/mcp-notebook/kernels/{kernel['id']}/mcp"
+    assert kernel["hub"]["token"] not in r.text and str(kernel["hub"]["url"]) not in r.text
+    # the kernel is known but has no hub: a clear 503 naming the remedy and the limit
+    r = server.http.post(f"mcp-notebook/kernels/{other}/mcp", headers=ACCEPT, json={"jsonrpc": "2.0", "id": 1})
+    assert r.status_code == 503
+    body = r.json()
+    assert body["reason"] == "no_hub" and body["error"]["data"]["kernel_id"] == other
+    assert "%load_ext mcp_notebook" in body["error"]["message"] and "another host" in body["error"]["message"]
+    server.http.delete(f"api/kernels/{other}")
+
+
+def test_unknown_kernel_is_404(server, kernel):
+    r = server.http.post(
+        "mcp-notebook/kernels/00000000-0000-0000-0000-000000000000/mcp", headers=ACCEPT, json={"jsonrpc": "2.0"}
+    )
+    assert r.status_code == 404 and r.json()["reason"] == "unknown_kernel"
+
+
+@pytest.mark.parametrize("auth", [None, "token wrong-token", "Bearer wrong-token", f"Bearer {TOKEN}x"])
+def test_every_route_refuses_without_the_jupyter_token(server, kernel, auth):
+    routes = ["mcp-notebook/kernels", f"mcp-notebook/kernels/{kernel['id']}/mcp"]
+    headers = {**ACCEPT, **({"Authorization": auth} if auth else {})}
+    hub_token = kernel["hub"]["token"]
+    with httpx.Client(base_url=server.url, timeout=30) as raw:
+        for route in routes:
+            for method in ("GET", "POST", "DELETE", "OPTIONS", "PUT", "HEAD"):
+                body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
+                r = raw.request(method, route, headers=headers, content=body if method == "POST" else None)
+                assert r.status_code in (401, 403), (method, route, r.status_code, r.text)
+                assert "jsonrpc" not in r.text and "mcp-session-id" not in r.headers
+        # the hub's own token is no key to the server either
+        r = raw.post(routes[1], headers={**ACCEPT, "Authorization": f"Bearer {hub_token}"}, json={"jsonrpc": "2.0"})
+        assert r.status_code == 403
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_sdk_list_and_read_through_the_server(server, kernel, mode):
+    run(kernel["kc"], "remote_x = [1, 2, 3]")
+    auth = f"token {TOKEN}" if mode == "auto" else f"Bearer {TOKEN}"
+
+    async def go():
+        async with sdk(kernel["url"], mode, auth) as (client, _):
+            assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert {"nb://kernel", "nb://vars", "nb://vars/remote_x"} <= uris
+            read = await client.read_resource("nb://vars/remote_x")
+            assert json.loads(read.contents[0].text)["repr"] == "[1, 2, 3]"
+            doc = json.loads((await client.read_resource("nb://kernel")).contents[0].text)
+            assert doc["kernel_id"] == kernel["id"] and doc["notebook_path"] == NOTEBOOK
+
+    anyio.run(go)
+
+
+def test_handshake_subscription_gets_updated_through_the_get_stream(server, kernel):
+    run(kernel["kc"], "remote_watched = [1]")
+
+    async def go():
+        async with sdk(kernel["url"], "legacy", f"token {TOKEN}") as (client, inbox):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                await client.subscribe_resource("nb://vars/remote_watched")
+            await anyio.sleep(0.3)  # the SDK opens its GET stream in the background
+            await cell(kernel, "remote_watched.append(2)")
+            await inbox.wait_for(lambda i: "nb://vars/remote_watched" in i.updated, timeout=15)
+            read = await client.read_resource("nb://vars/remote_watched")
+            assert json.loads(read.contents[0].text)["repr"] == "[1, 2]"
+
+    anyio.run(go)
+
+
+def test_modern_listen_streams_through_the_server(server, kernel):
+    run(kernel["kc"], "remote_listened = {'a': 1}")
+
+    async def go():
+        async with sdk(kernel["url"], "auto", f"token {TOKEN}") as (client, _):
+            async with client.listen(
+                resource_subscriptions=["nb://vars/remote_listened"], resources_list_changed=True
+            ) as sub:
+                assert list(sub.honored.resource_subscriptions) == ["nb://vars/remote_listened"]
+                await cell(kernel, "remote_listened['b'] = 2")
+                with anyio.fail_after(15):
+                    async for event in sub:
+                        if getattr(event, "uri", None) == "nb://vars/remote_listened":
+                            break
+                await cell(kernel, "remote_brand_new = 5")
+                with anyio.fail_after(15):
+                    async for event in sub:
+                        if type(event).__name__ == "ResourcesListChanged":
+                            break
+
+    anyio.run(go)
+
+
+def _initialize(http: httpx.Client, url: str) -> str:
+    r = http.post(url, headers=ACCEPT, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+    assert r.status_code == 200, r.text
+    sid = r.headers["mcp-session-id"]
+    h = {**ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+    assert http.post(url, headers=h, json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+    return sid
+
+
+def test_session_delete_and_headers_pass_through(server, kernel):
+    http = server.http
+    sid = _initialize(http, kernel["url"])
+    h = {**ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+    r = http.post(kernel["url"], headers=h, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert r.status_code == 200 and r.json()["result"] == {}
+    assert r.headers["content-type"].startswith("application/json")
+    assert http.delete(kernel["url"], headers=h).status_code in (200, 202, 204)
+    r = http.post(kernel["url"], headers=h, json={"jsonrpc": "2.0", "id": 2, "method": "ping"})
+    assert r.status_code == 404  # the hub's answer for an ended session, passed through
+    r = http.post(kernel["url"], headers={**ACCEPT, "MCP-Protocol-Version": "1999-01-01"}, json={"jsonrpc": "2.0"})
+    assert r.status_code == 400  # the hub's status codes pass through
+    # modern era: GET is not part of it; the hub's 405 and its Allow header come back
+    r = http.get(kernel["url"], headers={"Accept": "text/event-stream", "MCP-Protocol-Version": "2026-07-28"})
+    assert r.status_code in (400, 405)
+
+
+def test_get_stream_is_not_buffered_and_client_disconnect_ends_it(server, kernel):
+    """An event reaches the client while the stream stays open; closing the client frees the hub stream."""
+    run(kernel["kc"], "remote_stream = 1")
+    http = server.http
+    sid = _initialize(http, kernel["url"])
+    h = {**ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+    sub = {"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": {"uri": "nb://vars/remote_stream"}}
+    assert http.post(kernel["url"], headers=h, json=sub).status_code == 200
+    got: list[str] = []
+    opened = threading.Event()
+
+    def trigger() -> None:
+        opened.wait(15)
+        run(kernel["kc"], "remote_stream = 2")
+
+    t = threading.Thread(target=trigger, daemon=True)
+    t.start()
+    with http.stream("GET", kernel["url"], headers={**h, "Accept": "text/event-stream"}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        assert "content-length" not in r.headers
+        opened.set()
+        for line in r.iter_lines():
+            if line.startswith("data:"):
+                got.append(line)
+                if "nb://vars/remote_stream" in line:
+                    break
+    t.join(30)
+    assert any("notifications/resources/updated" in g for g in got)
+    # the hub ended that stream when the proxy's upstream connection went away: a new GET is accepted
+    with http.stream("GET", kernel["url"], headers={**h, "Accept": "text/event-stream"}) as r:
+        assert r.status_code == 200
+    http.delete(kernel["url"], headers=h)
+
+
+def test_body_limit_and_foreign_origin(server, kernel):
+    big = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * 1_100_000 + b'"}}'
+    r = server.http.post(kernel["url"], headers=ACCEPT, content=big)
+    assert r.status_code == 413
+    # the browser's own origin (same host as the server) is fine: the hub never sees an Origin
+    same = {**ACCEPT, "Origin": server.url.rstrip("/")}
+    r = server.http.post(kernel["url"], headers=same, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+    assert r.status_code == 200, r.text
+    server.http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})
+    # a token in a header is Jupyter's proof against cross-site use: it skips Origin checks for it
+    foreign = {**ACCEPT, "Origin": "http://evil.example.com"}
+    r = server.http.post(kernel["url"], headers=foreign, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+    assert r.status_code == 200, r.text
+    server.http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})
+
+
+def test_browser_cookie_needs_xsrf_and_its_own_origin(server, kernel):
+    """A browser logged in with a cookie: XSRF token and same Origin required, as for Jupyter's own API."""
+    with httpx.Client(base_url=server.url, timeout=30) as browser:
+        browser.get("login")
+        xsrf = browser.cookies.get("_xsrf")
+        assert xsrf
+        r = browser.post("login", data={"password": TOKEN, "_xsrf": xsrf})
+        assert r.status_code in (200, 302), r.text
+        assert browser.get("mcp-notebook/kernels").status_code == 200  # the cookie authenticates
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+        origin = server.url.rstrip("/")
+        r = browser.post(kernel["url"], headers={**ACCEPT, "Origin": origin}, json=body)
+        assert r.status_code == 403  # no XSRF token
+        h = {**ACCEPT, "Origin": origin, "X-XSRFToken": xsrf}
+        r = browser.post(kernel["url"], headers=h, json=body)
+        assert r.status_code == 200, r.text
+        browser.delete(kernel["url"], headers={**h, "Mcp-Session-Id": r.headers["mcp-session-id"]})
+        r = browser.post(kernel["url"], headers={**h, "Origin": "http://evil.example.com"}, json=body)
+        assert r.status_code in (403, 404) and "jsonrpc" not in r.text
