@@ -36,9 +36,38 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _bridge(args: argparse.Namespace) -> int:
+    if args.server:
+        from .remote import TokenError, run_remote_bridge
+
+        try:
+            return run_remote_bridge(args.server, args.token_file, args.notebook, args.kernel, args.reconnect_timeout)
+        except (TokenError, ValueError) as exc:
+            print(f"mcp-notebook bridge: {exc}", file=sys.stderr)
+            return 2
     from .bridge import run_bridge
 
     return run_bridge(args.notebook, args.kernel, args.reconnect_timeout)
+
+
+def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
+    """The entry for a kernel on a remote Jupyter server (``--server``), through its server extension."""
+    from . import clients_config as cc
+    from .bridge import NoHub
+    from .remote import TOKEN_ENVS, RemoteSelector, read_token, server_base
+
+    server = server_base(args.server)
+    token = read_token(args.token_file)
+    if args.http:
+        try:
+            record = RemoteSelector(args.notebook, args.kernel, server=server, token=token).find()
+        except NoHub as exc:
+            raise cc.ConfigError(str(exc)) from None
+        return cc.entry(args.host, bridge_args=[], url=record.url, token=token, scheme="token")
+    bridge_args = ["--server", server, *selection]
+    if args.token_file:
+        bridge_args += ["--token-file", str(Path(args.token_file).expanduser().resolve())]
+        return cc.entry(args.host, bridge_args=bridge_args)
+    return cc.entry(args.host, bridge_args=bridge_args, env={TOKEN_ENVS[0]: token})
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -47,7 +76,15 @@ def _config(args: argparse.Namespace) -> int:
 
     selection = ["--notebook", args.notebook] if args.notebook else ["--kernel", args.kernel] if args.kernel else []
     try:
-        if args.http:
+        if args.server:
+            from .remote import TokenError
+
+            try:
+                server = _remote_config(args, selection)
+            except (TokenError, ValueError) as exc:
+                print(f"mcp-notebook config: {exc}", file=sys.stderr)
+                return 1
+        elif args.http:
             try:
                 record = Selector(args.notebook, args.kernel).find()
             except NoHub as exc:
@@ -64,7 +101,12 @@ def _config(args: argparse.Namespace) -> int:
         print(f"mcp-notebook config: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(cc.snippet(args.host, args.name, cc.masked(server)), indent=2))
-    if args.http:
+    if args.server and not args.token_file:
+        print(
+            "note: the Jupyter token is not printed; --write puts it into the config file (mode 0600).",
+            file=sys.stderr,
+        )
+    elif args.http:
         print(
             "note: the token is not printed; --write puts it into the config file (mode 0600). "
             "The URL changes when the kernel restarts unless MCPHub.port is fixed: prefer the bridge.",
@@ -78,6 +120,16 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     group.add_argument("--notebook", metavar="PATH", help="the hub of this notebook (path as the kernel knows it)")
     group.add_argument("--kernel", metavar="ID", help="the hub of this kernel id (or a unique prefix)")
     group.add_argument("--latest", action="store_true", help="the most recently started hub (the default)")
+
+
+def _add_remote(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        help="a (remote) Jupyter server with the mcp-notebook extension; its token comes from "
+        "$MCP_NOTEBOOK_SERVER_TOKEN or $JUPYTER_TOKEN, or --token-file",
+    )
+    p.add_argument("--token-file", metavar="PATH", help="file holding the Jupyter server's token (with --server)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     bridge.add_argument(
         "--reconnect-timeout", type=float, default=30.0, metavar="S", help="how long to wait for a restarted hub"
     )
+    _add_remote(bridge)
     bridge.set_defaults(func=_bridge)
 
     config = sub.add_parser("config", help="print (or --write) the MCP config snippet for a host")
@@ -107,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--write", action="store_true", help="merge the entry into the host's config file")
     config.add_argument("--path", help="config file to write (implies --write)")
     config.add_argument("--name", default="notebook", help="server name in the config (default: notebook)")
+    _add_remote(config)
     config.set_defaults(func=_config)
     return parser
 

@@ -59,7 +59,7 @@ class JupyterServer:
             f"--ServerApp.root_dir={self.root}",
             "--ServerApp.jpserver_extensions=mcp_notebook=True",
         ]
-        self.log = open(base / "server.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.log = open(base / "server.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.root))
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"token {token}"}, timeout=60)
         self.clients: list[BlockingKernelClient] = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -224,10 +225,22 @@ def test_get_stream_is_not_buffered_and_client_disconnect_ends_it(server, kernel
                     break
     t.join(30)
     assert any("notifications/resources/updated" in g for g in got)
-    # the hub ended that stream when the proxy's upstream connection went away: a new GET is accepted
-    with http.stream("GET", kernel["url"], headers={**h, "Accept": "text/event-stream"}) as r:
-        assert r.status_code == 200
+    # the client went away: the proxy closed its hub connection and the hub ended that stream
+    assert wait_streams(kernel, 0), "the hub still holds the stream of a client that left"
     http.delete(kernel["url"], headers=h)
+
+
+def hub_streams(kernel: dict[str, Any]) -> int:
+    return int(run(kernel["kc"], "import mcp_notebook as _m; print(len(_m.hub().transport.streams))").strip())
+
+
+def wait_streams(kernel: dict[str, Any], count: int, timeout: float = 15) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if hub_streams(kernel) == count:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def test_body_limit_and_foreign_origin(server, kernel):
@@ -236,12 +249,16 @@ def test_body_limit_and_foreign_origin(server, kernel):
     assert r.status_code == 413
     # the browser's own origin (same host as the server) is fine: the hub never sees an Origin
     same = {**ACCEPT, "Origin": server.url.rstrip("/")}
-    r = server.http.post(kernel["url"], headers=same, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+    r = server.http.post(
+        kernel["url"], headers=same, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+    )
     assert r.status_code == 200, r.text
     server.http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})
     # a token in a header is Jupyter's proof against cross-site use: it skips Origin checks for it
     foreign = {**ACCEPT, "Origin": "http://evil.example.com"}
-    r = server.http.post(kernel["url"], headers=foreign, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT})
+    r = server.http.post(
+        kernel["url"], headers=foreign, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+    )
     assert r.status_code == 200, r.text
     server.http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})
 
@@ -265,3 +282,27 @@ def test_browser_cookie_needs_xsrf_and_its_own_origin(server, kernel):
         browser.delete(kernel["url"], headers={**h, "Mcp-Session-Id": r.headers["mcp-session-id"]})
         r = browser.post(kernel["url"], headers={**h, "Origin": "http://evil.example.com"}, json=body)
         assert r.status_code in (403, 404) and "jsonrpc" not in r.text
+
+
+def test_hub_going_away_ends_the_stream_and_a_new_hub_is_found(server, kernel):
+    """Upstream end reaches the client; after %mcp start (new port, new token) the same URL works."""
+    http = server.http
+    sid = _initialize(http, kernel["url"])
+    h = {**ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25", "Accept": "text/event-stream"}
+    stopper = threading.Timer(0.5, run, args=(kernel["kc"], "%mcp stop"))
+    with http.stream("GET", kernel["url"], headers=h) as r:
+        assert r.status_code == 200
+        stopper.start()
+        lines = list(r.iter_lines())  # ends when the hub stops (bounded by the client's read timeout)
+    stopper.join(30)
+    assert all(not line.startswith("data:") or "jsonrpc" in line for line in lines)
+    r = http.post(
+        kernel["url"], headers=ACCEPT, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+    )
+    assert r.status_code == 503 and r.json()["reason"] == "no_hub"
+    run(kernel["kc"], "%mcp start")
+    r = http.post(
+        kernel["url"], headers=ACCEPT, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+    )
+    assert r.status_code == 200, r.text
+    http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})

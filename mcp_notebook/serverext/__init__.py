@@ -53,4 +53,3 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         ],
     )
     serverapp.log.info("mcp-notebook: MCP for this server's kernels at %smcp-notebook/kernels/<id>/mcp", base)
-
