@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -19,6 +22,7 @@ import httpx2
 import pytest
 from jserver import JupyterServer, load_hub, run
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from sdk import Inbox
 
@@ -306,3 +310,115 @@ def test_hub_going_away_ends_the_stream_and_a_new_hub_is_found(server, kernel):
     )
     assert r.status_code == 200, r.text
     http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})
+
+
+# -- the stdio bridge and the config command against the remote server ------------------------------
+def bridge_params(server: JupyterServer, *args: str, token: str = TOKEN) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_notebook.cli", "bridge", "--server", server.url, *args],
+        env={"MCP_NOTEBOOK_SERVER_TOKEN": token, "JUPYTER_RUNTIME_DIR": "/nonexistent-runtime-dir"},
+    )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_bridge_server_end_to_end(server, kernel, mode):
+    run(kernel["kc"], "bridged_remote = [1]")
+
+    async def go():
+        inbox = Inbox()
+        params = bridge_params(server, "--kernel", kernel["id"][:8])
+        async with Client(params, mode=mode, message_handler=inbox.handle, cache=None) as client:
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert "nb://vars/bridged_remote" in uris
+            read = await client.read_resource("nb://vars/bridged_remote")
+            assert json.loads(read.contents[0].text)["repr"] == "[1]"
+            if mode == "legacy":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    await client.subscribe_resource("nb://vars/bridged_remote")
+                await anyio.sleep(0.3)
+                await cell(kernel, "bridged_remote.append(2)")
+                await inbox.wait_for(lambda i: "nb://vars/bridged_remote" in i.updated, timeout=15)
+            else:
+                async with client.listen(resource_subscriptions=["nb://vars/bridged_remote"]) as sub:
+                    await cell(kernel, "bridged_remote.append(3)")
+                    with anyio.fail_after(15):
+                        async for event in sub:
+                            if getattr(event, "uri", None) == "nb://vars/bridged_remote":
+                                break
+
+    anyio.run(go)
+
+
+def test_bridge_server_with_a_wrong_token_says_so(server, kernel):
+    async def go():
+        params = bridge_params(server, "--notebook", NOTEBOOK, token="wrong")
+        async with Client(params, mode="legacy", cache=None) as client:
+            await client.list_resources()
+
+    with pytest.raises(BaseException) as caught:
+        anyio.run(go)
+    assert "refused the token" in " ".join(leaves(caught.value))
+
+
+def leaves(exc: BaseException) -> list[str]:
+    """Messages of an exception and of everything inside an exception group."""
+    inner = getattr(exc, "exceptions", None)  # an exception group (Python 3.11+, or the backport)
+    if isinstance(inner, (list, tuple)):
+        return [m for e in inner for m in leaves(e)]
+    return [str(exc)]
+
+
+def test_bridge_server_without_a_token_exits(server):
+    env = {k: v for k, v in os.environ.items() if k not in ("MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_notebook.cli", "bridge", "--server", server.url],
+        env=env,
+        input=b"",
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and b"MCP_NOTEBOOK_SERVER_TOKEN" in proc.stderr
+
+
+def test_config_server_writes_http_and_bridge_entries(server, kernel, tmp_path, monkeypatch, capsys):
+    from mcp_notebook.cli import main
+
+    monkeypatch.setenv("MCP_NOTEBOOK_SERVER_TOKEN", TOKEN)
+    # printed: the token is masked
+    assert main(["config", "claude-code", "--server", server.url, "--http", "--kernel", kernel["id"]]) == 0
+    printed = capsys.readouterr().out
+    assert TOKEN not in printed and server.mcp_url(kernel["id"]) in printed
+    # written: the HTTP entry with Jupyter's token header, owner-only
+    path = tmp_path / ".mcp.json"
+    assert main(["config", "claude-code", "--server", server.url, "--http", "--path", str(path)]) == 0
+    assert path.stat().st_mode & 0o777 == 0o600
+    entry = json.loads(path.read_text())["mcpServers"]["notebook"]
+    assert entry == {
+        "type": "http",
+        "url": server.mcp_url(kernel["id"]),
+        "headers": {"Authorization": f"token {TOKEN}"},
+    }
+    # the bridge form carries the token in its env (file owner-only), or names a token file
+    vs = tmp_path / "mcp.json"
+    assert main(["config", "vscode", "--server", server.url, "--notebook", NOTEBOOK, "--path", str(vs)]) == 0
+    entry = json.loads(vs.read_text())["servers"]["notebook"]
+    assert entry["args"][-5:] == ["bridge", "--server", server.url, "--notebook", NOTEBOOK]
+    assert entry["env"]["MCP_NOTEBOOK_SERVER_TOKEN"] == TOKEN and vs.stat().st_mode & 0o777 == 0o600
+    token_file = tmp_path / "jupyter-token"
+    token_file.write_text(TOKEN + "\n")
+    monkeypatch.delenv("MCP_NOTEBOOK_SERVER_TOKEN")
+    cur = tmp_path / "cursor.json"
+    assert main(["config", "cursor", "--server", server.url, "--token-file", str(token_file), "--path", str(cur)]) == 0
+    entry = json.loads(cur.read_text())["mcpServers"]["notebook"]
+    assert entry["args"][-4:] == ["--server", server.url, "--token-file", str(token_file)]
+    assert TOKEN not in cur.read_text()
+
+    # the bridge with a token file reaches the kernel
+    async def go():
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry.get("env"))
+        async with Client(params, mode="auto", cache=None) as client:
+            assert "nb://vars" in {str(r.uri) for r in (await client.list_resources()).resources}
+
+    anyio.run(go)
