@@ -167,7 +167,9 @@ class McpProxyHandler(_Base):
                 reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body)
             except UpstreamError as exc:
                 last = exc
-                await asyncio.sleep(0.05)
+                if exc.sent:  # the hub may have acted on it: never send a request twice
+                    break
+                await asyncio.sleep(0.05)  # a stale runtime file: look again once
                 continue
             if reply.status == 401:  # the hub was reloaded with a new token between lookup and request
                 reply.close()

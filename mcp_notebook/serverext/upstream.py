@@ -16,7 +16,14 @@ READ_PIECE = 64 * 1024
 
 
 class UpstreamError(Exception):
-    """The hub could not be reached or answered something that is not HTTP/1.x."""
+    """The hub could not be reached or answered something that is not HTTP/1.x.
+
+    ``sent`` tells whether the request may have reached the hub (then it must not be repeated).
+    """
+
+    def __init__(self, message: str, sent: bool = True):
+        super().__init__(message)
+        self.sent = sent
 
 
 class UpstreamResponse:
@@ -118,7 +125,7 @@ async def request(
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), 10.0)
     except (OSError, asyncio.TimeoutError) as exc:
-        raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {exc or 'timed out'}") from exc
+        raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {exc or 'timed out'}", sent=False) from exc
     try:
         lines = [f"{method} {path} HTTP/1.1"]
         for name, value in headers.items():
