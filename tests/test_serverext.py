@@ -172,6 +172,8 @@ def test_modern_listen_streams_through_the_server(server, kernel):
                             break
 
     anyio.run(go)
+    # the client closed its listen stream: the proxy ended the hub's side too
+    assert wait_streams(kernel, 0), "the hub still holds the listen stream of a client that left"
 
 
 def _initialize(http: httpx.Client, url: str) -> str:
