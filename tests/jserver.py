@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from typing import Any
 
 import httpx
 from jupyter_client import BlockingKernelClient
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -29,7 +32,11 @@ def free_port() -> int:
 class JupyterServer:
     """``python -m jupyter server`` with the extension enabled, stopped by :meth:`stop`."""
 
-    def __init__(self, base: Path, token: str = "test-jupyter-token", base_url: str = "/"):
+    def __init__(
+        self, base: Path, token: str = "test-jupyter-token", base_url: str = "/", by_config_file: bool = False
+    ):
+        """``by_config_file``: enable the extension by the package's config file in the server's config
+        dir (what ``pip install`` puts into ``etc/jupyter/jupyter_server_config.d``), not by a flag."""
         self.token = token
         self.port = free_port()
         self.root = base / "root"
@@ -57,8 +64,13 @@ class JupyterServer:
             f"--ServerApp.base_url={base_url}",
             "--no-browser",
             f"--ServerApp.root_dir={self.root}",
-            "--ServerApp.jpserver_extensions=mcp_notebook=True",
         ]
+        if by_config_file:
+            conf_d = base / "config" / "jupyter_server_config.d"
+            conf_d.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / "jupyter-config" / "server-config" / "mcp_notebook.json", conf_d)
+        else:
+            args.append("--ServerApp.jpserver_extensions=mcp_notebook=True")
         self.log = open(base / "server.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.root))
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"token {token}"}, timeout=60)

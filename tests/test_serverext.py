@@ -64,12 +64,30 @@ async def cell(kernel: dict[str, Any], code: str) -> str:
     return await anyio.to_thread.run_sync(run, kernel["kc"], code)
 
 
-def test_config_file_enables_the_extension():
+def test_config_file_enables_the_extension(tmp_path):
     doc = json.loads((ROOT / "jupyter-config" / "server-config" / "mcp_notebook.json").read_text())
     assert doc == {"ServerApp": {"jpserver_extensions": {"mcp_notebook": True}}}
     import mcp_notebook
 
     assert mcp_notebook._jupyter_server_extension_points() == [{"module": "mcp_notebook.serverext"}]
+    # a server that has only the config file in its jupyter_server_config.d serves the routes,
+    # under its base URL (JupyterHub's /user/<name>/)
+    s = JupyterServer(tmp_path, token=TOKEN, base_url="/user/alice/", by_config_file=True)
+    try:
+        assert s.http.get("mcp-notebook/kernels").json() == []
+        assert httpx.get(s.url + "mcp-notebook/kernels", timeout=30).status_code == 403
+        kid = s.start_kernel()
+        load_hub(s.client(kid))
+        (entry,) = s.http.get("mcp-notebook/kernels").json()
+        assert entry["mcp_path"] == f"/user/alice/mcp-notebook/kernels/{kid}/mcp"
+
+        async def go():
+            async with sdk(s.mcp_url(kid), "auto", f"token {TOKEN}") as (client, _):
+                assert "nb://kernel" in {str(r.uri) for r in (await client.list_resources()).resources}
+
+        anyio.run(go)
+    finally:
+        s.stop()
 
 
 def test_kernels_lists_hubs_without_secrets(server, kernel):
