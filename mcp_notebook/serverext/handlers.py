@@ -33,6 +33,7 @@ def _forwarded(name: str, allowed: frozenset[str]) -> bool:
 
 class _Base(APIHandler):
     auth_resource = AUTH_RESOURCE
+    _refusal: web.HTTPError | None = None  # set by a handler that refuses only after reading the body
 
     @property
     def finder(self) -> HubFinder:
@@ -43,8 +44,6 @@ class _Base(APIHandler):
         await super().prepare()
         if self.current_user is None:
             raise web.HTTPError(403, "authentication required")
-
-    _refusal: web.HTTPError | None = None
 
     @web.authenticated
     @authorized(action="read")
@@ -126,13 +125,6 @@ class McpProxyHandler(_Base):
         self._client_gone = True
         if self._task is not None:
             self._task.cancel()
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, HubUnavailable):
-            self.finish(json.dumps(exc.body()))
-            return
-        super().write_error(status_code, **kwargs)
 
     @web.authenticated
     @authorized(action="execute")
