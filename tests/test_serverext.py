@@ -278,13 +278,14 @@ def test_body_limit_and_foreign_origin(server, kernel):
     )
     assert r.status_code == 200, r.text
     server.http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})
-    # a token in a header is Jupyter's proof against cross-site use: it skips Origin checks for it
+    # a foreign Origin is refused even with the token (MCP: present and invalid -> 403), before the hub
     foreign = {**ACCEPT, "Origin": "http://evil.example.com"}
-    r = server.http.post(
-        kernel["url"], headers=foreign, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
-    )
-    assert r.status_code == 200, r.text
-    server.http.delete(kernel["url"], headers={**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"]})
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+    r = server.http.post(kernel["url"], headers=foreign, json=body)
+    assert r.status_code == 403 and "jsonrpc" not in r.text
+    # and a foreign Host (DNS rebinding) by Jupyter's own check
+    r = server.http.post(kernel["url"], headers={**ACCEPT, "Host": "evil.example.com"}, json=body)
+    assert r.status_code == 403 and "jsonrpc" not in r.text
 
 
 def test_browser_cookie_needs_xsrf_and_its_own_origin(server, kernel):

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
@@ -103,9 +103,11 @@ class McpProxyHandler(_Base):
         the client then gets a reset instead of the 403 or 413.
         """
         try:
-            await APIHandler.prepare(self)  # identity, Origin, XSRF for cookie users
+            await JupyterHandler.prepare(self)  # identity, Host, XSRF for cookie users
             if self.current_user is None:
                 raise web.HTTPError(403, "authentication required")
+            if not self.check_origin():
+                raise web.HTTPError(403, "Origin not allowed (ServerApp.allow_origin)")
         except web.HTTPError as exc:
             self._refusal = exc
         self._limit = 0 if self._refusal else int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
@@ -119,6 +121,12 @@ class McpProxyHandler(_Base):
             self._body.clear()
             return
         self._body += chunk
+
+    def skip_check_origin(self) -> bool:
+        """Unlike Jupyter's other APIs, a token does not waive the Origin check here: MCP wants a
+        present, foreign Origin refused (403), and a browser on another origin needs
+        ``ServerApp.allow_origin`` for CORS anyway."""
+        return self.request.method == "OPTIONS"
 
     def on_connection_close(self) -> None:
         """The client went away: end the request to the hub (it closes a stream at once)."""
