@@ -1,11 +1,16 @@
-"""The official MCP conformance suite through the Jupyter server extension: the same expected
-failures as against the hub itself, with the Jupyter token as the bearer (tests/test_conformance.py
-has the machinery; this runs its alpha suite in both wires against ``{server}/mcp-notebook/kernels/<id>/mcp``)."""
+"""Node MCP peers through the Jupyter server extension, knowing only the server URL and its token.
+
+The official conformance suite passes with the same expected failures as against the hub itself,
+the Jupyter token as the bearer (tests/test_conformance.py has the machinery; its alpha suite runs
+in both wires against ``{server}/mcp-notebook/kernels/<id>/mcp``); the MCP Inspector CLI lists and
+reads over HTTP with ``Authorization: token …`` and through ``mcp-notebook bridge --server``."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,22 +27,43 @@ from test_conformance import (
     suite_script,
     tabulate,
 )
+from test_inspector import inspector
 
 TOKEN = "conformance-jupyter-token"
 
 
 @pytest.fixture(scope="module")
-def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The proxied MCP URL of a server kernel with the suite's fixture resources."""
+def jupyter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, str]]:
+    """A server and one of its kernels with a hub and the suite's fixture resources."""
     server = JupyterServer(tmp_path_factory.mktemp("jserver-conformance"), token=TOKEN)
     try:
         kid = server.start_kernel()
         kc = server.client(kid)
         load_hub(kc)
-        run(kc, (CONFORMANCE / "fixtures.py").read_text())
-        yield server.mcp_url(kid)
+        run(kc, (CONFORMANCE / "fixtures.py").read_text() + "\ninspected_remote = [10, 20, 30]")
+        yield server, kid
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def proxied(jupyter: tuple[JupyterServer, str]) -> str:
+    server, kid = jupyter
+    return server.mcp_url(kid)
+
+
+@pytest.mark.parametrize("via", ["http", "bridge"])
+def test_inspector_through_jupyter_server(jupyter: tuple[JupyterServer, str], via: str) -> None:
+    server, kid = jupyter
+    if via == "http":
+        where = [server.mcp_url(kid), "--header", f"Authorization: token {TOKEN}"]
+    else:
+        bridge = [sys.executable, "-m", "mcp_notebook.cli", "bridge", "--server", server.url, "--kernel", kid]
+        where = ["-e", f"MCP_NOTEBOOK_SERVER_TOKEN={TOKEN}", "--", *bridge]
+    listed = inspector("--method", "resources/list", *where)
+    assert "nb://vars/inspected_remote" in {r["uri"] for r in listed["resources"]}
+    read = inspector("--method", "resources/read", "--uri", "nb://vars/inspected_remote", *where)
+    assert json.loads(read["contents"][0]["text"])["repr"] == "[10, 20, 30]"
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 120)
