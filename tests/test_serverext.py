@@ -443,3 +443,17 @@ def test_config_server_writes_http_and_bridge_entries(server, kernel, tmp_path, 
             assert "nb://vars" in {str(r.uri) for r in (await client.list_resources()).resources}
 
     anyio.run(go)
+
+
+def test_hub_restarted_on_the_same_port_with_a_new_token(server, kernel):
+    """The proxy's idle keep-alive connection to the old hub is dead and its token stale: both recover."""
+    info = json.loads(run(kernel["kc"], "import json, mcp_notebook as m; print(json.dumps(dict(m.connection_info())))"))
+    port = int(info["url"].rsplit(":", 1)[1].split("/")[0])
+    http = server.http
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT}
+    assert http.post(kernel["url"], headers=ACCEPT, json=body).status_code == 200  # pools a connection
+    run(kernel["kc"], f"%mcp stop\n%config MCPHub.port = {port}\n%mcp start\n%config MCPHub.port = 0")
+    fresh = json.loads(run(kernel["kc"], "print(json.dumps(dict(m.connection_info())))"))
+    assert fresh["url"] == info["url"] and fresh["token"] != info["token"]
+    r = http.post(kernel["url"], headers=ACCEPT, json=body)
+    assert r.status_code == 200, r.text

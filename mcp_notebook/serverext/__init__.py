@@ -35,6 +35,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     from .handlers import KernelsHandler, McpProxyHandler
     from .hubs import HubFinder
+    from .upstream import ConnectionPool
 
     settings = MCPNotebookProxy(parent=serverapp)
     km = serverapp.kernel_manager
@@ -43,6 +44,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     finder = HubFinder(km, [d for d in dirs if d], gateway=gateway)
     web_app = serverapp.web_app
     web_app.settings["mcp_notebook_finder"] = finder
+    web_app.settings["mcp_notebook_pool"] = ConnectionPool()
     web_app.settings["mcp_notebook_max_body_bytes"] = settings.max_body_bytes
     base = web_app.settings.get("base_url", "/")
     web_app.add_handlers(

@@ -155,7 +155,6 @@ class McpProxyHandler(_Base):
         out["Host"] = hub.host_header  # the hub accepts only its loopback name (DNS-rebinding guard)
         if hub.token:
             out["Authorization"] = f"Bearer {hub.token}"
-        out["Connection"] = "close"
         return out
 
     async def _open(self, kernel_id: str, method: str, body: bytes | None) -> UpstreamResponse:
@@ -164,7 +163,8 @@ class McpProxyHandler(_Base):
         for _ in range(2):
             hub = self.finder.locate(kernel_id)
             try:
-                reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body)
+                pool = self.settings.get("mcp_notebook_pool")
+                reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body, pool=pool)
             except UpstreamError as exc:
                 last = exc
                 if exc.sent:  # the hub may have acted on it: never send a request twice

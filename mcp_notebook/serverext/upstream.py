@@ -1,18 +1,54 @@
-"""A small asyncio HTTP/1.1 client for one request to a hub on loopback, body read chunk by chunk.
+"""A small asyncio HTTP/1.1 client for requests to hubs on loopback, bodies read chunk by chunk.
 
 It exists so the proxy can stream: every chunk of an SSE reply is handed on as it arrives, the
 reader waits while the client is slow (back-pressure), and closing it ends the request at once
-(the hub sees the connection go away and cancels the stream). One connection per request.
+(the hub sees the connection go away and cancels the stream). Connections whose short reply
+ended cleanly go back to a small keep-alive pool; streams and broken replies never do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Mapping
 
 MAX_HEAD_BYTES = 64 * 1024
 READ_PIECE = 64 * 1024
+POOL_IDLE_SECONDS = 30.0  # well under the hub's own idle timeout
+POOL_MAX_IDLE = 8  # idle connections kept per hub
+
+_Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class ConnectionPool:
+    """Idle keep-alive connections to hubs, by (host, port)."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
+
+    def take(self, key: tuple[str, int]) -> _Conn | None:
+        conns = self._idle.get(key)
+        now = time.monotonic()
+        while conns:
+            reader, writer, since = conns.pop()
+            if now - since < POOL_IDLE_SECONDS and not writer.is_closing() and not reader.at_eof():
+                return reader, writer
+            writer.close()
+        return None
+
+    def give(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conns = self._idle.setdefault(key, [])
+        if len(conns) >= POOL_MAX_IDLE or len(self._idle) > 1024:
+            writer.close()
+            return
+        conns.append((reader, writer, time.monotonic()))
+
+    def close(self) -> None:
+        for conns in self._idle.values():
+            for _, writer, _ in conns:
+                writer.close()
+        self._idle.clear()
 
 
 class UpstreamError(Exception):
@@ -36,12 +72,14 @@ class UpstreamResponse:
         headers: list[tuple[str, str]],
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        pool: tuple[ConnectionPool, tuple[str, int]] | None = None,
     ):
         self.status = status
         self.reason = reason
         self.headers = headers
         self._reader = reader
         self._writer = writer
+        self._pool = pool
         self.complete = False  # the body ended as the hub declared it would
 
     def header(self, name: str) -> str | None:
@@ -107,7 +145,19 @@ class UpstreamResponse:
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
             raise UpstreamError(f"the hub's reply broke off: {exc}") from exc
 
+    def reusable(self) -> bool:
+        framed = self.chunked or self.length is not None
+        streaming = "text/event-stream" in (self.header("content-type") or "")
+        return self.complete and framed and not streaming and "close" not in (self.header("connection") or "").lower()
+
     def close(self) -> None:
+        """Done with the reply: back to the pool when it ended cleanly, else closed (the hub sees it)."""
+        if self._pool is not None and self.reusable():
+            pool, key = self._pool
+            self._pool = None
+            pool.give(key, self._reader, self._writer)
+            return
+        self._pool = None
         with contextlib.suppress(Exception):
             self._writer.close()
 
@@ -120,32 +170,68 @@ async def request(
     headers: Mapping[str, str],
     body: bytes | None = None,
     head_timeout: float = 300.0,
+    pool: ConnectionPool | None = None,
 ) -> UpstreamResponse:
-    """Send one request and read the status line and headers (within ``head_timeout`` seconds)."""
+    """Send one request and read the status line and headers (within ``head_timeout`` seconds).
+
+    With a ``pool``, an idle connection is tried first; if the hub had closed it (nothing came
+    back), the request goes once more on a fresh connection.
+    """
+    key = (host, port)
+    lines = [f"{method} {path} HTTP/1.1"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value:
+            continue
+        lines.append(f"{name}: {value}")
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + (body or b"")
+    reused = pool.take(key) if pool is not None else None
+    if reused is not None:
+        reader, writer = reused
+        try:
+            return await _exchange(reader, writer, data, head_timeout, pool, key)
+        except _Untouched:
+            pass  # closed by the hub while idle: it never saw this request
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), 10.0)
     except (OSError, asyncio.TimeoutError) as exc:
         raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {exc or 'timed out'}", sent=False) from exc
     try:
-        lines = [f"{method} {path} HTTP/1.1"]
-        for name, value in headers.items():
-            if "\r" in value or "\n" in value:
-                continue
-            lines.append(f"{name}: {value}")
-        if body is not None:
-            lines.append(f"Content-Length: {len(body)}")
-        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace")
-        writer.write(head + (body or b""))
+        return await _exchange(reader, writer, data, head_timeout, pool, key)
+    except _Untouched as exc:
+        raise UpstreamError(f"the hub closed the connection: {exc.__cause__}") from exc
+
+
+class _Untouched(Exception):
+    """The connection ended before a byte of the reply came back."""
+
+
+async def _exchange(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    data: bytes,
+    head_timeout: float,
+    pool: ConnectionPool | None,
+    key: tuple[str, int],
+) -> UpstreamResponse:
+    try:
+        writer.write(data)
         await writer.drain()
         raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), head_timeout)
         status, reason, parsed = _parse_head(raw)
-    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError) as exc:
+    except (ConnectionError, asyncio.IncompleteReadError) as exc:
+        writer.close()
+        if not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial:
+            raise _Untouched(str(exc)) from exc
+        raise UpstreamError(f"the hub did not answer: {exc}") from exc
+    except (OSError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError) as exc:
         writer.close()
         raise UpstreamError(f"the hub did not answer: {exc or 'timed out'}") from exc
     except BaseException:
         writer.close()
         raise
-    return UpstreamResponse(status, reason, parsed, reader, writer)
+    return UpstreamResponse(status, reason, parsed, reader, writer, (pool, key) if pool is not None else None)
 
 
 def _parse_head(raw: bytes) -> tuple[int, str, list[tuple[str, str]]]:
