@@ -67,6 +67,8 @@ class _Base(APIHandler):
 class KernelsHandler(_Base):
     """``GET {base_url}mcp-notebook/kernels``: the kernels of this server that have a hub."""
 
+    _track_activity = False  # a panel polling the list must not keep an idle server from being culled
+
     @web.authenticated
     @authorized(action="read")
     async def get(self) -> None:
