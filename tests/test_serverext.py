@@ -242,7 +242,10 @@ def test_get_stream_is_not_buffered_and_client_disconnect_ends_it(server, kernel
         assert r.headers["content-type"].startswith("text/event-stream")
         assert "content-length" not in r.headers
         opened.set()
+        deadline = time.monotonic() + 40  # the hub's keepalives (every 15 s) let this check run
         for line in r.iter_lines():
+            if time.monotonic() > deadline:
+                break
             if line.startswith("data:"):
                 got.append(line)
                 if "nb://vars/remote_stream" in line:
