@@ -124,7 +124,7 @@ def test_every_route_refuses_without_the_jupyter_token(server, kernel, auth):
     hub_token = kernel["hub"]["token"]
     with httpx.Client(base_url=server.url, timeout=30) as raw:
         for route in routes:
-            for method in ("GET", "POST", "DELETE", "OPTIONS", "PUT", "HEAD"):
+            for method in ("GET", "POST", "DELETE", "OPTIONS", "PUT", "PATCH", "HEAD"):
                 body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
                 r = raw.request(method, route, headers=headers, content=body if method == "POST" else None)
                 assert r.status_code in (401, 403), (method, route, r.status_code, r.text)

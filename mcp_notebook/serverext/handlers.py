@@ -61,7 +61,7 @@ class _Base(APIHandler):
             raise self._refusal
         raise web.HTTPError(405)
 
-    head = put = patch = _unsupported
+    head = put = patch = post = delete = _unsupported  # every verb authenticated, as the template asks
 
 
 class KernelsHandler(_Base):
