@@ -460,3 +460,27 @@ def test_hub_restarted_on_the_same_port_with_a_new_token(server, kernel):
     assert fresh["url"] == info["url"] and fresh["token"] != info["token"]
     r = http.post(kernel["url"], headers=ACCEPT, json=body)
     assert r.status_code == 200, r.text
+
+
+def test_bridge_server_reconnects_when_the_hub_comes_back(server, kernel):
+    """%mcp stop / %mcp start in the kernel: the remote bridge finds the new hub and re-subscribes."""
+    run(kernel["kc"], "bridged_again = [1]")
+
+    async def go():
+        inbox = Inbox()
+        params = bridge_params(server, "--notebook", NOTEBOOK)
+        async with Client(params, mode="legacy", message_handler=inbox.handle, cache=None) as client:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                await client.subscribe_resource("nb://vars/bridged_again")
+            await cell(kernel, "%mcp stop")
+            await anyio.sleep(0.5)
+            await cell(kernel, "%mcp start")
+            read = await client.read_resource("nb://vars/bridged_again")  # through the new hub
+            assert json.loads(read.contents[0].text)["repr"] == "[1]"
+            await inbox.wait_for(lambda i: "nb://vars/bridged_again" in i.updated, timeout=30)  # replayed
+            before = inbox.updated.count("nb://vars/bridged_again")
+            await cell(kernel, "bridged_again.append(2)")  # and the new subscription is live
+            await inbox.wait_for(lambda i: i.updated.count("nb://vars/bridged_again") > before, timeout=15)
+
+    anyio.run(go)
