@@ -100,7 +100,8 @@ class Upstream:
         except BaseException:
             conn.close()
             raise
-        if self.remote and resp.status in (401, 403, 502, 503):  # refused, or no hub for the kernel (yet)
+        # remote: the server refused the token, or its extension (not the hub) says the kernel has no hub
+        if self.remote and (resp.status in (401, 403) or resp.getheader("X-MCP-Notebook-Reason")):
             conn.close()
             raise ConnectionError(f"HTTP {resp.status} from the Jupyter server for {self.path}")
         return conn, resp

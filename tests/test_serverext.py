@@ -103,7 +103,7 @@ def test_kernels_lists_hubs_without_secrets(server, kernel):
     assert kernel["hub"]["token"] not in r.text and str(kernel["hub"]["url"]) not in r.text
     # the kernel is known but has no hub: a clear 503 naming the remedy and the limit
     r = server.http.post(f"mcp-notebook/kernels/{other}/mcp", headers=ACCEPT, json={"jsonrpc": "2.0", "id": 1})
-    assert r.status_code == 503
+    assert r.status_code == 503 and r.headers["x-mcp-notebook-reason"] == "no_hub"
     body = r.json()
     assert body["reason"] == "no_hub" and body["error"]["data"]["kernel_id"] == other
     assert "%load_ext mcp_notebook" in body["error"]["message"] and "another host" in body["error"]["message"]
@@ -115,6 +115,7 @@ def test_unknown_kernel_is_404(server, kernel):
         "mcp-notebook/kernels/00000000-0000-0000-0000-000000000000/mcp", headers=ACCEPT, json={"jsonrpc": "2.0"}
     )
     assert r.status_code == 404 and r.json()["reason"] == "unknown_kernel"
+    assert r.headers["x-mcp-notebook-reason"] == "unknown_kernel"
 
 
 @pytest.mark.parametrize("auth", [None, "token wrong-token", "Bearer wrong-token", f"Bearer {TOKEN}x"])

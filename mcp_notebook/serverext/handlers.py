@@ -26,6 +26,9 @@ FORWARD_REQUEST = frozenset({"accept", "content-type", "last-event-id", "mcp-ses
 FORWARD_REPLY = frozenset({"content-type", "mcp-session-id", "mcp-protocol-version", "allow", "retry-after"})
 
 
+REASON_HEADER = "X-MCP-Notebook-Reason"  # on answers of the proxy itself: unknown_kernel, no_hub, ...
+
+
 def _forwarded(name: str, allowed: frozenset[str]) -> bool:
     low = name.lower()
     return low in allowed or low.startswith("mcp-")
@@ -199,12 +202,17 @@ class McpProxyHandler(_Base):
         finally:
             self._task = None
 
+    def _unavailable(self, exc: HubUnavailable) -> None:
+        """The proxy's own answer (not the hub's): marked by a header so clients can tell them apart."""
+        self.set_status(exc.status)
+        self.set_header(REASON_HEADER, exc.reason)
+        self.finish(json.dumps(exc.body()))
+
     async def _pipe(self, kernel_id: str, method: str, body: bytes | None) -> None:
         try:
             reply = await self._open(kernel_id, method, body)
         except HubUnavailable as exc:
-            self.set_status(exc.status)
-            self.finish(json.dumps(exc.body()))
+            self._unavailable(exc)
             return
         try:
             self.set_status(reply.status, reply.reason or None)
@@ -233,9 +241,9 @@ class McpProxyHandler(_Base):
                 self.request.connection.close()
             else:
                 self.clear()
-                gone = HubUnavailable(502, "hub_unreachable", f"The hub of kernel {kernel_id} broke off.", kernel_id)
-                self.set_status(502)
-                self.finish(json.dumps(gone.body()))
+                self._unavailable(
+                    HubUnavailable(502, "hub_unreachable", f"The hub of kernel {kernel_id} broke off.", kernel_id)
+                )
         except StreamClosedError:
             self._client_gone = True
         finally:
