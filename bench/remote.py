@@ -6,7 +6,8 @@
 Reads: 2026-07-28 ``resources/read`` of a small variable over one keep-alive httpx connection,
 p50/p90/p99. Notifications: cell end (stamped in the kernel) to ``notifications/resources/updated``
 at the official SDK client, handshake GET stream and 2026-07-28 listen stream (bench/notify.py).
-Prints a table and writes bench/results/remote.json.
+Also the Jupyter server's CPU per proxied read next to its own ``/api/status`` (robust when other
+processes load the machine, unlike latency). Prints a table and writes bench/results/remote.json.
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ class ServerKernel:
             if line.startswith("BENCHJSON "):
                 return json.loads(line[len("BENCHJSON ") :])
         raise RuntimeError("no BENCHJSON line")
+
+
+def server_cpu(server: JupyterServer) -> float:
+    """CPU seconds the Jupyter server process has used (robust to other load, unlike latency)."""
+    import psutil
+
+    t = psutil.Process(server.proc.pid).cpu_times()
+    return t.user + t.system
 
 
 def read_latency(url: str, auth: str, reads: int) -> dict[str, Any]:
@@ -103,7 +112,14 @@ def main() -> int:
             direct = {"url": hub["url"], "token": hub["token"]}
             proxied = {"url": server.mcp_url(kid), "token": server.token}
             out["read_direct"] = read_latency(direct["url"], f"Bearer {hub['token']}", args.reads)
+            cpu0 = server_cpu(server)
             out["read_proxied"] = read_latency(proxied["url"], f"token {server.token}", args.reads)
+            out["server_cpu_ms_per_read"] = (server_cpu(server) - cpu0) / (args.reads + 50) * 1e3
+            cpu0 = server_cpu(server)
+            with httpx.Client(headers={"Authorization": f"token {server.token}"}, timeout=30) as http:
+                for _ in range(args.reads):
+                    http.get(server.url + "api/status")
+            out["server_cpu_ms_per_api_status"] = (server_cpu(server) - cpu0) / args.reads * 1e3
             out["notify_direct"] = notification_latency(kernel, direct, args.cells)
             out["notify_proxied"] = notification_latency(kernel, proxied, args.cells)
         finally:
@@ -117,6 +133,10 @@ def main() -> int:
     for q in ("p50", "p90", "p99"):
         a, b = rd[f"{q}_ms"], rp[f"{q}_ms"]
         print(f"| 2026-07-28 read {q} | {a:.2f} ms | {b:.2f} ms | {b - a:+.2f} ms |")
+    print(
+        f"| server CPU per request | proxied read {out['server_cpu_ms_per_read']:.2f} ms | "
+        f"Jupyter's own /api/status {out['server_cpu_ms_per_api_status']:.2f} ms | |"
+    )
     for era in ("legacy", "2026-07-28"):
         a, b = out["notify_direct"].get(era, {}), out["notify_proxied"].get(era, {})
         for q in ("median", "p99"):

@@ -111,8 +111,10 @@ class JupyterServer:
         """A client on the kernel's connection file (in the server's runtime dir)."""
         kc = BlockingKernelClient(connection_file=str(self.runtime / f"kernel-{kernel_id}.json"))
         kc.load_connection_file()
-        kc.start_channels()
-        kc.wait_for_ready(timeout=60)
+        # no heartbeat: on a loaded machine a kernel still starting misses beats and the client
+        # would call it dead; waiting for kernel_info is the bounded check that matters
+        kc.start_channels(hb=False)
+        kc.wait_for_ready(timeout=90)
         self.clients.append(kc)
         return kc
 

@@ -485,3 +485,20 @@ def test_bridge_server_reconnects_when_the_hub_comes_back(server, kernel):
             await inbox.wait_for(lambda i: i.updated.count("nb://vars/bridged_again") > before, timeout=15)
 
     anyio.run(go)
+
+
+def test_large_reply_arrives_byte_for_byte(server, kernel):
+    """A list page of ~100 KB: the same bytes through the server as from the hub itself."""
+    run(kernel["kc"], "for _i in range(600): globals()[f'bulk_{_i:04d}'] = _i")
+    info = json.loads(run(kernel["kc"], "import json, mcp_notebook as m; print(json.dumps(dict(m.connection_info())))"))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "resources/list", "params": {"_meta": meta}})
+    h = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/list"}
+    proxied = server.http.post(kernel["url"], headers=h, content=body)
+    direct = httpx.post(
+        info["url"], headers={**h, "Authorization": f"Bearer {info['token']}"}, content=body, timeout=30
+    )
+    assert proxied.status_code == direct.status_code == 200
+    assert len(proxied.content) > 64 * 1024
+    assert proxied.content == direct.content
+    assert proxied.headers["content-type"] == direct.headers["content-type"]

@@ -26,6 +26,7 @@ FORWARD_REQUEST = frozenset({"accept", "content-type", "last-event-id", "mcp-ses
 FORWARD_REPLY = frozenset({"content-type", "mcp-session-id", "mcp-protocol-version", "allow", "retry-after"})
 
 
+FLUSH_BYTES = 64 * 1024
 REASON_HEADER = "X-MCP-Notebook-Reason"  # on answers of the proxy itself: unknown_kernel, no_hub, ...
 
 
@@ -229,9 +230,13 @@ class McpProxyHandler(_Base):
                 self.set_header("Content-Length", str(reply.length))
             if streaming:
                 await self.flush()  # the client sees the stream open before the first event
+            pending = 0
             async for piece in reply.chunks():
                 self.write(piece)
-                await self.flush()  # waits while the client is slow: back-pressure on the hub
+                pending += len(piece)
+                if streaming or pending >= FLUSH_BYTES:  # each event at once; a long JSON body by 64 KiB
+                    pending = 0
+                    await self.flush()  # waits while the client is slow: back-pressure on the hub
             if reply.complete:
                 self.finish(set_content_type=content_type)
             else:
