@@ -182,8 +182,9 @@ class McpProxyHandler(_Base):
                 last = UpstreamError("the hub refused the server's token")
                 continue
             return reply
-        raise HubUnavailable(
-            502, "hub_unreachable", f"The mcp-notebook hub of kernel {kernel_id} did not answer: {last}", kernel_id
+        self.log.warning("mcp-notebook: the hub of kernel %s did not answer: %s", kernel_id, last)
+        raise HubUnavailable(  # the detail (loopback address) stays in the server's log
+            502, "hub_unreachable", f"The mcp-notebook hub of kernel {kernel_id} did not answer.", kernel_id
         )
 
     async def _proxy(self, kernel_id: str) -> None:
