@@ -90,8 +90,8 @@ class Upstream:
         h = {"Accept": "application/json, text/event-stream", **headers}
         if body is not None:
             h["Content-Type"] = "application/json"
-        if self.record.token:
-            h["Authorization"] = f"Bearer {self.record.token}"
+        if self.record.token:  # Jupyter servers have always taken "token"; "Bearer" only recent ones
+            h["Authorization"] = f"{'token' if self.remote else 'Bearer'} {self.record.token}"
         conn_class = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         conn = conn_class(self.host, self.port, timeout=timeout)
         try:

@@ -8,6 +8,7 @@ without it, OPTIONS included. The pipe copies bytes and never parses MCP content
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from typing import Any
 
@@ -30,6 +31,11 @@ FLUSH_BYTES = 64 * 1024
 REASON_HEADER = "X-MCP-Notebook-Reason"  # on answers of the proxy itself: unknown_kernel, no_hub, ...
 
 
+async def _settle(value: Any) -> Any:
+    """Await what Jupyter returns when it is awaitable (``prepare`` became async in jupyter_server 2.x)."""
+    return await value if inspect.isawaitable(value) else value
+
+
 def _forwarded(name: str, allowed: frozenset[str]) -> bool:
     low = name.lower()
     return low in allowed or low.startswith("mcp-")
@@ -45,7 +51,7 @@ class _Base(APIHandler):
 
     async def prepare(self) -> None:  # type: ignore[override]
         """Jupyter's checks (identity, Origin, XSRF for cookie users), then refuse anyone unknown."""
-        await super().prepare()
+        await _settle(super().prepare())
         if self.current_user is None:
             raise web.HTTPError(403, "authentication required")
 
@@ -109,7 +115,7 @@ class McpProxyHandler(_Base):
         the client then gets a reset instead of the 403 or 413.
         """
         try:
-            await JupyterHandler.prepare(self)  # identity, Host, XSRF for cookie users
+            await _settle(JupyterHandler.prepare(self))  # identity, Host, XSRF for cookie users
             if self.current_user is None:
                 raise web.HTTPError(403, "authentication required")
             if not self.check_origin():
