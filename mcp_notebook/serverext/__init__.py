@@ -7,7 +7,7 @@ Routes (all authenticated with the server's identity provider):
   piped to its hub on loopback with the hub's own token.
 
 Enabled by ``jupyter-config/server-config/mcp_notebook.json`` (installed into
-``etc/jupyter/jupyter_server_config.d``) or ``--ServerApp.jpserver_extensions='{"mcp_notebook": true}'``.
+``etc/jupyter/jupyter_server_config.d``) or ``--ServerApp.jpserver_extensions=mcp_notebook=True``.
 Settings: ``c.MCPNotebookProxy.max_body_bytes``.
 """
 
