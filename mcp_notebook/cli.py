@@ -15,7 +15,36 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args.seconds)
 
 
+def _list_remote(args: argparse.Namespace) -> int:
+    """``list --server URL``: the kernels with a hub on a Jupyter server (its extension's listing)."""
+    from .bridge import NoHub
+    from .remote import RemoteSelector, TokenError, read_token, server_base
+
+    try:
+        selector = RemoteSelector(server=server_base(args.server), token=read_token(args.token_file))
+        entries = selector.listing()
+    except (TokenError, ValueError, NoHub, OSError) as exc:
+        print(f"mcp-notebook list: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    if not entries:
+        print(f"no kernel with an mcp-notebook hub on {selector.server}")
+        return 0
+    rows = [("KERNEL", "NOTEBOOK", "REVISIONS")]
+    rows += [
+        (e["kernel_id"], e.get("notebook_path") or "-", ",".join(e.get("protocol_versions") or [])) for e in entries
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
 def _list(args: argparse.Namespace) -> int:
+    if getattr(args, "server", None):
+        return _list_remote(args)
     from .runtime import discover, runtime_dir
 
     records = discover(clean=not args.keep_stale)
@@ -143,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="running hubs on this machine (stale runtime files are removed)")
     lst.add_argument("--json", action="store_true", help="JSON output (never includes tokens)")
     lst.add_argument("--keep-stale", action="store_true", help="show stale files without removing them")
+    _add_remote(lst)
     lst.set_defaults(func=_list)
 
     bridge = sub.add_parser("bridge", help="speak MCP on stdio and forward to a kernel's hub (for stdio-only hosts)")

@@ -407,6 +407,20 @@ def test_bridge_server_without_a_token_exits(server):
     assert proc.returncode == 2 and b"MCP_NOTEBOOK_SERVER_TOKEN" in proc.stderr
 
 
+def test_list_server(server, kernel, monkeypatch, capsys):
+    from mcp_notebook.cli import main
+
+    monkeypatch.setenv("MCP_NOTEBOOK_SERVER_TOKEN", TOKEN)
+    assert main(["list", "--server", server.url]) == 0
+    out = capsys.readouterr().out
+    assert kernel["id"] in out and NOTEBOOK in out and TOKEN not in out
+    assert main(["list", "--server", server.url, "--json"]) == 0
+    assert [e["kernel_id"] for e in json.loads(capsys.readouterr().out)] == [kernel["id"]]
+    monkeypatch.setenv("MCP_NOTEBOOK_SERVER_TOKEN", "wrong")
+    assert main(["list", "--server", server.url]) == 1
+    assert "refused the token" in capsys.readouterr().err
+
+
 def test_config_server_writes_http_and_bridge_entries(server, kernel, tmp_path, monkeypatch, capsys):
     from mcp_notebook.cli import main
 
