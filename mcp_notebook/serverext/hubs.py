@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 
 from ..runtime import PREFIX, HubRecord, pid_alive
 
-LOCAL_PROVISIONERS = frozenset({"LocalProvisioner"})
-
 
 class HubUnavailable(Exception):
     """No hub to talk to for this kernel; ``status`` and ``reason`` go into the HTTP reply."""
@@ -139,10 +137,15 @@ class HubFinder:
             provisioner = getattr(self.kernel_manager.get_kernel(kernel_id), "provisioner", None)
         except Exception:
             return None
-        name = type(provisioner).__name__ if provisioner is not None else None
-        if name and name not in LOCAL_PROVISIONERS:
-            return f"the {name} kernel provisioner"
-        return None
+        if provisioner is None:
+            return None
+        try:
+            from jupyter_client.provisioning import LocalProvisioner
+        except ImportError:  # an old jupyter_client: no provisioners, kernels are local
+            return None
+        if isinstance(provisioner, LocalProvisioner):
+            return None
+        return f"the {type(provisioner).__name__} kernel provisioner"
 
     def locate(self, kernel_id: str) -> HubAddress:
         """The hub of a kernel of this server, or :class:`HubUnavailable` naming why not."""
