@@ -25,8 +25,6 @@ AUTH_RESOURCE = "kernels"
 FORWARD_REQUEST = frozenset({"accept", "content-type", "last-event-id", "mcp-session-id", "mcp-protocol-version"})
 # Reply headers handed back (never WWW-Authenticate: a hub 401 is the server's problem, not the client's).
 FORWARD_REPLY = frozenset({"content-type", "mcp-session-id", "mcp-protocol-version", "allow", "retry-after"})
-
-
 FLUSH_BYTES = 64 * 1024
 REASON_HEADER = "X-MCP-Notebook-Reason"  # on answers of the proxy itself: unknown_kernel, no_hub, ...
 
@@ -42,6 +40,8 @@ def _forwarded(name: str, allowed: frozenset[str]) -> bool:
 
 
 class _Base(APIHandler):
+    """What both routes share: Jupyter's auth on every verb, the hub finder."""
+
     auth_resource = AUTH_RESOURCE
     _refusal: web.HTTPError | None = None  # set by a handler that refuses only after reading the body
 
