@@ -145,6 +145,11 @@ def watch(uri: str) -> Any:
     return _watch(uri)
 
 
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """The Jupyter server extension (``mcp_notebook.serverext``), imported only by a Jupyter server."""
+    return [{"module": "mcp_notebook.serverext"}]
+
+
 def remove_resource(uri: str) -> bool:
     """Unregister a resource registered with :func:`resource`."""
     from .kernel import CUSTOM

@@ -82,8 +82,10 @@ class Upstream:
         self.record = record
         parts = urlsplit(record.url)
         self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 80
+        self.https = parts.scheme == "https"  # a remote Jupyter server (mcp-notebook bridge --server)
+        self.port = parts.port or (443 if self.https else 80)
         self.path = parts.path or "/mcp"
+        self.remote = bool(record.info.get("remote"))
 
     def open(
         self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = 300.0
@@ -91,15 +93,21 @@ class Upstream:
         h = {"Accept": "application/json, text/event-stream", **headers}
         if body is not None:
             h["Content-Type"] = "application/json"
-        if self.record.token:
-            h["Authorization"] = f"Bearer {self.record.token}"
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        if self.record.token:  # Jupyter servers have always taken "token"; "Bearer" only recent ones
+            h["Authorization"] = f"{'token' if self.remote else 'Bearer'} {self.record.token}"
+        conn_class = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        conn = conn_class(self.host, self.port, timeout=timeout)
         try:
             conn.request(method, self.path, body, h)
-            return conn, conn.getresponse()
+            resp = conn.getresponse()
         except BaseException:
             conn.close()
             raise
+        # remote: the server refused the token, or its extension (not the hub) says the kernel has no hub
+        if self.remote and (resp.status in (401, 403) or resp.getheader("X-MCP-Notebook-Reason")):
+            conn.close()
+            raise ConnectionError(f"HTTP {resp.status} from the Jupyter server for {self.path}")
+        return conn, resp
 
     def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
         """POST one message; (status, headers, JSON-RPC messages of the reply, whether JSON or SSE)."""

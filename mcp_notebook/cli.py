@@ -15,7 +15,36 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(args.seconds)
 
 
+def _list_remote(args: argparse.Namespace) -> int:
+    """``list --server URL``: the kernels with a hub on a Jupyter server (its extension's listing)."""
+    from .bridge import NoHub
+    from .remote import RemoteSelector, TokenError, read_token, server_base
+
+    try:
+        selector = RemoteSelector(server=server_base(args.server), token=read_token(args.token_file))
+        entries = selector.listing()
+    except (TokenError, ValueError, NoHub, OSError) as exc:
+        print(f"mcp-notebook list: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(entries, indent=2))
+        return 0
+    if not entries:
+        print(f"no kernel with an mcp-notebook hub on {selector.server}")
+        return 0
+    rows = [("KERNEL", "NOTEBOOK", "REVISIONS")]
+    rows += [
+        (e["kernel_id"], e.get("notebook_path") or "-", ",".join(e.get("protocol_versions") or [])) for e in entries
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
 def _list(args: argparse.Namespace) -> int:
+    if getattr(args, "server", None):
+        return _list_remote(args)
     from .runtime import discover, runtime_dir
 
     records = discover(clean=not args.keep_stale)
@@ -36,9 +65,38 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _bridge(args: argparse.Namespace) -> int:
+    if args.server:
+        from .remote import TokenError, run_remote_bridge
+
+        try:
+            return run_remote_bridge(args.server, args.token_file, args.notebook, args.kernel, args.reconnect_timeout)
+        except (TokenError, ValueError) as exc:
+            print(f"mcp-notebook bridge: {exc}", file=sys.stderr)
+            return 2
     from .bridge import run_bridge
 
     return run_bridge(args.notebook, args.kernel, args.reconnect_timeout)
+
+
+def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
+    """The entry for a kernel on a remote Jupyter server (``--server``), through its server extension."""
+    from . import clients_config as cc
+    from .bridge import NoHub
+    from .remote import TOKEN_ENVS, RemoteSelector, read_token, server_base
+
+    server = server_base(args.server)
+    token = read_token(args.token_file)
+    if args.http:
+        try:
+            record = RemoteSelector(args.notebook, args.kernel, server=server, token=token).find()
+        except NoHub as exc:
+            raise cc.ConfigError(str(exc)) from None
+        return cc.entry(args.host, bridge_args=[], url=record.url, token=token, scheme="token")
+    bridge_args = ["--server", server, *selection]
+    if args.token_file:
+        bridge_args += ["--token-file", str(Path(args.token_file).expanduser().resolve())]
+        return cc.entry(args.host, bridge_args=bridge_args)
+    return cc.entry(args.host, bridge_args=bridge_args, env={TOKEN_ENVS[0]: token})
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -47,7 +105,15 @@ def _config(args: argparse.Namespace) -> int:
 
     selection = ["--notebook", args.notebook] if args.notebook else ["--kernel", args.kernel] if args.kernel else []
     try:
-        if args.http:
+        if args.server:
+            from .remote import TokenError
+
+            try:
+                server = _remote_config(args, selection)
+            except (TokenError, ValueError) as exc:
+                print(f"mcp-notebook config: {exc}", file=sys.stderr)
+                return 1
+        elif args.http:
             try:
                 record = Selector(args.notebook, args.kernel).find()
             except NoHub as exc:
@@ -60,8 +126,9 @@ def _config(args: argparse.Namespace) -> int:
             path = cc.write(args.host, Path(args.path) if args.path else cc.default_path(args.host), args.name, server)
             print(f"wrote the {args.name!r} server for {args.host} to {path}")
             print(f"next: {cc.next_steps(args.host, args.name)}")
-            if args.http or args.gitignore:
-                _token_file_notice(path, args.gitignore, secret=args.http)
+            holds_token = bool(args.http or (args.server and not args.token_file))
+            if holds_token or args.gitignore:
+                _token_file_notice(path, args.gitignore, secret=holds_token)
             return 0
     except cc.ConfigError as exc:
         print(f"mcp-notebook config: {exc}", file=sys.stderr)
@@ -71,7 +138,12 @@ def _config(args: argparse.Namespace) -> int:
         f"add it to {cc.default_path(args.host)} (or use --write); then: {cc.next_steps(args.host, args.name)}",
         file=sys.stderr,
     )
-    if args.http:
+    if args.server and not args.token_file:
+        print(
+            "note: the Jupyter token is not printed; --write puts it into the config file (mode 0600).",
+            file=sys.stderr,
+        )
+    elif args.http:
         print(
             "note: the token is not printed; --write puts it into the config file (mode 0600). "
             "The URL changes when the kernel restarts unless MCPHub.port is fixed: prefer the bridge.",
@@ -111,6 +183,16 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     group.add_argument("--latest", action="store_true", help="the most recently started hub (the default)")
 
 
+def _add_remote(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        help="a (remote) Jupyter server with the mcp-notebook extension; its token comes from "
+        "$MCP_NOTEBOOK_SERVER_TOKEN or $JUPYTER_TOKEN, or --token-file",
+    )
+    p.add_argument("--token-file", metavar="PATH", help="file holding the Jupyter server's token (with --server)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-notebook", description="A live Jupyter kernel as an MCP server.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -122,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="running hubs on this machine (stale runtime files are removed)")
     lst.add_argument("--json", action="store_true", help="JSON output (never includes tokens)")
     lst.add_argument("--keep-stale", action="store_true", help="show stale files without removing them")
+    _add_remote(lst)
     lst.set_defaults(func=_list)
 
     bridge = sub.add_parser("bridge", help="speak MCP on stdio and forward to a kernel's hub (for stdio-only hosts)")
@@ -129,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     bridge.add_argument(
         "--reconnect-timeout", type=float, default=30.0, metavar="S", help="how long to wait for a restarted hub"
     )
+    _add_remote(bridge)
     bridge.set_defaults(func=_bridge)
 
     config = sub.add_parser("config", help="print (or --write) the MCP config snippet for a host")
@@ -141,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument(
         "--gitignore", action="store_true", help="add the written file to the repository's .gitignore (implies --write)"
     )
+    _add_remote(config)
     config.set_defaults(func=_config)
 
     autoload = sub.add_parser(

@@ -16,6 +16,7 @@ from typing import Any
 
 HOSTS = ("claude-code", "claude-desktop", "vscode", "cursor")
 TOKEN_PLACEHOLDER = "<token: see `mcp-notebook config ... --http --write`>"
+SECRET_ENV = frozenset({"MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN"})  # a remote server's token (bridge --server)
 
 
 class ConfigError(ValueError):
@@ -50,8 +51,20 @@ def _env() -> dict[str, str]:
     return {} if current.resolve() == default.resolve() else {"JUPYTER_RUNTIME_DIR": str(current)}
 
 
-def entry(host: str, *, bridge_args: list[str], url: str | None = None, token: str | None = None) -> dict[str, Any]:
-    """The server entry for ``host``: stdio bridge, or HTTP when ``url`` is given."""
+def entry(
+    host: str,
+    *,
+    bridge_args: list[str],
+    url: str | None = None,
+    token: str | None = None,
+    env: dict[str, str] | None = None,
+    scheme: str = "Bearer",
+) -> dict[str, Any]:
+    """The server entry for ``host``: stdio bridge, or HTTP when ``url`` is given.
+
+    ``env`` adds secrets for the bridge (a remote server's token); ``scheme`` is the
+    Authorization scheme of the HTTP entry (``token`` for a Jupyter server).
+    """
     if host not in HOSTS:
         raise ConfigError(f"unknown host {host!r}; choose one of {', '.join(HOSTS)}")
     if url is None:
@@ -59,12 +72,12 @@ def entry(host: str, *, bridge_args: list[str], url: str | None = None, token: s
         out: dict[str, Any] = {"command": command, "args": args}
         if host in ("claude-code", "vscode"):
             out = {"type": "stdio", **out}
-        if _env():
-            out["env"] = _env()
+        if _env() or env:
+            out["env"] = {**_env(), **(env or {})}
         return out
     if host == "claude-desktop":
         raise ConfigError("Claude Desktop's config file takes stdio servers only: use the bridge (drop --http)")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    headers = {"Authorization": f"{scheme} {token}"} if token else {}
     out = {"url": url, "headers": headers}
     if host in ("claude-code", "vscode"):
         out = {"type": "http", **out}
@@ -109,7 +122,7 @@ def write(host: str, path: Path, name: str, server: dict[str, Any]) -> Path:
         raise ConfigError(f"{path}: {top_key(host)!r} is not an object")
     servers[name] = server
     path.parent.mkdir(parents=True, exist_ok=True)
-    secret = bool(server.get("headers"))
+    secret = bool(server.get("headers")) or any(k in SECRET_ENV for k in server.get("env") or {})
     # An existing file keeps its mode: it may hold other entries' tokens (owner-only stays owner-only).
     mode = 0o600 if secret else stat.S_IMODE(path.stat().st_mode) if path.exists() else None
     tmp = path.with_name(path.name + ".tmp")
@@ -166,6 +179,11 @@ def add_to_gitignore(path: Path) -> Path:
 
 def masked(server: dict[str, Any]) -> dict[str, Any]:
     """The entry as printed: any token replaced by a placeholder."""
-    if not server.get("headers"):
-        return server
-    return {**server, "headers": {"Authorization": f"Bearer {TOKEN_PLACEHOLDER}"}}
+    out = dict(server)
+    env = server.get("env") or {}
+    if any(k in SECRET_ENV for k in env):
+        out["env"] = {k: (TOKEN_PLACEHOLDER if k in SECRET_ENV else v) for k, v in env.items()}
+    auth = (server.get("headers") or {}).get("Authorization")
+    if auth:
+        out["headers"] = {"Authorization": f"{auth.split(' ', 1)[0]} {TOKEN_PLACEHOLDER}"}
+    return out

@@ -1,0 +1,262 @@
+"""Tornado handlers: the authenticated MCP pipe to a kernel's hub, and the list of kernels with hubs.
+
+Every handler authenticates with the Jupyter server's own identity provider (token header,
+``Bearer``, or the browser's cookie plus XSRF) before it reads a body; none is reachable
+without it, OPTIONS included. The pipe copies bytes and never parses MCP content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .hubs import HubAddress, HubFinder, HubUnavailable
+from .upstream import UpstreamError, UpstreamResponse, request
+
+AUTH_RESOURCE = "kernels"
+# Request headers handed to the hub (everything else stays: cookies, Jupyter's Authorization, Origin).
+FORWARD_REQUEST = frozenset({"accept", "content-type", "last-event-id", "mcp-session-id", "mcp-protocol-version"})
+# Reply headers handed back (never WWW-Authenticate: a hub 401 is the server's problem, not the client's).
+FORWARD_REPLY = frozenset({"content-type", "mcp-session-id", "mcp-protocol-version", "allow", "retry-after"})
+FLUSH_BYTES = 64 * 1024
+REASON_HEADER = "X-MCP-Notebook-Reason"  # on answers of the proxy itself: unknown_kernel, no_hub, ...
+
+
+async def _settle(value: Any) -> Any:
+    """Await what Jupyter returns when it is awaitable (``prepare`` became async in jupyter_server 2.x)."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def _forwarded(name: str, allowed: frozenset[str]) -> bool:
+    low = name.lower()
+    return low in allowed or low.startswith("mcp-")
+
+
+class _Base(APIHandler):
+    """What both routes share: Jupyter's auth on every verb, the hub finder."""
+
+    auth_resource = AUTH_RESOURCE
+    _refusal: web.HTTPError | None = None  # set by a handler that refuses only after reading the body
+
+    @property
+    def finder(self) -> HubFinder:
+        return self.settings["mcp_notebook_finder"]
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        """Jupyter's checks (identity, Origin, XSRF for cookie users), then refuse anyone unknown."""
+        await _settle(super().prepare())
+        if self.current_user is None:
+            raise web.HTTPError(403, "authentication required")
+
+    @web.authenticated
+    @authorized(action="read")
+    def options(self, *args: Any, **kwargs: Any) -> None:
+        """No unauthenticated preflight: the extension answers nothing to an unknown caller."""
+        if self._refusal is not None:
+            raise self._refusal
+        self.set_header("Allow", "GET, POST, DELETE, OPTIONS")
+        self.set_status(204)
+        self.finish()
+
+    @web.authenticated
+    def _unsupported(self, *args: Any, **kwargs: Any) -> None:
+        if self._refusal is not None:
+            raise self._refusal
+        raise web.HTTPError(405)
+
+    head = put = patch = post = delete = _unsupported  # every verb authenticated, as the template asks
+
+
+class KernelsHandler(_Base):
+    """``GET {base_url}mcp-notebook/kernels``: the kernels of this server that have a hub."""
+
+    _track_activity = False  # a panel polling the list must not keep an idle server from being culled
+
+    @web.authenticated
+    @authorized(action="read")
+    async def get(self) -> None:
+        paths: dict[str, str] = {}
+        sessions = self.settings.get("session_manager")
+        if sessions is not None:
+            try:
+                for s in await sessions.list_sessions():
+                    kid = (s.get("kernel") or {}).get("id")
+                    if kid and s.get("path"):
+                        paths[kid] = s["path"]
+            except Exception:  # the listing must not fail because the session database did
+                self.log.debug("mcp-notebook: could not list sessions", exc_info=True)
+        base = self.base_url.rstrip("/")
+        hubs = self.finder.hubs(paths)
+        for entry in hubs:
+            entry["mcp_path"] = f"{base}/mcp-notebook/kernels/{entry['kernel_id']}/mcp"
+        self.finish(json.dumps(hubs))
+
+
+@web.stream_request_body
+class McpProxyHandler(_Base):
+    """``{base_url}mcp-notebook/kernels/{kernel_id}/mcp``: POST/GET/DELETE piped to the kernel's hub."""
+
+    _body: bytearray
+    _task: asyncio.Task[None] | None = None
+    _client_gone = False
+    _overflow = False
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        """Authenticate before the body is read; refuse only after it was read (bounded).
+
+        Answering while the client still sends makes the server close a socket with unread data:
+        the client then gets a reset instead of the 403 or 413.
+        """
+        try:
+            await _settle(JupyterHandler.prepare(self))  # identity, Host, XSRF for cookie users
+            if self.current_user is None:
+                raise web.HTTPError(403, "authentication required")
+            if not self.check_origin():
+                raise web.HTTPError(403, "Origin not allowed (ServerApp.allow_origin)")
+        except web.HTTPError as exc:
+            self._refusal = exc
+        self._limit = 0 if self._refusal else int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
+        self._body = bytearray()
+        # beyond this, tornado answers 400 and drops the connection (no read of unbounded junk)
+        self.request.connection.set_max_body_size(max(16 * self._limit, 1 << 20))
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._overflow or len(self._body) + len(chunk) > self._limit:
+            self._overflow = True
+            self._body.clear()
+            return
+        self._body += chunk
+
+    def skip_check_origin(self) -> bool:
+        """Unlike Jupyter's other APIs, a token does not waive the Origin check here: MCP wants a
+        present, foreign Origin refused (403), and a browser on another origin needs
+        ``ServerApp.allow_origin`` for CORS anyway."""
+        return self.request.method == "OPTIONS"
+
+    def on_connection_close(self) -> None:
+        """The client went away: end the request to the hub (it closes a stream at once)."""
+        self._client_gone = True
+        if self._task is not None:
+            self._task.cancel()
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def post(self, kernel_id: str) -> None:
+        await self._proxy(kernel_id)
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def get(self, kernel_id: str) -> None:
+        await self._proxy(kernel_id)
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def delete(self, kernel_id: str) -> None:
+        await self._proxy(kernel_id)
+
+    # -- the pipe --------------------------------------------------------------------------------
+    def _hub_headers(self, hub: HubAddress) -> dict[str, str]:
+        out = {name: value for name, value in self.request.headers.get_all() if _forwarded(name, FORWARD_REQUEST)}
+        out["Host"] = hub.host_header  # the hub accepts only its loopback name (DNS-rebinding guard)
+        if hub.token:
+            out["Authorization"] = f"Bearer {hub.token}"
+        return out
+
+    async def _open(self, kernel_id: str, method: str, body: bytes | None) -> UpstreamResponse:
+        """Send the request to the kernel's hub; one fresh lookup if the first address was stale."""
+        last: Exception | None = None
+        for _ in range(2):
+            hub = self.finder.locate(kernel_id)
+            try:
+                pool = self.settings.get("mcp_notebook_pool")
+                reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body, pool=pool)
+            except UpstreamError as exc:
+                last = exc
+                if exc.sent:  # the hub may have acted on it: never send a request twice
+                    break
+                await asyncio.sleep(0.05)  # a stale runtime file: look again once
+                continue
+            if reply.status == 401:  # the hub was reloaded with a new token between lookup and request
+                reply.close()
+                last = UpstreamError("the hub refused the server's token")
+                continue
+            return reply
+        self.log.warning("mcp-notebook: the hub of kernel %s did not answer: %s", kernel_id, last)
+        raise HubUnavailable(  # the detail (loopback address) stays in the server's log
+            502, "hub_unreachable", f"The mcp-notebook hub of kernel {kernel_id} did not answer.", kernel_id
+        )
+
+    async def _proxy(self, kernel_id: str) -> None:
+        if self._refusal is not None:
+            raise self._refusal
+        if self._overflow:
+            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
+            raise web.HTTPError(413, f"request body larger than {limit} bytes")
+        method = self.request.method or "GET"
+        body = bytes(self._body) if method == "POST" else None
+        self._task = asyncio.ensure_future(self._pipe(kernel_id, method, body))
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            if not self._client_gone:
+                raise
+        finally:
+            self._task = None
+
+    def _unavailable(self, exc: HubUnavailable) -> None:
+        """The proxy's own answer (not the hub's): marked by a header so clients can tell them apart."""
+        self.set_status(exc.status)
+        self.set_header(REASON_HEADER, exc.reason)
+        self.finish(json.dumps(exc.body()))
+
+    async def _pipe(self, kernel_id: str, method: str, body: bytes | None) -> None:
+        try:
+            reply = await self._open(kernel_id, method, body)
+        except HubUnavailable as exc:
+            self._unavailable(exc)
+            return
+        try:
+            self.set_status(reply.status, reply.reason or None)
+            self.clear_header("Content-Type")
+            for name, value in reply.headers:
+                if _forwarded(name, FORWARD_REPLY):
+                    self.set_header(name, value)
+            content_type = reply.header("content-type") or "application/json"
+            streaming = "text/event-stream" in content_type
+            if streaming:
+                self.set_header("Cache-Control", "no-store")
+                self.set_header("X-Accel-Buffering", "no")  # nginx in front of JupyterHub must not buffer
+            elif reply.length is not None and reply.status not in (204, 304):
+                self.set_header("Content-Length", str(reply.length))
+            if streaming:
+                await self.flush()  # the client sees the stream open before the first event
+            pending = 0
+            async for piece in reply.chunks():
+                self.write(piece)
+                pending += len(piece)
+                if streaming or pending >= FLUSH_BYTES:  # each event at once; a long JSON body by 64 KiB
+                    pending = 0
+                    await self.flush()  # waits while the client is slow: back-pressure on the hub
+            if reply.complete:
+                self.finish(set_content_type=content_type)
+            else:
+                self.request.connection.close()  # tell the client the reply broke, not that it ended
+        except UpstreamError:
+            if self._headers_written:
+                self.request.connection.close()
+            else:
+                self.clear()
+                self._unavailable(
+                    HubUnavailable(502, "hub_unreachable", f"The hub of kernel {kernel_id} broke off.", kernel_id)
+                )
+        except StreamClosedError:
+            self._client_gone = True
+        finally:
+            reply.close()

@@ -1,0 +1,251 @@
+"""A small asyncio HTTP/1.1 client for requests to hubs on loopback, bodies read chunk by chunk.
+
+It exists so the proxy can stream: every chunk of an SSE reply is handed on as it arrives, the
+reader waits while the client is slow (back-pressure), and closing it ends the request at once
+(the hub sees the connection go away and cancels the stream). Connections whose short reply
+ended cleanly go back to a small keep-alive pool; streams and broken replies never do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Mapping
+
+MAX_HEAD_BYTES = 64 * 1024
+READ_PIECE = 64 * 1024
+POOL_IDLE_SECONDS = 30.0  # well under the hub's own idle timeout
+POOL_MAX_IDLE = 8  # idle connections kept per hub
+
+_Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class ConnectionPool:
+    """Idle keep-alive connections to hubs, by (host, port)."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
+
+    def take(self, key: tuple[str, int]) -> _Conn | None:
+        conns = self._idle.get(key)
+        now = time.monotonic()
+        while conns:
+            reader, writer, since = conns.pop()
+            if now - since < POOL_IDLE_SECONDS and not writer.is_closing() and not reader.at_eof():
+                return reader, writer
+            writer.close()
+        return None
+
+    def give(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conns = self._idle.setdefault(key, [])
+        if len(conns) >= POOL_MAX_IDLE or len(self._idle) > 1024:
+            writer.close()
+            return
+        conns.append((reader, writer, time.monotonic()))
+
+    def close(self) -> None:
+        for conns in self._idle.values():
+            for _, writer, _ in conns:
+                writer.close()
+        self._idle.clear()
+
+
+class UpstreamError(Exception):
+    """The hub could not be reached or answered something that is not HTTP/1.x.
+
+    ``sent`` tells whether the request may have reached the hub (then it must not be repeated).
+    """
+
+    def __init__(self, message: str, sent: bool = True):
+        super().__init__(message)
+        self.sent = sent
+
+
+class UpstreamResponse:
+    """Status and headers of the hub's reply; :meth:`chunks` yields the body as it arrives."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        headers: list[tuple[str, str]],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        pool: tuple[ConnectionPool, tuple[str, int]] | None = None,
+    ):
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self._reader = reader
+        self._writer = writer
+        self._pool = pool
+        self.complete = False  # the body ended as the hub declared it would
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    @property
+    def chunked(self) -> bool:
+        return "chunked" in (self.header("transfer-encoding") or "").lower()
+
+    @property
+    def length(self) -> int | None:
+        raw = self.header("content-length")
+        if raw is None or self.chunked:
+            return None
+        try:
+            return max(0, int(raw))
+        except ValueError:
+            return None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body, piece by piece: each HTTP chunk as one piece, else up to 64 KiB at a time.
+
+        ``complete`` is True afterwards when the body ended as declared; a broken connection
+        raises :class:`UpstreamError`.
+        """
+        reader = self._reader
+        try:
+            if self.status in (204, 304) or self.status < 200:
+                self.complete = True
+                return
+            if self.chunked:
+                while True:
+                    line = await reader.readline()
+                    if not line.endswith(b"\n"):
+                        raise UpstreamError("the hub closed the stream mid-chunk")
+                    size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+                    if size == 0:
+                        while (await reader.readline()).strip():  # trailers, then the blank line
+                            pass
+                        self.complete = True
+                        return
+                    data = await reader.readexactly(size)
+                    await reader.readexactly(2)
+                    yield data
+            length = self.length
+            if length is not None:
+                left = length
+                while left:
+                    data = await reader.read(min(left, READ_PIECE))
+                    if not data:
+                        raise UpstreamError("the hub closed the connection before the end of the body")
+                    left -= len(data)
+                    yield data
+                self.complete = True
+                return
+            while data := await reader.read(READ_PIECE):  # no framing: the body ends with the connection
+                yield data
+            self.complete = True
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+            raise UpstreamError(f"the hub's reply broke off: {exc}") from exc
+
+    def reusable(self) -> bool:
+        framed = self.chunked or self.length is not None
+        streaming = "text/event-stream" in (self.header("content-type") or "")
+        return self.complete and framed and not streaming and "close" not in (self.header("connection") or "").lower()
+
+    def close(self) -> None:
+        """Done with the reply: back to the pool when it ended cleanly, else closed (the hub sees it)."""
+        if self._pool is not None and self.reusable():
+            pool, key = self._pool
+            self._pool = None
+            pool.give(key, self._reader, self._writer)
+            return
+        self._pool = None
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+
+async def request(
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    headers: Mapping[str, str],
+    body: bytes | None = None,
+    head_timeout: float = 300.0,
+    pool: ConnectionPool | None = None,
+) -> UpstreamResponse:
+    """Send one request and read the status line and headers (within ``head_timeout`` seconds).
+
+    With a ``pool``, an idle connection is tried first; if the hub had closed it (nothing came
+    back), the request goes once more on a fresh connection.
+    """
+    key = (host, port)
+    lines = [f"{method} {path} HTTP/1.1"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value:
+            continue
+        lines.append(f"{name}: {value}")
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + (body or b"")
+    reused = pool.take(key) if pool is not None else None
+    if reused is not None:
+        reader, writer = reused
+        try:
+            return await _exchange(reader, writer, data, head_timeout, pool, key)
+        except _Untouched:
+            pass  # closed by the hub while idle: it never saw this request
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), 10.0)
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {exc or 'timed out'}", sent=False) from exc
+    try:
+        return await _exchange(reader, writer, data, head_timeout, pool, key)
+    except _Untouched as exc:
+        raise UpstreamError(f"the hub closed the connection: {exc.__cause__}") from exc
+
+
+class _Untouched(Exception):
+    """The connection ended before a byte of the reply came back."""
+
+
+async def _exchange(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    data: bytes,
+    head_timeout: float,
+    pool: ConnectionPool | None,
+    key: tuple[str, int],
+) -> UpstreamResponse:
+    try:
+        writer.write(data)
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), head_timeout)
+        status, reason, parsed = _parse_head(raw)
+    except (ConnectionError, asyncio.IncompleteReadError) as exc:
+        writer.close()
+        if not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial:
+            raise _Untouched(str(exc)) from exc
+        raise UpstreamError(f"the hub did not answer: {exc}") from exc
+    except (OSError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError) as exc:
+        writer.close()
+        raise UpstreamError(f"the hub did not answer: {exc or 'timed out'}") from exc
+    except BaseException:
+        writer.close()
+        raise
+    return UpstreamResponse(status, reason, parsed, reader, writer, (pool, key) if pool is not None else None)
+
+
+def _parse_head(raw: bytes) -> tuple[int, str, list[tuple[str, str]]]:
+    lines = raw.decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    if not version.startswith("HTTP/1."):
+        raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    code, _, reason = rest.partition(" ")
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise ValueError(f"malformed header line {line[:80]!r}")
+        headers.append((name.strip(), value.strip()))
+    return int(code), reason.strip(), headers
