@@ -128,7 +128,7 @@ def _config(args: argparse.Namespace) -> int:
             print(f"next: {cc.next_steps(args.host, args.name)}")
             holds_token = bool(args.http or (args.server and not args.token_file))
             if holds_token or args.gitignore:
-                _token_file_notice(path, args.gitignore, secret=holds_token)
+                _token_file_notice(path, args.gitignore, secret=holds_token, server=bool(args.server))
             return 0
     except cc.ConfigError as exc:
         print(f"mcp-notebook config: {exc}", file=sys.stderr)
@@ -158,8 +158,8 @@ def _autoload(args: argparse.Namespace) -> int:
     return run(args.action, prefix=args.prefix, user=args.user, profile=args.profile)
 
 
-def _token_file_notice(path: Path, gitignore: bool, secret: bool) -> None:
-    """A written --http entry holds the hub's token: keep that file out of version control (stderr only)."""
+def _token_file_notice(path: Path, gitignore: bool, secret: bool, server: bool = False) -> None:
+    """A written entry that holds a token (hub or Jupyter): keep that file out of version control (stderr only)."""
     from . import clients_config as cc
 
     if gitignore:
@@ -170,8 +170,9 @@ def _token_file_notice(path: Path, gitignore: bool, secret: bool) -> None:
             print(f"mcp-notebook config: {exc}", file=sys.stderr)
     if secret:
         print(
-            f"warning: {path} now holds this kernel's token (mode 0600); keep it out of version control "
-            "(rerun with --gitignore to add it to the repository's .gitignore, or prefer the bridge: drop --http)",
+            f"warning: {path} now holds a token (mode 0600); keep it out of version control "
+            "(rerun with --gitignore to add it to the repository's .gitignore"
+            + (", or prefer --token-file)" if server else ", or prefer the bridge: drop --http)"),
             file=sys.stderr,
         )
 
