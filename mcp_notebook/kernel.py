@@ -15,6 +15,7 @@ from typing import Any
 from . import __version__
 from .capture import CellCapture
 from .config import MCPHub
+from .frontend_comm import CHANNEL as FRONTEND
 from .protocol.server import McpServer, ServerSettings
 from .protocol.versions import ALL_VERSIONS
 from .providers.cells import CellsProvider
@@ -116,10 +117,12 @@ class KernelHub:
         self.notebook.watched, self.notebook.changed = self.hub.watched, self.hub.changed
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
+        FRONTEND.attach(self)  # the JupyterLab extension's comm, when one is open
 
     def stop(self) -> None:
         """Leave nothing behind: hook, streams, server thread, socket, runtime file."""
         atexit.unregister(self.stop)
+        FRONTEND.detach(self)
         if self._hook_registered:
             try:
                 self.shell.events.unregister("post_run_cell", self._post_run_cell)
