@@ -13,6 +13,7 @@ const DOC_DEBOUNCE_MS = 300;
 const ACTIVE_DEBOUNCE_MS = 150;
 const MAX_TEXT = 2000; // characters kept of each text output (the hub only shows previews)
 const MAX_PUSH_CHARS = 8 * 1024 * 1024;
+const SUBSHELL_WAIT_MS = 5000;
 
 /** Where the link stands. */
 export type LinkStatus =
@@ -115,6 +116,11 @@ export class HubConnection {
     return this._message;
   }
 
+  /** Whether that message reports a failure. */
+  get messageIsError(): boolean {
+    return this._messageIsError;
+  }
+
   /** When the document was last pushed (ms since epoch), 0 if never. */
   get lastPush(): number {
     return this._lastPush;
@@ -149,9 +155,31 @@ export class HubConnection {
     this._set('probing');
     comm.onMsg = msg => this._onMsg(comm, msg);
     comm.onClose = () => this._onClose(comm);
+    void this._open(kernel, comm);
+  }
+
+  /**
+   * With JupyterLab 4.4+ and a kernel with subshells (ipykernel 7), the comm gets its own subshell:
+   * open it there, so the kernel serves this comm while a cell runs on the main shell.
+   */
+  private async _open(kernel: Kernel.IKernelConnection, comm: Kernel.IComm): Promise<void> {
+    const started: Promise<void> | undefined = (comm as any).subshellStarted;
+    try {
+      await kernel.info;
+      const useSubshell =
+        started !== undefined && (kernel as any).supportsSubshells === true && (comm as any).commsOverSubshells !== 'disabled';
+      if (useSubshell) {
+        await Promise.race([started, new Promise(resolve => window.setTimeout(resolve, SUBSHELL_WAIT_MS))]);
+      }
+    } catch {
+      // no subshell: the main shell serves the comm between cells
+    }
+    if (comm !== this._comm || comm.isDisposed) {
+      return;
+    }
     try {
       comm.open({ version: 1, path: this.panel.context.path });
-    } catch (err) {
+    } catch {
       this._onClose(comm);
     }
   }
@@ -266,6 +294,7 @@ export class HubConnection {
       }
     } else if (data?.type === 'result') {
       this._message = String(data.message ?? '');
+      this._messageIsError = data.ok === false;
       this._changed.emit();
     }
   }
@@ -296,6 +325,7 @@ export class HubConnection {
     this._status = status;
     if (message !== undefined) {
       this._message = message;
+      this._messageIsError = message.startsWith('could not');
     }
     if (!this._disposed) {
       this._changed.emit();
@@ -345,6 +375,7 @@ export class HubConnection {
   private _status: LinkStatus = 'no-kernel';
   private _state: IHubState | null = null;
   private _message = '';
+  private _messageIsError = false;
   private _lastPush = 0;
   private _reprobe = false;
   private _disposed = false;

@@ -68,7 +68,7 @@ export class HubPanel extends Widget {
       )
     );
     if (conn.message) {
-      body.appendChild(h('div', { class: 'mcp-nb-message' }, conn.message));
+      body.appendChild(h('div', { class: `mcp-nb-message${conn.messageIsError ? ' mcp-nb-error' : ''}` }, conn.message));
     }
     if (status === 'absent' || status === 'loading') {
       body.appendChild(
