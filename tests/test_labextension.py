@@ -46,7 +46,14 @@ def _free_port() -> int:
 
 def _notebook() -> dict[str, Any]:
     def code(cid: str, source: str) -> dict[str, Any]:
-        return {"id": cid, "cell_type": "code", "metadata": {}, "source": source, "execution_count": None, "outputs": []}
+        return {
+            "id": cid,
+            "cell_type": "code",
+            "metadata": {},
+            "source": source,
+            "execution_count": None,
+            "outputs": [],
+        }
 
     return {
         "nbformat": 4,
