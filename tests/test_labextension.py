@@ -74,6 +74,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     for d in (root, runtime, base / "config", base / "data", base / "ipython"):
         d.mkdir()
     (root / "demo.ipynb").write_text(json.dumps(_notebook()))
+    (root / "other.ipynb").write_text(json.dumps({**_notebook(), "cells": []}))
     token, port = secrets.token_hex(16), _free_port()
     env = {
         **os.environ,
@@ -138,12 +139,15 @@ def test_extension_is_listed_enabled():
     assert re.search(r"mcp-notebook v\S+ enabled\s+OK", line), text
 
 
-def _hub_info(runtime: Path, timeout: float = 60) -> dict[str, Any]:
+def _hub_info(runtime: Path, timeout: float = 60, not_url: str | None = None) -> dict[str, Any]:
+    """The running hub's connection info, from its runtime file (a new hub's, with ``not_url``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for path in runtime.glob("mcp-notebook-*.json"):
             with contextlib.suppress(OSError, ValueError):
-                return json.loads(path.read_text())
+                info = json.loads(path.read_text())
+                if info.get("url") != not_url:
+                    return info
         time.sleep(0.2)
     raise TimeoutError("no hub runtime file appeared")
 
@@ -250,6 +254,29 @@ async def _scenario(lab: dict[str, Any]) -> None:
                 await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-var.mcp-nb-hidden[data-name='shown_value']")
                 assert "other_value" in names(await read("nb://vars"))
                 await _shot(page, "3-hidden")
+
+            # A second notebook (its own kernel, no hub): the panel and status bar follow the current one.
+            await page.evaluate("window.jupyterapp.commands.execute('docmanager:open', {path: 'other.ipynb'})")
+            await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-notebook:text-is('other.ipynb')")
+            await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-load", timeout=90_000)
+            assert (await page.inner_text(".mcp-nb-status")) == "MCP: not loaded"
+            await _shot(page, "4-second-notebook")
+            await page.evaluate("window.jupyterapp.commands.execute('docmanager:open', {path: 'demo.ipynb'})")
+            await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-badge[data-status='running']")
+
+            # Kernel restart: the hub is gone ("not loaded"); loading it again re-pushes the unsaved document.
+            await page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+            await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-load:not([disabled])", timeout=90_000)
+            await page.click("#mcp-notebook-panel .mcp-nb-load")
+            await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-badge[data-status='running']", timeout=90_000)
+            fresh = _hub_info(lab["runtime"], not_url=info["url"])
+            async with connect(fresh, "legacy") as (client, _inbox):
+                await _poll(
+                    lambda: client.read_resource("nb://notebook"),
+                    lambda r: UNSAVED in r.contents[0].text,
+                    what="the unsaved cell in the restarted kernel's hub",
+                )
+            await _shot(page, "5-after-restart")
             assert not errors, errors
         finally:
             await browser.close()
