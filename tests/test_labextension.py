@@ -247,6 +247,11 @@ async def _scenario(lab: dict[str, Any]) -> None:
                 status = await page.inner_text(".mcp-nb-status")
                 assert status.startswith("MCP: on") and "1 client" in status
                 await _shot(page, "2-running")
+                copy = page.locator("#mcp-notebook-panel .mcp-nb-setup .mcp-nb-copy").first
+                await copy.click()
+                await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-copy:text-is('Copied')")
+                setup = await page.inner_text("#mcp-notebook-panel .mcp-nb-setup")
+                assert "claude mcp add notebook -- mcp-notebook bridge" in setup
 
                 # Hide a variable from the panel: gone from nb://vars, shown as hidden.
                 await page.click("#mcp-notebook-panel .mcp-nb-var[data-name='shown_value'] .mcp-nb-hide")

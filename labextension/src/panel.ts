@@ -7,6 +7,7 @@ import { button, h } from './dom';
 import { SETUP_LINES } from './setup';
 
 const SHOWN_VARIABLES = 200;
+const COPIED_MS = 1500;
 
 export class HubPanel extends Widget {
   constructor() {
@@ -188,13 +189,25 @@ export class HubPanel extends Widget {
       h('div', { class: 'mcp-nb-muted' }, 'Each line configures the stdio bridge, which finds this kernel by itself (no token).')
     );
     for (const s of SETUP_LINES) {
-      const copy = button('Copy', 'mcp-nb-copy', () => {
-        Clipboard.copyToSystem(s.line);
-        copy.textContent = 'Copied';
-        window.setTimeout(() => (copy.textContent = 'Copy'), 1500);
-      }, `Copy the ${s.client} set-up line`);
+      const copied = (this._copiedUntil.get(s.line) ?? 0) > Date.now();
+      const copy = button(
+        copied ? 'Copied' : 'Copy',
+        'mcp-nb-copy',
+        () => {
+          Clipboard.copyToSystem(s.line);
+          this._copiedUntil.set(s.line, Date.now() + COPIED_MS);
+          this._render();
+          window.setTimeout(() => this._render(), COPIED_MS + 50);
+        },
+        `Copy the ${s.client} set-up line`
+      );
       box.appendChild(
-        h('div', { class: 'mcp-nb-setup-row' }, h('div', { class: 'mcp-nb-muted' }, s.client), h('div', { class: 'mcp-nb-setup-line' }, h('code', {}, s.line), copy))
+        h(
+          'div',
+          { class: 'mcp-nb-setup-row' },
+          h('div', { class: 'mcp-nb-muted' }, s.client),
+          h('div', { class: 'mcp-nb-setup-line' }, h('code', {}, s.line), copy)
+        )
       );
     }
     return box;
@@ -212,6 +225,7 @@ export class HubPanel extends Widget {
 
   private _conn: HubConnection | null = null;
   private _stale = false;
+  private _copiedUntil = new Map<string, number>();
 }
 
 function documentLine(conn: HubConnection, state: IHubState): string {
