@@ -358,6 +358,17 @@ def hub_state(kh: Any) -> dict[str, Any]:
                 "streams": sum(1 for st in list(s.streams) if not st.closed),
             }
         )
+    for name, version, revision, idle in kh.server.stateless_clients():
+        state["clients"].append(
+            {
+                "session": "stateless",
+                "client": f"{name} {version}".strip(),
+                "version": revision,
+                "subscriptions": [],
+                "streams": 0,
+                "idle": round(idle),
+            }
+        )
     for listen in kh.server.listens():
         state["listens"].append(
             {"id": str(listen.sub_id), "uris": sorted(list(listen.uris)), "list_changed": bool(listen.list_changed)}

@@ -133,6 +133,19 @@ def test_state_on_open_has_the_endpoint_but_never_the_token(frontend, hub):
     assert hub["token"] not in json.dumps(frontend.inbox)
 
 
+def test_state_lists_sdk_clients_of_both_eras(hub, frontend):
+    async def go(mode: str) -> list[dict[str, Any]]:
+        async with connect(hub, mode) as (client, _inbox):
+            await client.read_resource("nb://kernel")
+            return await anyio.to_thread.run_sync(frontend.state)
+
+    legacy = anyio.run(go, "legacy")
+    assert any(c["session"] != "stateless" and c["version"] != "2026-07-28" for c in legacy["clients"])
+    auto = anyio.run(go, "auto")  # the SDK's default: stateless 2026-07-28, known by its clientInfo
+    stateless = [c for c in auto["clients"] if c["session"] == "stateless"]
+    assert stateless and stateless[0]["version"] == "2026-07-28" and stateless[0]["client"] not in ("", "?"), auto
+
+
 def test_pushed_document_reaches_subscribers_and_readers(kernel, hub, frontend):
     doc = notebook(markdown("intro", "# Unsaved title\nnot on disk"), code("c1", "x = 1", count=1))
 

@@ -203,7 +203,7 @@ async def _scenario(lab: dict[str, Any]) -> None:
             assert info["token"] not in await page.content()  # never the token in the page
 
             await page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            async with connect(info, "legacy") as (client, inbox):
+            async with connect(info) as (client, inbox):
 
                 async def read(uri: str) -> dict[str, Any]:
                     return json.loads((await client.read_resource(uri)).contents[0].text)
@@ -230,27 +230,29 @@ async def _scenario(lab: dict[str, Any]) -> None:
                 assert json.loads((lab["root"] / "demo.ipynb").read_text())["cells"][-1]["id"] == "second"
 
                 # Selecting a cell shows in nb://notebook/active (and its subscribers hear of it).
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    await client.subscribe_resource("nb://notebook/active")
-                await page.keyboard.press("Escape")
-                await page.click(".jp-Notebook .jp-Cell >> nth=0 >> .jp-InputPrompt")
-                active = await _poll(
-                    lambda: read("nb://notebook/active"),
-                    lambda d: (d.get("active") or {}).get("id") == "first",
-                    what="the first cell as the active cell",
-                )
-                assert active["active"]["source"] == FIRST_SOURCE
-                assert active["active"]["executed"].startswith("nb://cells/")
-                assert [c["id"] for c in active["selected"]] == ["first"]
-                await inbox.wait_for(lambda i: "nb://notebook/active" in i.updated, timeout=20)
+                async with connect(info, "legacy") as (watcher, inbox):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        await watcher.subscribe_resource("nb://notebook/active")
+                    await page.keyboard.press("Escape")
+                    await page.click(".jp-Notebook .jp-Cell >> nth=0 >> .jp-InputPrompt")
+                    active = await _poll(
+                        lambda: read("nb://notebook/active"),
+                        lambda d: (d.get("active") or {}).get("id") == "first",
+                        what="the first cell as the active cell",
+                    )
+                    assert active["active"]["source"] == FIRST_SOURCE
+                    assert active["active"]["executed"].startswith("nb://cells/")
+                    assert [c["id"] for c in active["selected"]] == ["first"]
+                    await inbox.wait_for(lambda i: "nb://notebook/active" in i.updated, timeout=20)
 
                 # The panel lists this client (and the status bar counts it).
                 client_name = page.locator("#mcp-notebook-panel .mcp-nb-client-name")
                 await client_name.first.wait_for()
                 assert (await client_name.first.inner_text()).strip()
+                await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-client:has-text('stateless')")
                 status = await page.inner_text(".mcp-nb-status")
-                assert status.startswith("MCP: on") and "1 client" in status
+                assert status.startswith("MCP: on") and "client" in status, status
                 await _shot(page, "2-running")
                 copy = page.locator("#mcp-notebook-panel .mcp-nb-setup .mcp-nb-copy").first
                 await copy.click()

@@ -29,6 +29,7 @@ export interface IClientRow {
   version: string;
   subscriptions: string[];
   streams: number;
+  idle?: number; // seconds since a stateless (2026-07-28) client's last request
 }
 
 export interface IHubState {

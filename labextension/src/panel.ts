@@ -117,7 +117,13 @@ export class HubPanel extends Widget {
         h(
           'div',
           { class: 'mcp-nb-client' },
-          h('div', {}, h('b', { class: 'mcp-nb-client-name' }, c.client), ` · MCP ${c.version} · `, h('code', {}, c.session)),
+          h(
+            'div',
+            {},
+            h('b', { class: 'mcp-nb-client-name' }, c.client),
+            ` · MCP ${c.version} · `,
+            c.session === 'stateless' ? `stateless, seen ${c.idle ?? 0}s ago` : h('code', {}, c.session)
+          ),
           h(
             'div',
             { class: 'mcp-nb-muted' },

@@ -27,7 +27,7 @@ export class HubStatus extends Widget {
     const state = conn?.state;
     let text = 'MCP: –';
     if (conn?.status === 'connected' && state) {
-      const n = state.clients.length + state.listens.length;
+      const n = state.clients.length; // sessions and recently seen stateless clients (who also own the listens)
       text = state.running ? `MCP: on · ${n} client${n === 1 ? '' : 's'}` : 'MCP: off';
     } else if (conn?.status === 'absent') {
       text = 'MCP: not loaded';
