@@ -195,13 +195,17 @@ class FrontendChannel:
         if not isinstance(selected, list):
             raise ValueError("selected must be a list of cell ids")
         link.active = (active, [s for s in selected if isinstance(s, str)])
-        with self._lock:
+        with self._lock:  # the view the user moves in is the one the hub shows (several views, one kernel)
+            before = self._owner
+            if before is None or before.closed or link.document is not None:
+                self._owner = link
             owner = self._owner
-            if owner is None or owner.closed:
-                self._owner = owner = link
         kh = self._running_hub()
-        if kh is not None and owner is link:
-            kh.notebook.set_active(active, link.active[1], source="jupyterlab")
+        if kh is None or owner is not link:
+            return
+        if before is not link and link.document is not None:
+            kh.notebook.set_document(link.document, source="jupyterlab")
+        kh.notebook.set_active(active, link.active[1], source="jupyterlab")
 
     def _command(self, link: Link, data: dict[str, Any]) -> None:
         command = data.get("command")

@@ -213,6 +213,24 @@ def test_hide_and_show_a_variable_from_the_panel(kernel, frontend, mcp):
     assert "panel_value" in {v["name"] for v in read_json(mcp, "nb://vars")["variables"]}
 
 
+def test_two_views_on_one_kernel_the_one_the_user_moves_in_wins(kernel, frontend, mcp):
+    other = Frontend(kernel)
+    other.open("second-view.ipynb")
+    other.wait(lambda d: d.get("type") == "state")
+    try:
+        frontend.send({"type": "document", "nb": notebook(markdown("a1", "view A"))})
+        other.send({"type": "document", "nb": notebook(markdown("b1", "view B"))})
+        other.state()
+        assert read_json(mcp, "nb://notebook")["cells"][0]["id"] == "b1"  # the latest push
+        frontend.send({"type": "active", "active": "a1", "selected": ["a1"]})
+        frontend.state()
+        assert read_json(mcp, "nb://notebook")["cells"][0]["id"] == "a1"  # the user moved in view A
+        assert read_json(mcp, "nb://notebook/active")["active"]["source"] == "view A"
+    finally:
+        other.close()
+        other.pump(0.5)
+
+
 def test_bad_messages_get_an_answer_and_the_kernel_keeps_going(kernel, frontend):
     frontend.inbox.clear()
     frontend.send({"type": "document", "nb": "not a notebook"})

@@ -215,6 +215,11 @@ export class HubConnection {
     this.probe();
   }
 
+  /** The notebook became the current one: tell the hub where the user is (several notebooks, one kernel). */
+  focus(): void {
+    this._scheduleActive();
+  }
+
   /** A panel command: hide/show a variable, start/stop the hub, refresh the state. */
   command(command: 'hide' | 'show' | 'start' | 'stop' | 'state', name?: string): void {
     this._send({ type: 'command', command, name: name ?? null });

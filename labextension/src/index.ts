@@ -67,8 +67,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     };
     const status = new HubStatus(openPanel);
     const follow = () => {
-      panel.setConnection(current());
-      status.setConnection(current());
+      const conn = current();
+      panel.setConnection(conn);
+      status.setConnection(conn);
+      conn?.focus();
     };
     tracker.currentChanged.connect(follow);
 
