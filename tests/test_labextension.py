@@ -289,6 +289,11 @@ async def _scenario(lab: dict[str, Any]) -> None:
                     what="the unsaved cell in the restarted kernel's hub",
                 )
             await _shot(page, "5-after-restart")
+
+            # Another kernel for the notebook: no hub there, the panel offers to load it again.
+            await page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.changeKernel({name: 'python3'})")
+            await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-load:not([disabled])", timeout=90_000)
+            assert (await page.inner_text(".mcp-nb-status")) == "MCP: not loaded"
             assert not errors, errors
         finally:
             await browser.close()
