@@ -75,6 +75,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         d.mkdir()
     (root / "demo.ipynb").write_text(json.dumps(_notebook()))
     (root / "other.ipynb").write_text(json.dumps({**_notebook(), "cells": []}))
+    labconfig = base / "config" / "labconfig"  # no news toast over the screenshots
+    labconfig.mkdir()
+    disabled = {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}
+    (labconfig / "page_config.json").write_text(json.dumps(disabled))
     token, port = secrets.token_hex(16), _free_port()
     env = {
         **os.environ,
