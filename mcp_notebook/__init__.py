@@ -17,9 +17,11 @@ _current: Any = None  # the running KernelHub, if any
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
+    from .frontend_comm import CHANNEL
     from .magics import register_magics
 
     register_magics(ipython)
+    CHANNEL.register(ipython)  # the JupyterLab extension's comm target; unused without it
     _start(ipython)
 
 
@@ -47,12 +49,14 @@ def _start(ipython: Any) -> None:
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext mcp_notebook``: stop everything the extension started, ``%mcp`` included."""
+    from .frontend_comm import CHANNEL
     from .kernel import unregister_configurable
     from .magics import unregister_magics
 
     unregister_magics(ipython)
     _stop()
     unregister_configurable(ipython)
+    CHANNEL.unregister()
 
 
 def _stop() -> None:
@@ -61,6 +65,11 @@ def _stop() -> None:
     if _current is not None:
         _current.stop()
         _current = None
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the prebuilt JupyterLab extension is (for ``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "mcp-notebook"}]
 
 
 def hub() -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 from . import __version__
 from .capture import CellCapture
 from .config import MCPHub
+from .frontend_comm import CHANNEL as FRONTEND
 from .logs import HubLog, log
 from .protocol.server import McpServer, ServerSettings
 from .protocol.versions import ALL_VERSIONS
@@ -130,10 +131,12 @@ class KernelHub:
         atexit.register(self.stop)
         self._install_sigterm()
         log.info("serving at %s", self.transport.url)
+        FRONTEND.attach(self)  # the JupyterLab extension's comm, when one is open
 
     def stop(self) -> None:
         """Leave nothing behind: hook, streams, server thread, socket, runtime file."""
         atexit.unregister(self.stop)
+        FRONTEND.detach(self)
         if self._hook_registered:
             try:
                 self.shell.events.unregister("post_run_cell", self._post_run_cell)

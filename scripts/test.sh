@@ -3,8 +3,9 @@
 #   bash scripts/test.sh [pytest args...]
 #   bash scripts/test.sh --setup-only
 # Creates .venv (python3 -m venv), installs the package with its test and data extras plus
-# ipywidgets, installs the pinned Node tooling in tests/node (Node 22, the MCP conformance suite,
-# the MCP Inspector), then runs pytest over tests/. Exit code: pytest's; "no tests ran" is an error.
+# ipywidgets (the install builds the JupyterLab extension; rebuilt when labextension/ changes),
+# installs chromium with apt when missing (browser tests), installs the pinned Node tooling in
+# tests/node (Node 22, the MCP conformance suite, the MCP Inspector), then runs pytest over tests/. Exit code: pytest's; "no tests ran" is an error.
 # Then a compat pass: .venv-compat holds the oldest supported stack (Python 3.10 when available,
 # ipykernel 6.29, IPython 8) and runs the kernel-facing tests; its failure fails the script too.
 # COMPAT=0 skips it; COMPAT_PYTHON picks its interpreter.
@@ -26,6 +27,23 @@ if [[ ! -f $py_stamp || pyproject.toml -nt $py_stamp ]]; then
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data]' ipywidgets
   touch "$py_stamp"
+fi
+
+# The JupyterLab extension: pip install builds it (hatch-jupyter-builder runs jlpm in labextension/).
+# Rebuild in place when its sources are newer than the build, and link the build into the venv.
+lab_out=mcp_notebook/labextension/package.json
+if [[ ! -f $lab_out || -n $(find labextension/src labextension/style labextension/package.json labextension/yarn.lock \
+  -newer "$lab_out" -print -quit 2>/dev/null) ]]; then
+  echo "scripts/test.sh: building the JupyterLab extension (labextension/)"
+  (export PATH="$PWD/.venv/bin:$PATH" && cd labextension && jlpm install && jlpm build:prod) >/dev/null
+  PATH="$PWD/.venv/bin:$PATH" "$VENV_PY" -m jupyter labextension develop --overwrite . >/dev/null
+fi
+
+# The browser tests drive Debian's chromium (Playwright's own browser download is not needed).
+if [[ ! -x ${CHROMIUM:-/usr/bin/chromium} ]] && command -v apt-get >/dev/null; then
+  echo "scripts/test.sh: installing chromium (apt)"
+  SUDO=$([[ $(id -u) -eq 0 ]] || echo sudo)
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
 # npm writes node_modules/.package-lock.json on every install; reinstall when the lock is newer.
@@ -88,7 +106,7 @@ if [[ $COMPAT != 0 ]]; then
   echo "== compat: $("$COMPAT_PY" -c 'import sys, ipykernel, IPython, ipywidgets
 print(f"ipykernel {ipykernel.__version__}, IPython {IPython.__version__}, ipywidgets {ipywidgets.__version__}, Python {sys.version.split()[0]}")')"
   compat_status=0
-  "$COMPAT_PY" -m pytest -q tests/test_sdk_client.py tests/test_lifecycle.py tests/test_cells.py \
+  "$COMPAT_PY" -m pytest -q tests/test_sdk_client.py tests/test_lifecycle.py tests/test_cells.py tests/test_frontend_comm.py \
     tests/test_security.py tests/test_magics.py tests/test_widgets.py tests/test_acceptance_data.py \
     tests/test_hardening_data.py tests/test_secrets_matrix.py \
     tests/test_first_hour.py tests/test_tool_watches.py \

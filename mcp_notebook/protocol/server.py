@@ -44,6 +44,8 @@ META_CAPS = "io.modelcontextprotocol/clientCapabilities"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_SUB_ID = "io.modelcontextprotocol/subscriptionId"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+MAX_STATELESS_CLIENTS = 50
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 MAX_COMPLETIONS = 100
 # Requests whose handling never reaches user code or live values (see McpServer.may_run_user_code).
@@ -169,6 +171,7 @@ class McpServer:
         self.closed = False
         self.on_activity: Callable[[], None] | None = None
         self.activity_listeners: list[Callable[[], None]] = []  # e.g. widgets; called like on_activity
+        self._stateless: dict[tuple[str, str], tuple[float, str]] = {}  # (name, version) -> (last seen, revision)
         hub.add_listener(self.on_hub_event)
         self.tools = Tools(hub, settings.page_size)
         self._handshake: dict[str, Callable[[Ctx, dict[str, Any]], dict[str, Any]]] = {
@@ -509,7 +512,27 @@ class McpServer:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: unknown log level {level!r}", status=400)
         if msg.is_request:
             self._check_modern_headers(headers, msg, version)
+            self._seen_stateless(meta.get(META_CLIENT_INFO), version)
         return Ctx(version, None, meta, headers)
+
+    def _seen_stateless(self, info: Any, version: str) -> None:
+        """Remember a modern-era client by its clientInfo (no session to list it by); O(1) per request."""
+        info = info if isinstance(info, dict) else {}
+        key = (str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50])
+        with self._lock:
+            new = key not in self._stateless
+            self._stateless[key] = (time.monotonic(), version)
+            if new and len(self._stateless) > MAX_STATELESS_CLIENTS:
+                del self._stateless[min(self._stateless, key=lambda k: self._stateless[k][0])]
+        if new:
+            self._touch()
+
+    def stateless_clients(self, within: float = 300.0) -> list[tuple[str, str, str, float]]:
+        """(name, version, revision, seconds idle) of modern-era clients seen in the last ``within`` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            seen = list(self._stateless.items())
+        return [(k[0], k[1], rev, now - at) for k, (at, rev) in seen if now - at <= within]
 
     @staticmethod
     def _check_modern_headers(headers: dict[str, str], msg: rpc.Message, version: str) -> None:

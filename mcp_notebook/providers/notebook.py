@@ -1,5 +1,6 @@
 """The notebook document: ``nb://notebook`` (cells in order, outputs summarized) and
-``nb://notebook/cells/{cell_id}`` (one cell).
+``nb://notebook/cells/{cell_id}`` (one cell) and ``nb://notebook/active`` (the cell the user is on and
+the selected cells, as a frontend reports them).
 
 The document comes from the .ipynb on disk (``MCPHub.notebook_path``, ``JPY_SESSION_NAME``,
 VS Code's ``__vsc_ipynb_file__``), or from a frontend that pushes a newer one through
@@ -26,6 +27,7 @@ from .variables import rank_completions
 
 PREFIX = "nb://notebook"
 DOC_URI = "nb://notebook"
+ACTIVE_URI = "nb://notebook/active"
 CELL_TEMPLATE = "nb://notebook/cells/{cell_id}"
 _DOC = compile_template("nb://notebook{?offset,limit}")
 _CELL = compile_template(CELL_TEMPLATE)
@@ -33,6 +35,7 @@ _JSON = "application/json"
 MAX_FILE_BYTES = 64 * 1024 * 1024
 _PREVIEW = 200
 _CELL_SOURCE_IN_INDEX = 2000
+MAX_SELECTED = 50
 _UNSEEN: Any = object()
 
 
@@ -78,6 +81,7 @@ class NotebookProvider(Provider):
         self._lock = threading.Lock()
         self._file: tuple[str, int, int, dict[str, Any]] | None = None  # path, mtime_ns, size, doc
         self._pushed: tuple[dict[str, Any], float, str] | None = None  # doc, time, source
+        self._active: tuple[str | None, tuple[str, ...], float, str] | None = None  # active, selected, time, source
         self._seen_mtime: tuple[str, int] | None = _UNSEEN
         self.watched: Callable[[], frozenset[str]] = frozenset
         self.changed: Callable[[Iterable[str]], None] | None = None
@@ -105,9 +109,25 @@ class NotebookProvider(Provider):
             self.changed([u for u in self.watched() if self.owns(u)])
 
     def clear_document(self) -> None:
-        """Forget a pushed document (the file is used again)."""
+        """Forget a pushed document and the active cell (the file is used again)."""
         with self._lock:
-            self._pushed = None
+            had = self._pushed is not None or self._active is not None
+            self._pushed = self._active = None
+        if had and self.changed is not None:
+            self.changed([u for u in self.watched() if self.owns(u)])
+
+    def set_active(self, active: str | None, selected: Iterable[str] = (), source: str = "frontend") -> None:
+        """The cell the user is on and the selected cells (ids), as a frontend reports them (any thread)."""
+        if active is not None and not isinstance(active, str):
+            raise ValueError("the active cell id must be a string or None")
+        picked = tuple(dict.fromkeys(c for c in selected if isinstance(c, str)))[:MAX_SELECTED]
+        with self._lock:
+            before = self._active
+            self._active = (active, picked, time.time(), source)
+        if before is not None and before[:2] == (active, picked):
+            return
+        if self.changed is not None and ACTIVE_URI in self.watched():
+            self.changed([ACTIVE_URI])
 
     def document(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """(document, facts about where it came from), or None when there is none."""
@@ -150,6 +170,8 @@ class NotebookProvider(Provider):
         return uri == DOC_URI or uri.startswith(PREFIX + "/") or uri.startswith(PREFIX + "?")
 
     def read(self, uri: str) -> list[Contents]:
+        if uri == ACTIVE_URI:
+            return [self._read_active(uri)]
         params = _DOC.match(uri)
         if params is not None:
             return [self._read_doc(uri, params)]
@@ -259,6 +281,59 @@ class NotebookProvider(Provider):
             doc["executed"] = cell_uri(seq)  # full outputs of its latest run in this kernel
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
 
+    # -- what the user is looking at ----------------------------------------------------
+    def _read_active(self, uri: str) -> Contents:
+        with self._lock:
+            active = self._active
+        if active is None:
+            out: dict[str, Any] = {
+                "available": False,
+                "hint": "No frontend has reported the active cell: the mcp-notebook JupyterLab extension "
+                "sends it while the notebook is open in JupyterLab.",
+            }
+            return Contents(uri=uri, mime_type=_JSON, text=json.dumps(out))
+        active_id, selected, at, source = active
+        found = self.document()
+        cells = found[0]["cells"] if found is not None else []
+        by_id = {_cell_id(i, c): (i, c) for i, c in enumerate(cells) if isinstance(c, dict)}
+        budget = self._limits.max_read_chars - 800
+        share = max(500, budget // (len(selected) + 1)) if selected else budget
+        out = {
+            "available": True,
+            "source": source,
+            "updated": iso(at),
+            "document": found[1] if found is not None else None,
+            "active": self._focus(active_id, by_id, share) if active_id is not None else None,
+            "selected": [self._focus(cid, by_id, share) for cid in selected],
+        }
+        return Contents(uri=uri, mime_type=_JSON, text=json.dumps(out, ensure_ascii=False, default=str))
+
+    def _focus(self, cell_id: str, by_id: dict[str, tuple[int, dict[str, Any]]], share: int) -> dict[str, Any]:
+        """One cell as the active resource shows it: source, outputs summarized, its latest run."""
+        row: dict[str, Any] = {"id": cell_id, "uri": nb_cell_uri(cell_id)}
+        hit = by_id.get(cell_id)
+        if hit is None:
+            row["missing"] = "not in the notebook document (yet)"
+        else:
+            index, cell = hit
+            source = mask_secrets(_text(cell.get("source")))
+            cap = max(200, share // 2)
+            row.update(index=index, cell_type=cell.get("cell_type"), source=source[:cap])
+            if len(source) > cap:
+                row["source_truncated"] = True
+            if cell.get("cell_type") == "code":
+                row["execution_count"] = cell.get("execution_count")
+            outputs = cell.get("outputs") if isinstance(cell.get("outputs"), list) else []
+            if outputs:
+                each = max(100, (share // 2) // len(outputs[:20]))
+                row["outputs"] = [_output_summary(o, each) for o in outputs[:20]]
+                if len(outputs) > 20:
+                    row["outputs_more"] = len(outputs) - 20
+        seq = self._executed(cell_id)
+        if seq is not None:
+            row["executed"] = cell_uri(seq)  # full outputs of its latest run in this kernel
+        return row
+
     # -- listing ------------------------------------------------------------------------
     def list_resources(self) -> list[Resource]:
         return [
@@ -269,7 +344,16 @@ class NotebookProvider(Provider):
                 description="The notebook's cells in order (markdown and code), outputs summarized.",
                 mime_type=_JSON,
                 annotations=Annotations(audience=("assistant",), priority=0.7),
-            )
+            ),
+            Resource(
+                uri=ACTIVE_URI,
+                name="notebook-active",
+                title="Active cell and selection",
+                description="The cell the user is on and the selected cells (source, outputs, latest run), "
+                "as JupyterLab reports them; subscribe to follow the user.",
+                mime_type=_JSON,
+                annotations=Annotations(audience=("assistant",), priority=0.8),
+            ),
         ]
 
     def list_templates(self) -> list[ResourceTemplate]:
