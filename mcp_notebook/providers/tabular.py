@@ -213,7 +213,7 @@ class Table:
 
     kind = "table"
     mutable = True  # may change in place (else only rebinding changes it)
-    lazy = False  # rows cannot be read without computing them (polars LazyFrame)
+    lazy = False  # a lazy engine frame (providers/engines.py): rows and counts cost engine work
 
     def __init__(self, value: Any):
         self.value = value
@@ -536,35 +536,6 @@ class PolarsSeries(Table):
         return h.digest()
 
 
-class PolarsLazy(Table):
-    """A polars LazyFrame: schema only; its rows are never computed by a read."""
-
-    kind = "polars.LazyFrame"
-    mutable = False
-    lazy = True
-
-    @property
-    def nrows(self) -> None:
-        return None
-
-    def _schema(self) -> Any:
-        return self.value.collect_schema()
-
-    def labels(self) -> list[str]:
-        return list(self._schema().names())
-
-    def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
-        schema = self._schema()
-        names, dtypes = list(schema.names()), list(schema.dtypes())
-        return {
-            "columns": [{"name": names[p], "dtype": str(dtypes[p])} for p in positions],
-            "note": "a LazyFrame: rows and statistics are not computed; collect() it in a cell to read rows",
-        }
-
-    def fingerprint(self) -> tuple:
-        return (id(self.value),)
-
-
 # pyarrow --------------------------------------------------------------------------------------
 def _describe_arrow(label: str, head: Any, full: Any) -> dict[str, Any]:
     import pyarrow as pa
@@ -758,7 +729,6 @@ _ADAPTERS: dict[tuple[str, str], type[Table]] = {
     ("pandas", "Series"): PandasSeries,
     ("polars", "DataFrame"): PolarsFrame,
     ("polars", "Series"): PolarsSeries,
-    ("polars", "LazyFrame"): PolarsLazy,
     ("pyarrow", "Table"): ArrowTable,
     ("pyarrow", "RecordBatch"): ArrowBatch,
     ("numpy", "ndarray"): NumpyArray,
