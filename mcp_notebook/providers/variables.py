@@ -200,12 +200,15 @@ class VariablesProvider(Provider):
             if uri == INDEX_URI:
                 changes.maybe.add(uri)
                 continue
-            if not uri.startswith(prefix) or uri in changes.updated:
+            if not uri.startswith(prefix):
                 continue
             name = uri[len(prefix) :]
             if name not in self._exposed:
                 continue
             fingerprint = cheap_shape(self._ns.get(name))
+            if uri in changes.updated:  # rebound in this cell: its new shape is the baseline for the next one
+                self._fingerprints[name] = fingerprint
+                continue
             if self._fingerprints.get(name, fingerprint) != fingerprint:
                 changes.updated.add(uri)
                 changes.updated.add(INDEX_URI)
