@@ -3,8 +3,9 @@
 The table interface is narwhals: schema (``collect_schema``), projection (``select``), the first
 page (``head``), the row count (``select(nw.len())``) and the conversion of collected rows to
 Python lists all go through it. Hand-written per engine, because narwhals has no lazy
-``offset``: the slice for deep pages (``limit``/``offset`` pushed down) and Dask's paging, which
-walks partitions from the first one (narwhals' Dask ``head`` would touch every partition); and the
+``offset``: the slice for deep pages (``limit``/``offset`` pushed down); Dask's paging, which
+walks partitions from the first one (narwhals' Dask ``head`` would touch every partition); Spark's
+rows, collected through CollectLimit (narwhals' ``toArrow()`` runs every partition); and the
 cancellation of a call that overran ``MCPHub.engine_timeout`` (Spark job groups, DuckDB
 ``interrupt()``, Dask futures), which narwhals does not model.
 
@@ -188,6 +189,8 @@ class EngineFrame(Table):
                 return _dask_rows(self.value, names, offset, n)
             nw = _nw()
             projected = self._frame().select(names)
+            if self.engine == "pyspark":
+                return _spark_rows(projected.to_native(), len(names), offset, n)
             if offset == 0:
                 df = projected.head(n).collect()
             else:
@@ -282,6 +285,16 @@ def _native_slice(engine: str, native: Any, offset: int, n: int) -> Any:
     if engine in ("pyspark", "sqlframe"):
         return native.offset(offset).limit(n)
     raise NotImplementedError(f"no offset for {engine}")
+
+
+def _spark_rows(sdf: Any, width: int, offset: int, n: int) -> list[list[Any]]:
+    """Rows of a Spark frame through ``collect()`` of a limited plan, which Spark runs as CollectLimit:
+    partitions are scanned a few at a time until enough rows came back. (narwhals collects through
+    ``toArrow()``, which runs every partition of the plan: a slow UDF would make a 10-row page cost
+    a pass over the whole frame.)"""
+    plan = sdf.offset(offset).limit(n) if offset else sdf.limit(n)
+    rows = plan.collect()
+    return [[row[j] for row in rows] for j in range(width)]
 
 
 def _dask_rows(ddf: Any, names: list[str], offset: int, n: int) -> list[list[Any]]:
