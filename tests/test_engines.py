@@ -95,6 +95,8 @@ def test_vars_listing_and_completion(engines, mcp):
     for name, engine in ENGINES.items():
         assert rows[name]["engine"] == engine and rows[name]["frame"] == f"nb://frames/{name}", rows[name]
     assert rows["con"]["db"] == "nb://db/con"
+    var = json.loads(read(mcp, "nb://vars/heavy")[0]["text"])  # a relation's repr would run the query
+    assert var["repr"].startswith("<lazy duckdb.DuckDBPyRelation; columns: s: ") and var["engine"] == "duckdb"
     listed = {r["uri"]: r for r in mcp.result("resources/list")["resources"]}
     for name in ENGINES:
         assert "lazy" in listed[f"nb://frames/{name}"]["title"]

@@ -75,6 +75,9 @@ class FramesProvider(Provider):
         extras = getattr(variables, "row_extras", None)
         if extras is not None:
             extras.append(self._index_links)
+        overrides = getattr(variables, "repr_overrides", None)
+        if overrides is not None:
+            overrides.append(self._engine_repr)
 
     # -- lookup -------------------------------------------------------------------------
     def _table(self, name: str, uri: str) -> Table:
@@ -93,6 +96,16 @@ class FramesProvider(Provider):
         if engine is not None:
             return EngineFrame(value, engine, self._limits.engine_timeout, self.duckdb_connections)
         return table_for(value)
+
+    def _engine_repr(self, value: Any) -> str | None:
+        """A lazy frame's text for nb://vars/{name}, from its schema: its repr may run the query."""
+        engine = engine_of_type(type(value))
+        if engine is None:
+            return None
+        table = EngineFrame(value, engine)
+        schema = table.schema()
+        cols = ", ".join(f"{mask_secrets(str(n))}: {t}" for n, t in zip(schema.names(), schema.dtypes(), strict=False))
+        return f"<lazy {table.kind}; columns: {cols}; page its rows through nb://frames>"
 
     def duckdb_connections(self) -> list[Any]:
         """DuckDB connections in the namespace (interrupted when a relation's read overruns)."""

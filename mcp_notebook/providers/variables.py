@@ -79,6 +79,9 @@ class VariablesProvider(Provider):
         self._fingerprints: dict[str, Any] = {}
         # Callables adding fields to nb://vars index rows (frames add their page/schema URIs).
         self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = []
+        # Callables giving the text shown instead of repr() (None: not theirs), for values whose repr
+        # would run a query (a DuckDB relation's repr computes its rows).
+        self.repr_overrides: list[Callable[[Any], str | None]] = []
         # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
@@ -333,7 +336,7 @@ class VariablesProvider(Provider):
         doc: dict[str, Any] = self._index_row(name)
         cap = max(200, limits.max_read_chars - 1000)
         try:
-            text, truncated = bounded_repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
+            text, truncated = self._repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
         except RenderTimeout as exc:
             raise ResourceReadError(f"repr({name}) did not finish: {exc}") from None
         except Exception as exc:  # a raising __repr__ is the object's problem, not the server's
@@ -349,6 +352,13 @@ class VariablesProvider(Provider):
             doc.update(_callable_info(value, limits.repr_timeout))
         doc["modified"] = self._modified.get(name)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+
+    def _repr(self, value: Any, max_chars: int, timeout: float) -> tuple[str, bool]:
+        for override in self.repr_overrides:
+            text = call_guarded(lambda override=override: override(value), timeout)
+            if text is not None:
+                return text[:max_chars], len(text) > max_chars
+        return bounded_repr(value, max_chars, timeout)
 
     # -- hide/show ----------------------------------------------------------------------
     def set_hidden(self, name: str, hidden: bool) -> None:
