@@ -105,9 +105,21 @@ def run_bounded(fn: Callable[[], Any], timeout: float, cancel: Callable[[], None
         )
     if "error" in box:
         exc = box["error"]
-        message = mask_secrets(str(exc).strip().splitlines()[0] if str(exc).strip() else "")[:500]
+        message = mask_secrets(_first_line(exc))[:500]
         raise EngineError(f"{what} failed: {type(exc).__name__}: {message}") from None
     return box["value"]
+
+
+def _first_line(exc: BaseException) -> str:
+    """The engine's own message: the first line, or for a Java error the first line naming the cause."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].startswith("An error occurred while calling"):
+        for line in lines[1:]:
+            if "Exception" in line or "Error" in line:
+                return line
+    return lines[0]
 
 
 class EngineFrame(Table):
@@ -187,10 +199,10 @@ class EngineFrame(Table):
         def work() -> list[list[Any]]:
             if self.engine == "dask":
                 return _dask_rows(self.value, names, offset, n)
+            if self.engine == "pyspark":
+                return _spark_rows(self.value, names, offset, n)
             nw = _nw()
             projected = self._frame().select(names)
-            if self.engine == "pyspark":
-                return _spark_rows(projected.to_native(), len(names), offset, n)
             if offset == 0:
                 df = projected.head(n).collect()
             else:
@@ -287,14 +299,58 @@ def _native_slice(engine: str, native: Any, offset: int, n: int) -> Any:
     raise NotImplementedError(f"no offset for {engine}")
 
 
-def _spark_rows(sdf: Any, width: int, offset: int, n: int) -> list[list[Any]]:
+def _spark_rows(sdf: Any, names: list[str], offset: int, n: int) -> list[list[Any]]:
     """Rows of a Spark frame through ``collect()`` of a limited plan, which Spark runs as CollectLimit:
     partitions are scanned a few at a time until enough rows came back. (narwhals collects through
     ``toArrow()``, which runs every partition of the plan: a slow UDF would make a 10-row page cost
-    a pass over the whole frame.)"""
-    plan = sdf.offset(offset).limit(n) if offset else sdf.limit(n)
-    rows = plan.collect()
-    return [[row[j] for row in rows] for j in range(width)]
+    a pass over the whole frame.) Deep pages do not use Spark's ``offset()``, which brings all
+    ``offset + n`` rows to the driver: rows are addressed by ``monotonically_increasing_id()``
+    (partition id << 33 | row in partition) once the partition sizes are known (one JVM-side count)."""
+    width = len(names)
+    projected = sdf.select(*names)
+    if offset == 0:
+        rows = projected.limit(n).collect()
+        return [[row[j] for row in rows] for j in range(width)]
+    from pyspark.sql import functions as F
+
+    out: list[list[Any]] = [[] for _ in range(width)]
+    start = 0
+    for pid, size in _spark_partition_sizes(sdf):
+        if start + size <= offset:
+            start += size
+            continue
+        local = max(0, offset - start)
+        take = min(size - local, n - len(out[0]))
+        lo = (pid << 33) + local
+        mid = F.monotonically_increasing_id()
+        rows = projected.withColumn("__mcp_row", mid).where(
+            (F.col("__mcp_row") >= lo) & (F.col("__mcp_row") < lo + take)
+        )
+        got = sorted(rows.collect(), key=lambda r: r["__mcp_row"])
+        for j in range(width):
+            out[j].extend(row[j] for row in got)
+        start += size
+        if len(out[0]) >= n:
+            break
+    return out
+
+
+_spark_sizes: dict[int, tuple[Any, list[tuple[int, int]]]] = {}
+
+
+def _spark_partition_sizes(sdf: Any) -> list[tuple[int, int]]:
+    """(partition id, rows) of a Spark frame, in order (cached for the frame object)."""
+    cached = _spark_sizes.get(id(sdf))
+    if cached is not None and cached[0] is sdf:
+        return cached[1]
+    from pyspark.sql import functions as F
+
+    counts = sdf.select(F.spark_partition_id().alias("p")).groupBy("p").count().collect()
+    sizes = sorted((int(r["p"]), int(r["count"])) for r in counts)
+    if len(_spark_sizes) >= 8:
+        _spark_sizes.pop(next(iter(_spark_sizes)))
+    _spark_sizes[id(sdf)] = (sdf, sizes)
+    return sizes
 
 
 def _dask_rows(ddf: Any, names: list[str], offset: int, n: int) -> list[list[Any]]:
