@@ -360,7 +360,9 @@ def _dask_rows(ddf: Any, names: list[str], offset: int, n: int) -> list[list[Any
     out: list[list[Any]] = [[] for _ in names]
     skip, need = offset, n
     for i in range(projected.npartitions):
-        part = _dask_compute(projected.partitions[i])
+        # head() of one partition: Dask pushes the limit into readers that support it (parquet).
+        source = projected if i == 0 else projected.partitions[i]
+        part = _dask_compute(source.head(skip + need, npartitions=1, compute=False))
         rows = len(part.index)
         if skip >= rows:
             skip -= rows
