@@ -46,6 +46,11 @@ ddf = dd.from_pandas(pd.DataFrame({{'a': range(800_000), 'b': 1.5}}), npartition
 
 import os, sys
 os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers run this kernel's interpreter (its packages)
+def slow_part(df):
+    time.sleep(0.5)
+    return df
+slowd = dd.from_pandas(pd.DataFrame({{'a': range(4000)}}), npartitions=80).map_partitions(slow_part, meta={{'a': 'int64'}})
+
 from pyspark.sql import SparkSession, functions as F, types as T
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2")
@@ -170,6 +175,15 @@ def test_dask_pages_without_touching_the_failing_last_partition(engines, kernel,
     assert int(kernel.run("print(len(computed))").stdout) <= 3  # partitions 0 and 1, never all 8
     err = error_of(mcp, "nb://frames/ddf?limit=1&count=true")
     assert "last partition exploded" in err["message"] and "dask" in err["message"], err
+    rows, _ = page(mcp, "nb://frames/slowd?limit=2")  # one slow partition
+    assert rows == [["a"], ["0"], ["1"]]
+    set_timeout(kernel, 3)
+    try:  # 80 partitions x 0.5 s: the count is cancelled between partitions
+        err = error_of(mcp, "nb://frames/slowd/schema?count=true")
+        assert "did not finish within engine_timeout=3s and was cancelled" in err["message"], err
+        assert kernel.run("print(6 * 7)", timeout=30).stdout.strip() == "42"
+    finally:
+        set_timeout(kernel, 25)
 
 
 def test_spark_slow_udf_pages_quickly_and_count_times_out(engines, kernel, mcp):
@@ -207,6 +221,8 @@ def test_count_on_request(engines, mcp):
     assert doc["row_count"] == ROWS // 1000 and doc["shape"] == [ROWS // 1000, 4]
     cols = {c["name"]: c for c in doc["columns"]}
     assert cols["g"]["min"] == 3 and cols["g"]["max"] == 3 and "stats_note" in doc
+    doc = json.loads(read(mcp, "nb://frames/sdf_parquet/schema?stats=true&columns=g")[0]["text"])
+    assert doc["stats_rows"] == 100_000 and doc["columns"][0]["max"] == 999 and doc["row_count"] is None
 
 
 def test_duckdb_connection_tables_and_views(engines, mcp):

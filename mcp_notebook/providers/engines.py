@@ -216,7 +216,7 @@ class EngineFrame(Table):
 
         def work() -> int:
             if self.engine == "dask":
-                return len(self.value)
+                return int(_dask_compute(self.value.shape[0]))
             nw = _nw()
             return int(self._frame().select(nw.len()).collect().item())
 
@@ -232,6 +232,11 @@ class EngineFrame(Table):
 
                 cols = _dask_rows(self.value, names, 0, n)
                 return pd.DataFrame(dict(zip(names, cols, strict=True)))
+            if self.engine == "pyspark":  # CollectLimit, as for pages (narwhals' toArrow runs every partition)
+                import pyarrow as pa
+
+                cols = _spark_rows(self.value, names, 0, n)
+                return pa.table(dict(zip(names, cols, strict=True)))
             return self._frame().select(names).head(n).collect().to_native()
 
         return table_for(self._bounded(work, f"sampling rows of a {self.kind}"))
@@ -240,7 +245,10 @@ class EngineFrame(Table):
         group = f"mcp-notebook-{next(_groups)}"
         state: dict[str, Any] = {}
 
+        cancelled = threading.Event()
+
         def run() -> Any:
+            _local.cancelled = cancelled
             if self.engine == "pyspark":
                 sc = self.value.sparkSession.sparkContext
                 state["sc"] = sc
@@ -264,6 +272,7 @@ class EngineFrame(Table):
                     except Exception:
                         pass
             elif self.engine == "dask":
+                cancelled.set()
                 _cancel_dask()
 
         return run_bounded(run, self.timeout, cancel, what)
@@ -378,6 +387,7 @@ def _dask_rows(ddf: Any, names: list[str], offset: int, n: int) -> list[list[Any
 
 
 _dask_futures: set[Any] = set()
+_local = threading.local()  # the running read's cancel flag (Dask's local scheduler checks it per task)
 
 
 def _dask_compute(obj: Any) -> Any:
@@ -391,7 +401,14 @@ def _dask_compute(obj: Any) -> Any:
         except Exception:
             client = None
     if client is None:
-        return obj.compute(scheduler="threads")
+        cancelled = getattr(_local, "cancelled", None)
+
+        def pretask(key: Any, dsk: Any, state: Any) -> None:
+            if cancelled is not None and cancelled.is_set():
+                raise RuntimeError("cancelled: engine_timeout expired")
+
+        # The local scheduler cannot be interrupted, but it asks this hook before every task.
+        return obj.compute(scheduler="threads", callbacks=[(None, None, pretask, None, None)])
     future = client.compute(obj)
     _dask_futures.add(future)
     try:

@@ -97,15 +97,20 @@ class FramesProvider(Provider):
             return EngineFrame(value, engine, self._limits.engine_timeout, self.duckdb_connections)
         return table_for(value)
 
-    def _engine_repr(self, value: Any) -> str | None:
-        """A lazy frame's text for nb://vars/{name}, from its schema: its repr may run the query."""
+    def _engine_repr(self, value: Any) -> Callable[[], str] | None:
+        """For a lazy frame, the text of nb://vars/{name} from its schema (its repr may run the query)."""
         engine = engine_of_type(type(value))
         if engine is None:
             return None
-        table = EngineFrame(value, engine)
-        schema = table.schema()
-        cols = ", ".join(f"{mask_secrets(str(n))}: {t}" for n, t in zip(schema.names(), schema.dtypes(), strict=False))
-        return f"<lazy {table.kind}; columns: {cols}; page its rows through nb://frames>"
+
+        def render() -> str:
+            table = EngineFrame(value, engine)
+            schema = table.schema()
+            names, dtypes = schema.names(), schema.dtypes()
+            cols = ", ".join(f"{mask_secrets(str(n))}: {t}" for n, t in zip(names, dtypes, strict=False))
+            return f"<lazy {table.kind}; columns: {cols}; page its rows through nb://frames>"
+
+        return render
 
     def duckdb_connections(self) -> list[Any]:
         """DuckDB connections in the namespace (interrupted when a relation's read overruns)."""

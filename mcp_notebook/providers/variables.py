@@ -79,9 +79,9 @@ class VariablesProvider(Provider):
         self._fingerprints: dict[str, Any] = {}
         # Callables adding fields to nb://vars index rows (frames add their page/schema URIs).
         self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = []
-        # Callables giving the text shown instead of repr() (None: not theirs), for values whose repr
-        # would run a query (a DuckDB relation's repr computes its rows).
-        self.repr_overrides: list[Callable[[Any], str | None]] = []
+        # Callables that, for values whose repr would run a query (a DuckDB relation's repr computes its
+        # rows), return a function giving the text shown instead (None: not theirs; decided from the type).
+        self.repr_overrides: list[Callable[[Any], Callable[[], str] | None]] = []
         # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
@@ -355,8 +355,9 @@ class VariablesProvider(Provider):
 
     def _repr(self, value: Any, max_chars: int, timeout: float) -> tuple[str, bool]:
         for override in self.repr_overrides:
-            text = call_guarded(lambda override=override: override(value), timeout)
-            if text is not None:
+            render = override(value)
+            if render is not None:
+                text = call_guarded(render, timeout)
                 return text[:max_chars], len(text) > max_chars
         return bounded_repr(value, max_chars, timeout)
 
