@@ -49,7 +49,22 @@ class MCPHub(Configurable):
         config=True
     )
 
-    @validate("frame_page_rows", "frame_max_rows", "frame_max_columns", "frame_stats_rows")
+    engine_timeout = Float(
+        30.0,
+        help="Seconds one engine call (a page, a count, statistics of a Spark/Dask/DuckDB/Ibis/polars lazy frame) "
+        "may take before it is cancelled and the read fails with an error.",
+    ).tag(config=True)
+    engine_stats_rows = Int(
+        100_000, help="Leading rows a lazy engine frame returns for ?stats=true of nb://frames/{name}/schema."
+    ).tag(config=True)
+
+    @validate("engine_timeout")
+    def _positive_timeout(self, proposal):
+        if not proposal["value"] > 0:
+            raise ValueError("engine_timeout must be positive")
+        return proposal["value"]
+
+    @validate("frame_page_rows", "frame_max_rows", "frame_max_columns", "frame_stats_rows", "engine_stats_rows")
     def _positive_frames(self, proposal):
         if proposal["value"] < 1:
             raise ValueError(f"{proposal['trait'].name} must be at least 1")

@@ -22,6 +22,7 @@ from .protocol.server import McpServer, ServerSettings
 from .protocol.versions import ALL_VERSIONS
 from .providers.cells import CellsProvider
 from .providers.custom import CustomProvider
+from .providers.databases import DatabasesProvider
 from .providers.frames import FramesProvider
 from .providers.kernel import KernelProvider
 from .providers.notebook import NotebookProvider
@@ -63,6 +64,7 @@ class KernelHub:
         self.hub.add_provider(KernelProvider(self.summary))
         self.hub.add_provider(self.variables)
         self.hub.add_provider(FramesProvider(self.variables, cfg))
+        self.hub.add_provider(DatabasesProvider(self.variables, cfg))
         self.capture = CellCapture(shell, cfg)
         self.hub.add_provider(CellsProvider(self.capture, cfg))
         self.notebook = NotebookProvider(self.notebook_path, cfg, self.capture.seq_for_cell_id)

@@ -79,6 +79,9 @@ class Hub:
         self._listeners: list[Listener] = []
         self._watched: Counter[str] = Counter()
         self._digests: dict[str, bytes | None] = {}
+        # The cell after which each watched URI was last announced as updated: an exact check queued
+        # by an earlier cell that runs late (after that cell) must not announce the same change again.
+        self._announced: dict[str, int] = {}
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
@@ -157,6 +160,7 @@ class Hub:
             if self._watched[uri] <= 1:
                 self._watched.pop(uri, None)
                 self._digests.pop(uri, None)
+                self._announced.pop(uri, None)
             else:
                 self._watched[uri] -= 1
 
@@ -206,13 +210,16 @@ class Hub:
         if total.list_changed:
             self._emit(LIST_CHANGED, ())
         updated = tuple(sorted(total.updated & watched))
+        cell = self.cells_seen
         if updated:
+            for uri in updated:
+                self._announced[uri] = cell
             self._emit(UPDATED, updated)
         if total.updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
             self.journal.append(UPDATED, tuple(sorted(total.updated - watched)))
         recheck = (total.maybe & watched) - total.updated
         if updated or recheck:
-            self._submit(lambda: self._exact_check(updated, recheck))
+            self._submit(lambda: self._exact_check(updated, recheck, cell))
             return True
         return False
 
@@ -229,11 +236,14 @@ class Hub:
         if set(uris) - watched:
             self.journal.append(UPDATED, tuple(sorted(set(uris) - watched)))
 
-    def _exact_check(self, refresh: tuple[str, ...], recheck: set[str]) -> None:
+    def _exact_check(self, refresh: tuple[str, ...], recheck: set[str], cell: int | None = None) -> None:
         for uri in refresh:
             self._record_digest(uri)
         changed = []
         for uri in sorted(recheck):
+            if cell is not None and self._announced.get(uri, 0) > cell:
+                continue  # a later cell already announced (and will re-baseline) this URI
+
             before = self._digests.get(uri)
             after = self._digest(uri)
             if after != before:

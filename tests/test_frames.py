@@ -130,7 +130,7 @@ def test_page_cut_by_size_has_marker_and_next(frames, kernel, mcp):
         ("nb://frames/fr?limit=ten", "whole number"),
         ("nb://frames/fr?sort=a", "unknown parameter"),
         ("nb://frames/fr/schema?columns=zz", "unknown column"),
-        ("nb://frames/fr_lazy", "schema at nb://frames/fr_lazy/schema"),
+        ("nb://frames/fr_lazy?count=maybe", "count must be true or false"),
     ],
 )
 def test_bad_params_are_invalid_params(frames, mcp, uri, fragment):
@@ -189,6 +189,8 @@ def test_polars_pyarrow(frames, mcp):
     doc = json.loads(read(mcp, "nb://frames/fr_lazy/schema")[0]["text"])
     assert doc["type"] == "polars.LazyFrame" and doc["shape"] == [None, 2]
     assert [c["name"] for c in doc["columns"]] == ["a", "b"]
+    item, info = page(mcp, "nb://frames/fr_lazy?offset=1")  # a LazyFrame pages lazily (slice pushed down)
+    assert rows_of(item) == [["a", "b"], ["2", "4"]] and info["engine"] == "polars" and info["total_rows"] == 2
 
     item, info = page(mcp, "nb://frames/fr_pa")
     assert rows_of(item) == [["n", "d"], ["1", "p"], ["2", "q"], ["", "p"]]
@@ -237,7 +239,7 @@ def test_list_templates_completion_and_vars_links(frames, mcp):
     listed = {r["uri"]: r for r in mcp.result("resources/list")["resources"]}
     assert listed["nb://frames/fr"]["mimeType"] == "text/csv"
     assert "5 rows" in listed["nb://frames/fr"]["description"]
-    assert "nb://frames/fr_lazy/schema" in listed and "nb://frames/fr_lazy" not in listed
+    assert "lazy" in listed["nb://frames/fr_lazy"]["title"]
     assert "nb://frames/fr_list" not in listed and "nb://frames/fr_scalar" not in listed
     templates = {t["uriTemplate"] for t in mcp.result("resources/templates/list")["resourceTemplates"]}
     assert {PAGE, SCHEMA} <= templates
@@ -257,7 +259,8 @@ def test_list_templates_completion_and_vars_links(frames, mcp):
     index = json.loads(read(mcp, "nb://vars")[0]["text"])
     rows = {r["name"]: r for r in index["variables"]}
     assert rows["fr"]["frame"] == "nb://frames/fr" and rows["fr"]["schema"] == "nb://frames/fr/schema"
-    assert "frame" not in rows["fr_list"] and "frame" not in rows["fr_lazy"]
+    assert "frame" not in rows["fr_list"]
+    assert rows["fr_lazy"]["frame"] == "nb://frames/fr_lazy" and rows["fr_lazy"]["engine"] == "polars"
 
 
 def test_hidden_and_secret_frames_not_readable(frames, kernel, mcp):
@@ -365,3 +368,64 @@ def test_sdk_client_reads_a_page(frames, mode):
             assert json.loads(schema.contents[0].text)["shape"] == [3, 3]
 
     anyio.run(go)
+
+
+def test_rebinding_to_a_view_notifies_once(frames, kernel, hub):
+    """`A2 = A2[:50]` (a numpy view) or `df2 = df2.head(50)` notifies once, not again after the next unrelated cell."""
+    kernel.run("A2 = np.arange(200.0)\ndf2 = pd.DataFrame({'a': range(200)})\nnoise = 0")
+    uris = ["nb://frames/A2", "nb://frames/df2", "nb://vars/A2", "nb://vars/df2"]
+
+    async def go():
+        async with connect(hub, "legacy") as (client, inbox):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for uri in uris:
+                    await client.subscribe_resource(uri)
+            await anyio.to_thread.run_sync(kernel.run, "noise = -1")  # every watcher has seen the first state
+            await anyio.to_thread.run_sync(kernel.run, "A2 = A2[:50]\ndf2 = df2.head(50)")
+            await inbox.wait_for(lambda i: all(u in i.updated for u in uris))
+            for n in range(3):  # unrelated cells, then a marker change everyone waits for
+                await anyio.to_thread.run_sync(kernel.run, f"noise = {n + 1}")
+            await anyio.to_thread.run_sync(kernel.run, "A2[0] = -1.0")  # a real change, in place
+            await inbox.wait_for(lambda i: i.updated.count("nb://frames/A2") >= 2)
+            await anyio.to_thread.run_sync(kernel.run, "noise = 9")
+            await anyio.to_thread.run_sync(hub_drain, kernel)
+            counts = {u: inbox.updated.count(u) for u in uris}
+            counts_log = [u for u in inbox.updated]
+            assert counts_log and counts == {
+                "nb://frames/A2": 2,
+                "nb://frames/df2": 1,
+                "nb://vars/A2": 2,
+                "nb://vars/df2": 1,
+            }, (counts, counts_log)
+
+    anyio.run(go)
+
+
+def hub_drain(kernel):
+    kernel.run("import mcp_notebook as _m\n_m.hub().hub.drain(10)")
+
+
+def test_credential_column_labels_are_masked(frames, kernel, mcp):
+    key = "sk-proj-" + "Q" * 30
+    kernel.run(f"fr_lbl = pd.DataFrame({{'ok': [1], '{key}': [2]}})\nfr_lbl_pl = pl.DataFrame({{'{key}': [1]}})")
+    for uri in [
+        "nb://frames/fr_lbl",
+        "nb://frames/fr_lbl?format=json",
+        "nb://frames/fr_lbl?format=markdown",
+        "nb://frames/fr_lbl/schema",
+        "nb://frames/fr_lbl_pl",
+        "nb://frames/fr_lbl_pl/schema",
+    ]:
+        for item in read(mcp, uri):
+            assert key not in item["text"] and "[REDACTED]" in item["text"], (uri, item["text"])
+    reply = mcp.call(
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": PAGE},
+            "argument": {"name": "columns", "value": ""},
+            "context": {"arguments": {"name": "fr_lbl"}},
+        },
+    )
+    assert key not in json.dumps(reply) and "ok" in reply["result"]["completion"]["values"], reply
+    assert key not in json.dumps(error_of(mcp, "nb://frames/fr_lbl?columns=nope"))

@@ -37,9 +37,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
+from ..redact import mask_secrets
 from ..render import RenderTimeout, call_guarded, safe_str, type_name
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
+from .engines import EngineFrame, engine_of_type, is_connection_type
 from .tabular import CellRenderer, Table, adapter_for_type, cell_text, quiet, table_for
 from .variables import rank_completions
 
@@ -73,6 +75,9 @@ class FramesProvider(Provider):
         extras = getattr(variables, "row_extras", None)
         if extras is not None:
             extras.append(self._index_links)
+        overrides = getattr(variables, "repr_overrides", None)
+        if overrides is not None:
+            overrides.append(self._engine_repr)
 
     # -- lookup -------------------------------------------------------------------------
     def _table(self, name: str, uri: str) -> Table:
@@ -80,23 +85,60 @@ class FramesProvider(Provider):
             value = self._vars.value(name)
         except ResourceNotFound:
             raise ResourceNotFound(uri) from None
-        table = table_for(value)
+        table = self.frame_for(value)
         if table is None:
             raise ResourceNotFound(uri, f"{name} is a {type_name(value)}, not a table or array; see nb://vars/{name}")
         return table
 
+    def frame_for(self, value: Any) -> Table | None:
+        """The table interface of ``value``: an engine frame (lazy), an eager table, or None."""
+        engine = engine_of_type(type(value))
+        if engine is not None:
+            return EngineFrame(value, engine, self._limits.engine_timeout, self.duckdb_connections)
+        return table_for(value)
+
+    def _engine_repr(self, value: Any) -> Callable[[], str] | None:
+        """For a lazy frame, the text of nb://vars/{name} from its schema (its repr may run the query)."""
+        engine = engine_of_type(type(value))
+        if engine is None:
+            return None
+
+        def render() -> str:
+            table = EngineFrame(value, engine)
+            schema = table.schema()
+            names, dtypes = schema.names(), schema.dtypes()
+            cols = ", ".join(f"{mask_secrets(str(n))}: {t}" for n, t in zip(names, dtypes, strict=False))
+            return f"<lazy {table.kind}; columns: {cols}; page its rows through nb://frames>"
+
+        return render
+
+    def duckdb_connections(self) -> list[Any]:
+        """DuckDB connections in the namespace (interrupted when a relation's read overruns)."""
+        out = []
+        for name, cls in self._vars.exposed_items():
+            if is_connection_type(cls):
+                try:
+                    out.append(self._vars.value(name))
+                except ResourceNotFound:
+                    pass
+        return out
+
     def _tabular_names(self) -> list[tuple[str, type]]:
-        return [(n, cls) for n, cls in self._vars.exposed_items() if adapter_for_type(cls) is not None]
+        return [
+            (n, cls)
+            for n, cls in self._vars.exposed_items()
+            if adapter_for_type(cls) is not None or engine_of_type(cls) is not None
+        ]
 
     def _index_links(self, name: str, value: Any) -> dict[str, Any]:
         """Extra fields of an nb://vars index row: where to page through a tabular value."""
+        engine = engine_of_type(type(value))
+        if engine is not None:  # no call into the engine for an index row
+            return {"frame": frame_uri(name), "schema": schema_uri(name), "engine": engine, "lazy": True}
         table = table_for(value)
         if table is None:
             return {}
-        links = {"schema": schema_uri(name)}
-        if not table.lazy:
-            links["frame"] = frame_uri(name)
-        return links
+        return {"frame": frame_uri(name), "schema": schema_uri(name)}
 
     # -- listing ------------------------------------------------------------------------
     def owns(self, uri: str) -> bool:
@@ -117,11 +159,16 @@ class FramesProvider(Provider):
             if table.lazy:
                 out.append(
                     Resource(
-                        uri=schema_uri(name),
-                        name=f"frames/{name}/schema",
+                        uri=frame_uri(name),
+                        name=f"frames/{name}",
                         title=f"{name} ({table.kind}, {cols} columns, lazy)",
-                        description=f"Schema of the LazyFrame {name}; its rows are not computed by reads.",
-                        mime_type=_JSON,
+                        description=(
+                            f"Rows of {name}, a lazy {table.kind} with {cols} columns: each page is pushed down to "
+                            f"the engine (projection, limit/offset); the row count is null unless asked for with "
+                            f"?count=true. Columns and dtypes: {schema_uri(name)}"
+                        ),
+                        mime_type=FORMATS["csv"],
+                        annotations=Annotations(audience=("assistant",), priority=0.7),
                     )
                 )
                 continue
@@ -148,9 +195,11 @@ class FramesProvider(Provider):
                 name="frame-page",
                 title="Rows of a table or array",
                 description=(
-                    "A page of rows of a DataFrame, Series, Arrow table or numpy array: offset (default 0), "
+                    "A page of rows of a DataFrame, Series, Arrow table, numpy array or lazy engine frame (Spark, "
+                    "Dask, DuckDB, Ibis, polars LazyFrame): offset (default 0), "
                     f"limit (default {self._limits.frame_page_rows}, at most {self._limits.frame_max_rows}), "
-                    "columns=a,b, format=csv|json|markdown. A second JSON item tells total_rows and the next page."
+                    "columns=a,b, format=csv|json|markdown, count=true (count a lazy frame's rows, bounded). "
+                    "A second JSON item tells total_rows (null when unknown) and the next page."
                 ),
                 mime_type=FORMATS["csv"],
             ),
@@ -158,7 +207,10 @@ class FramesProvider(Provider):
                 uri_template=SCHEMA_TEMPLATE,
                 name="frame-schema",
                 title="Schema of a table or array",
-                description="Shape, columns, dtypes, null counts, min/max/mean, categories, examples, index.",
+                description=(
+                    "Shape, columns, dtypes, null counts, min/max/mean, categories, examples, index. Lazy engine "
+                    "frames: columns and dtypes from metadata; ?stats=true and ?count=true compute (bounded)."
+                ),
                 mime_type=_JSON,
             ),
         ]
@@ -181,7 +233,8 @@ class FramesProvider(Provider):
             head, _, last = value.rpartition(",")
             chosen = set(head.split(",")) if head else set()
             prefix = head + "," if head else ""
-            return [prefix + c for c in rank_completions(list(dict.fromkeys(labels)), last) if c not in chosen]
+            shown = list(dict.fromkeys(mask_secrets(label) for label in labels))
+            return [prefix + c for c in rank_completions(shown, last) if c not in chosen]
         return []
 
     # -- reading ------------------------------------------------------------------------
@@ -196,7 +249,7 @@ class FramesProvider(Provider):
 
     def _guarded(self, uri: str, fn: Callable[[], Any]) -> Any:
         """Run a read on a guarded thread (user __repr__ may hang); retry once on a racing mutation."""
-        timeout = max(10.0, 5 * self._limits.repr_timeout)
+        timeout = max(10.0, 5 * self._limits.repr_timeout, self._limits.engine_timeout + 5)
 
         def run() -> Any:
             with quiet():
@@ -216,139 +269,19 @@ class FramesProvider(Provider):
         raise AssertionError("unreachable")
 
     def _positions(self, table: Table, raw: str | None, name: str) -> tuple[list[int], bool]:
-        """Column positions to show, and whether the default set was cut to frame_max_columns."""
-        labels = table.labels()
-        if raw is None or raw == "":
-            cap = self._limits.frame_max_columns
-            return list(range(min(len(labels), cap))), len(labels) > cap
-        wanted = [c for c in raw.split(",") if c != ""]
-        where: dict[str, list[int]] = {}
-        for i, label in enumerate(labels):
-            where.setdefault(label, []).append(i)
-        unknown = [c for c in wanted if c not in where]
-        if unknown:
-            shown = labels[:100]
-            more = f" … and {len(labels) - 100} more" if len(labels) > 100 else ""
-            raise InvalidResourceParams(f"unknown column(s) {unknown} in {name}; valid columns: {shown}{more}")
-        out: list[int] = []
-        for c in dict.fromkeys(wanted):
-            out.extend(where[c])
-        return out, False
+        return column_positions(table, raw, name, self._limits.frame_max_columns)
 
     def _read_page(self, uri: str, params: dict[str, str]) -> list[Contents]:
         name = params["name"]
-        unknown = set(params) - {"name", "offset", "limit", "columns", "format"}
-        if unknown:
-            raise InvalidResourceParams(
-                f"unknown parameter(s) {sorted(unknown)} for {PAGE_TEMPLATE}; use offset, limit, columns, format"
-            )
-        limits = self._limits
-        fmt = (params.get("format") or "csv").lower()
-        if fmt not in FORMATS:
-            raise InvalidResourceParams(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
-        offset = int_param(params, "offset", 0)
-        limit = int_param(params, "limit", limits.frame_page_rows)
-        if limit > limits.frame_max_rows:
-            raise InvalidResourceParams(f"limit must be at most {limits.frame_max_rows}, got {limit}")
         table = self._table(name, uri)
-        if table.lazy:
-            raise InvalidResourceParams(
-                f"{name} is a {table.kind}: reading rows would compute it. Collect it in a cell "
-                f"(e.g. {name}_df = {name}.collect()) or read its schema at {schema_uri(name)}"
-            )
-        positions, cols_cut = self._positions(table, params.get("columns"), name)
-        total = table.nrows or 0
-        start = min(offset, total)
-        stop = min(total, start + limit)
-        labels = table.labels()
-        header = _unique(table.index_labels() + [labels[p] for p in positions])
-        columns = table.page(start, stop, positions)
-
-        info: dict[str, Any] = {
-            "name": name,
-            "type": table.kind,
-            "format": fmt,
-            "offset": offset,
-            "limit": limit,
-            "rows": 0,
-            "total_rows": total,
-            "total_columns": len(labels),
-            "columns": header,
-            "truncated": False,
-            "next": None,
-            "schema": schema_uri(name),
-        }
-        if cols_cut:
-            info["columns_truncated"] = True
-            info["columns_note"] = f"showing the first {len(positions)} of {len(labels)} columns; pick with columns="
-        reserve = len(json.dumps(info, ensure_ascii=False)) * 2 + 300 + len(uri)
-        budget = max(1000, limits.max_read_chars - reserve)
-        cap = max(20, min(1000, budget // (2 * max(1, len(header)))))
-        cells = CellRenderer(cap)
-        text, rows = _render(fmt, header, columns, stop - start, cells, budget)
-
-        end = start + rows
-        info["rows"] = rows
-        if end < total:
-            info["truncated"] = True
-            nxt = {"name": name, "offset": end, "limit": limit, "columns": params.get("columns") or None}
-            if "format" in params:
-                nxt["format"] = fmt
-            info["next"] = _PAGE.expand(nxt)
-            if rows < stop - start:
-                info["cut_by_size"] = True
-        if cells.cut:
-            info["values_truncated"] = cells.cut
-        return [
-            Contents(uri=uri, mime_type=FORMATS[fmt], text=text, meta={_META_KEY: info}),
-            Contents(uri=uri, mime_type=_JSON, text=json.dumps(info, ensure_ascii=False)),
-        ]
+        return page_contents(
+            uri, params, table, name, self._limits, lambda p: _PAGE.expand({"name": name, **p}), schema_uri(name)
+        )
 
     def _read_schema(self, uri: str, params: dict[str, str]) -> Contents:
         name = params["name"]
-        unknown = set(params) - {"name", "columns"}
-        if unknown:
-            raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)} for {SCHEMA_TEMPLATE}; use columns")
         table = self._table(name, uri)
-        positions, _ = self._positions(table, params.get("columns"), name)
-        if not params.get("columns"):
-            positions = list(range(len(table.labels())))
-        total = table.nrows
-        stats_rows = min(self._limits.frame_stats_rows, max(10_000, _STATS_CELLS // max(1, len(positions))))
-        budget = self._limits.max_read_chars - 600
-        doc: dict[str, Any] = {"name": name, "type": table.kind, "shape": table.shape}
-        if not table.lazy:
-            doc["page"] = frame_uri(name)
-        if total is not None:
-            doc["stats_rows"] = min(total, stats_rows)
-            if total > stats_rows:
-                doc["stats_note"] = f"statistics over the first {stats_rows:,} of {total:,} rows"
-        described: list[dict[str, Any]] = []
-        used = len(json.dumps(doc))
-        # Describe in chunks so a 100k-column frame stops early instead of scanning every column.
-        for i in range(0, len(positions), 50):
-            facts = table.describe(positions[i : i + 50], stats_rows)
-            for key, value in facts.items():
-                if key != "columns" and key not in doc:
-                    doc[key] = value
-                    used += len(json.dumps(value, default=str)) + len(key) + 4
-            for col in facts["columns"]:
-                size = len(json.dumps(col, ensure_ascii=False, default=str)) + 2
-                if used + size > budget and described:
-                    break
-                described.append(col)
-                used += size
-            else:
-                continue
-            break
-        doc["columns"] = described
-        if len(described) < len(positions):
-            doc["truncated"] = True
-            doc["columns_note"] = (
-                f"described {len(described)} of {len(positions)} columns; "
-                f"ask for others with {schema_uri(name)}?columns=a,b"
-            )
-        return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+        return schema_contents(uri, params, table, name, self._limits, frame_uri(name), schema_uri(name))
 
     # -- change detection ---------------------------------------------------------------
     def _fingerprint(self, uri: str) -> tuple[tuple | None, bool]:
@@ -356,7 +289,7 @@ class FramesProvider(Provider):
         if name is None:
             return None, False
         try:
-            table = table_for(self._vars.value(name))
+            table = self.frame_for(self._vars.value(name))
         except ResourceNotFound:
             return None, False
         if table is None:
@@ -401,6 +334,213 @@ class FramesProvider(Provider):
             return call_guarded(run, max(10.0, 5 * self._limits.repr_timeout))
         except Exception as exc:
             return f"error {type(exc).__name__}".encode()
+
+
+def column_positions(table: Table, raw: str | None, name: str, max_columns: int) -> tuple[list[int], bool]:
+    """Column positions to show, and whether the default set was cut to ``max_columns``.
+
+    Columns are picked by label; a label holding a credential is matched by its masked form too."""
+    labels = table.labels()
+    if raw is None or raw == "":
+        return list(range(min(len(labels), max_columns))), len(labels) > max_columns
+    wanted = [c for c in raw.split(",") if c != ""]
+    where: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        where.setdefault(label, []).append(i)
+        masked = mask_secrets(label)
+        if masked != label:
+            where.setdefault(masked, []).append(i)
+    unknown = [c for c in wanted if c not in where]
+    if unknown:
+        shown = [mask_secrets(label) for label in labels[:100]]
+        more = f" … and {len(labels) - 100} more" if len(labels) > 100 else ""
+        raise InvalidResourceParams(
+            f"unknown column(s) {[mask_secrets(c) for c in unknown]} in {name}; valid columns: {shown}{more}"
+        )
+    out: list[int] = []
+    for c in dict.fromkeys(wanted):
+        out.extend(p for p in where[c] if p not in out)
+    return out, False
+
+
+def _flag(params: dict[str, str], key: str) -> bool:
+    raw = (params.get(key) or "").lower()
+    if raw in ("", "false", "0", "no"):
+        return False
+    if raw in ("true", "1", "yes"):
+        return True
+    raise InvalidResourceParams(f"{key} must be true or false, got {params.get(key)!r}")
+
+
+def page_contents(
+    uri: str,
+    params: dict[str, str],
+    table: Table,
+    name: str,
+    limits: Any,
+    page_uri: Callable[[dict[str, Any]], str],
+    schema_link: str,
+) -> list[Contents]:
+    """A page of ``table`` as two contents items (rows in the asked format, then page info)."""
+    unknown = set(params) - {"name", "offset", "limit", "columns", "format", "count", "db", "table"}
+    if unknown:
+        raise InvalidResourceParams(
+            f"unknown parameter(s) {sorted(unknown)} for {PAGE_TEMPLATE}; use offset, limit, columns, format, count"
+        )
+    fmt = (params.get("format") or "csv").lower()
+    if fmt not in FORMATS:
+        raise InvalidResourceParams(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    offset = int_param(params, "offset", 0)
+    limit = int_param(params, "limit", limits.frame_page_rows)
+    if limit > limits.frame_max_rows:
+        raise InvalidResourceParams(f"limit must be at most {limits.frame_max_rows}, got {limit}")
+    want_count = _flag(params, "count")
+    positions, cols_cut = column_positions(table, params.get("columns"), name, limits.frame_max_columns)
+    labels = table.labels()
+    header = _unique([mask_secrets(h) for h in table.index_labels() + [labels[p] for p in positions]])
+    if isinstance(table, EngineFrame):
+        # One row past the page tells whether more exist, without counting.
+        names, fetched = table.fetch(offset, limit + 1, positions)
+        by_name = dict(zip(names, fetched, strict=True))
+        columns = [by_name[labels[p]] for p in positions]
+        got = len(columns[0]) if columns else 0
+        more = got > limit
+        columns = [c[:limit] for c in columns]
+        start, stop = offset, offset + min(got, limit)
+        total: int | None = None if more or (got == 0 and offset > 0) else offset + got
+        if want_count:
+            total = table.count()
+    else:
+        total = table.nrows or 0
+        start = min(offset, total)
+        stop = min(total, start + limit)
+        columns = table.page(start, stop, positions)
+
+    info: dict[str, Any] = {
+        "name": name,
+        "type": table.kind,
+        "format": fmt,
+        "offset": offset,
+        "limit": limit,
+        "rows": 0,
+        "total_rows": total,
+        "total_columns": len(labels),
+        "columns": header,
+        "truncated": False,
+        "next": None,
+        "schema": schema_link,
+    }
+    if isinstance(table, EngineFrame):
+        info["engine"] = table.engine
+        if total is None:
+            info["total_rows_note"] = "unknown: a lazy frame is not counted unless asked (?count=true)"
+    if cols_cut:
+        info["columns_truncated"] = True
+        info["columns_note"] = f"showing the first {len(positions)} of {len(labels)} columns; pick with columns="
+    reserve = len(json.dumps(info, ensure_ascii=False)) * 2 + 300 + len(uri)
+    budget = max(1000, limits.max_read_chars - reserve)
+    cap = max(20, min(1000, budget // (2 * max(1, len(header)))))
+    cells = CellRenderer(cap)
+    text, rows = _render(fmt, header, columns, stop - start, cells, budget)
+
+    end = start + rows
+    info["rows"] = rows
+    if (total is not None and end < total) or (total is None and (rows < stop - start or more)):
+        info["truncated"] = True
+        nxt: dict[str, Any] = {"offset": end, "limit": limit, "columns": params.get("columns") or None}
+        if "format" in params:
+            nxt["format"] = fmt
+        info["next"] = page_uri(nxt)
+        if rows < stop - start:
+            info["cut_by_size"] = True
+    if cells.cut:
+        info["values_truncated"] = cells.cut
+    return [
+        Contents(uri=uri, mime_type=FORMATS[fmt], text=text, meta={_META_KEY: info}),
+        Contents(uri=uri, mime_type=_JSON, text=json.dumps(info, ensure_ascii=False)),
+    ]
+
+
+def schema_contents(
+    uri: str, params: dict[str, str], table: Table, name: str, limits: Any, page_link: str, schema_link: str
+) -> Contents:
+    """Columns, dtypes and statistics of ``table`` as JSON (a lazy frame: metadata unless asked)."""
+    unknown = set(params) - {"name", "columns", "count", "stats", "db", "table"}
+    if unknown:
+        raise InvalidResourceParams(
+            f"unknown parameter(s) {sorted(unknown)} for {SCHEMA_TEMPLATE}; use columns, count, stats"
+        )
+    positions, _ = column_positions(table, params.get("columns"), name, limits.frame_max_columns)
+    if not params.get("columns"):
+        positions = list(range(len(table.labels())))
+    lazy = isinstance(table, EngineFrame)
+    want_count, want_stats = _flag(params, "count"), _flag(params, "stats")
+    total = table.count() if lazy and want_count else table.nrows
+    stats_rows = min(limits.frame_stats_rows, max(10_000, _STATS_CELLS // max(1, len(positions))))
+    budget = limits.max_read_chars - 600
+    doc: dict[str, Any] = {"name": name, "type": table.kind, "shape": [total, len(table.labels())], "page": page_link}
+    sample: Table | None = None
+    if lazy:
+        doc["engine"] = table.engine
+        doc["row_count"] = total
+        if want_stats:
+            stats_rows = min(stats_rows, limits.engine_stats_rows)
+            sample = table.sample(stats_rows, positions)
+            n = sample.nrows if sample is not None else 0
+            doc["stats_rows"] = n
+            doc["stats_note"] = f"statistics over the first {n:,} rows the engine returned (limit {stats_rows:,})"
+        elif not want_count:
+            doc["note"] = (
+                "columns and dtypes from the engine's metadata; nothing was computed. "
+                f"Add ?stats=true for statistics over the first rows, ?count=true for the row count (both bounded by "
+                f"engine_timeout={limits.engine_timeout:g}s)"
+            )
+    elif total is not None:
+        doc["stats_rows"] = min(total, stats_rows)
+        if total > stats_rows:
+            doc["stats_note"] = f"statistics over the first {stats_rows:,} of {total:,} rows"
+    described: list[dict[str, Any]] = []
+    used = len(json.dumps(doc))
+    # Describe in chunks so a 100k-column frame stops early instead of scanning every column.
+    for i in range(0, len(positions), 50):
+        chunk = positions[i : i + 50]
+        facts = table.describe(chunk, stats_rows)
+        if sample is not None:
+            stats = sample.describe(list(range(i, i + len(chunk))), stats_rows)["columns"]
+            for col, extra in zip(facts["columns"], stats, strict=False):
+                col.update({k: v for k, v in extra.items() if k not in ("name", "dtype")})
+        for key, value in facts.items():
+            if key != "columns" and key not in doc:
+                doc[key] = _mask_labels(value)
+                used += len(json.dumps(value, default=str)) + len(key) + 4
+        for col in facts["columns"]:
+            col["name"] = mask_secrets(str(col.get("name", "")))
+            size = len(json.dumps(col, ensure_ascii=False, default=str)) + 2
+            if used + size > budget and described:
+                break
+            described.append(col)
+            used += size
+        else:
+            continue
+        break
+    doc["columns"] = described
+    if len(described) < len(positions):
+        doc["truncated"] = True
+        doc["columns_note"] = (
+            f"described {len(described)} of {len(positions)} columns; ask for others with {schema_link}?columns=a,b"
+        )
+    return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+
+
+def _mask_labels(value: Any) -> Any:
+    """Index facts with any credential-shaped names masked."""
+    if isinstance(value, dict):
+        return {
+            k: (mask_secrets(v) if k in ("name",) and isinstance(v, str) else _mask_labels(v)) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [mask_secrets(v) if isinstance(v, str) else _mask_labels(v) for v in value]
+    return value
 
 
 def _name_of(uri: str) -> str | None:

@@ -213,7 +213,7 @@ class Table:
 
     kind = "table"
     mutable = True  # may change in place (else only rebinding changes it)
-    lazy = False  # rows cannot be read without computing them (polars LazyFrame)
+    lazy = False  # a lazy engine frame (providers/engines.py): rows and counts cost engine work
 
     def __init__(self, value: Any):
         self.value = value
@@ -433,195 +433,149 @@ def _simple(v: Any) -> bool:
     return v is None or type(v) in (str, int, float, bool)
 
 
-# polars ---------------------------------------------------------------------------------------
-def _describe_polars(label: str, head: Any, full: Any) -> dict[str, Any]:
+# narwhals: polars, pyarrow, modin, cuDF and every other eager frame narwhals supports -----------
+def _nw() -> Any:
+    import narwhals as nw
+
+    return nw
+
+
+def _native_dtype(series: Any) -> str:
+    """The library's own dtype name (``Int64`` in polars, ``int64`` in pyarrow), as users know it."""
+    native = series.to_native()
+    dtype = getattr(native, "dtype", None)
+    if dtype is None:
+        dtype = getattr(native, "type", None)
+    return str(dtype) if dtype is not None else str(series.dtype)
+
+
+def _describe_nw(label: str, head: Any, full: Any) -> dict[str, Any]:
+    """Facts of one narwhals Series: nulls over ``full``, statistics over ``head`` (the leading rows)."""
+    nw = _nw()
     dtype = head.dtype
-    d: dict[str, Any] = {"name": label, "dtype": str(dtype), "nulls": int(full.null_count())}
-    kind = type(dtype).__name__
-    if kind == "Enum":
-        cats = dtype.categories
-        d["categories"] = cats.head(MAX_CATEGORIES).to_list()
+    d: dict[str, Any] = {"name": label, "dtype": _native_dtype(full), "nulls": int(full.null_count())}
+    has_values = len(head) > head.null_count()
+    if isinstance(dtype, nw.Enum):
+        cats = list(dtype.categories)
+        d["categories"] = examples(cats[:MAX_CATEGORIES], count=MAX_CATEGORIES)
         d["n_categories"] = len(cats)
-    elif kind == "Categorical":
-        seen = head.head(100_000).drop_nulls().unique(maintain_order=True)
-        d["categories"] = examples(seen.head(MAX_CATEGORIES).to_list(), count=MAX_CATEGORIES)
-        d["categories_note"] = "distinct values among the first 100,000 rows"
-    elif dtype.is_numeric() and head.len() > head.null_count():
+    elif isinstance(dtype, nw.Categorical):
+        cats = full.cat.get_categories()
+        d["categories"] = examples(cats.head(MAX_CATEGORIES).to_list(), count=MAX_CATEGORIES)
+        d["n_categories"] = len(cats)
+    elif dtype.is_numeric() and has_values:
         d.update(min=_num(head.min()), max=_num(head.max()), mean=_num(head.mean()))
-    elif dtype.is_temporal() and head.len() > head.null_count():
+    elif dtype.is_temporal() and has_values and not isinstance(dtype, nw.Duration):
         d.update(min=_num(head.min()), max=_num(head.max()))
-    elif kind == "Boolean":
-        d["true"] = int(head.sum())
+    elif isinstance(dtype, nw.Boolean):
+        d["true"] = int(head.sum() or 0)
     d["examples"] = examples(head.head(1000).to_list())
     return d
 
 
-class PolarsFrame(Table):
-    kind = "polars.DataFrame"
+class NarwhalsFrame(Table):
+    """An eager DataFrame of any library narwhals supports (polars, pyarrow, modin, cuDF, ...)."""
+
+    def __init__(self, value: Any):
+        super().__init__(value)
+        cls = type(value)
+        self.kind = f"{(cls.__module__ or '').partition('.')[0]}.{cls.__qualname__}"
+        self.mutable = self.kind != "pyarrow.Table" and self.kind != "pyarrow.RecordBatch"
+        native = value
+        if self.kind == "pyarrow.RecordBatch":  # narwhals takes tables; a one-batch table shares its buffers
+            import pyarrow as pa
+
+            native = pa.Table.from_batches([value])
+        self.frame = _nw().from_native(native, eager_only=True)
 
     @property
     def nrows(self) -> int:
-        return self.value.height
+        return len(self.frame)
 
     def labels(self) -> list[str]:
-        return list(self.value.columns)
+        return [str(c) for c in self.frame.columns]
 
     def page(self, start: int, stop: int, positions: Sequence[int]) -> list[list[Any]]:
-        part = self.value.slice(start, max(0, stop - start))
-        return [part.to_series(p).to_list() for p in positions]
+        part = self.frame[start : max(start, stop)]
+        names = self.frame.columns
+        return [part.get_column(names[p]).to_list() for p in positions]
 
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
-        df = self.value
+        df = self.frame
         head = df.head(stats_rows)
-        labels = self.labels()
+        names, labels = df.columns, self.labels()
         cols = [
-            _guard_column(labels[p], lambda p=p: _describe_polars(labels[p], head.to_series(p), df.to_series(p)))
+            _guard_column(
+                labels[p], lambda p=p: _describe_nw(labels[p], head.get_column(names[p]), df.get_column(names[p]))
+            )
             for p in positions
         ]
         return {"columns": cols, "nulls_over": "all rows"}
 
     def fingerprint(self) -> tuple:
-        df = self.value
-        cols = tuple(df.columns) if df.width <= 1000 else df.width
-        return (id(df), df.shape, cols)
+        v = self.value
+        shape = self.frame.shape
+        cols = tuple(self.frame.columns) if shape[1] <= 1000 else shape[1]
+        return (id(v), shape, cols)
 
     def digest(self) -> bytes:
-        df = self.value
+        df = self.frame
         h = hashlib.blake2b(digest_size=16)
-        h.update(repr((df.shape, df.columns, [str(t) for t in df.dtypes])).encode())
-        part = df[sample_positions(df.height)] if df.height else df
-        for p in range(part.width):
-            _hash_polars(h, part.to_series(p))
+        h.update(repr((df.shape, df.columns, [str(t) for t in df.schema.dtypes()])).encode())
+        part = df[sample_positions(len(df))] if len(df) else df
+        for name in part.columns:
+            _hash_nw(h, part.get_column(name))
         return h.digest()
 
 
-def _hash_polars(h: Any, s: Any) -> None:
+def _hash_nw(h: Any, s: Any) -> None:
+    native = s.to_native()
     try:
-        if type(s.dtype).__name__ == "Object":
-            raise TypeError("object column")
-        h.update(s.hash(seed=0).to_numpy().tobytes())
+        if type(native).__module__.startswith("polars") and type(native.dtype).__name__ != "Object":
+            h.update(native.hash(seed=0).to_numpy().tobytes())
+            return
     except Exception:
-        _hash_text(h, s.to_list())
+        pass
+    _hash_text(h, s.to_list())
 
 
-class PolarsSeries(Table):
-    kind = "polars.Series"
+class NarwhalsSeries(Table):
+    """An eager Series of any library narwhals supports (polars, pyarrow ChunkedArray, modin, ...)."""
+
+    def __init__(self, value: Any):
+        super().__init__(value)
+        cls = type(value)
+        self.kind = f"{(cls.__module__ or '').partition('.')[0]}.{cls.__qualname__}"
+        self.mutable = not self.kind.startswith("pyarrow.")
+        self.series = _nw().from_native(value, series_only=True)
 
     @property
     def nrows(self) -> int:
-        return self.value.len()
+        return len(self.series)
 
     def labels(self) -> list[str]:
-        return [self.value.name or "value"]
+        return [str(self.series.name or "value")]
 
     def page(self, start: int, stop: int, positions: Sequence[int]) -> list[list[Any]]:
-        part = self.value.slice(start, max(0, stop - start))
-        return [part.to_list() for _ in positions]
+        part = self.series[start : max(start, stop)].to_list()
+        return [part for _ in positions]
 
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
-        s = self.value
+        s = self.series
         label = self.labels()[0]
-        cols = [_guard_column(label, lambda: _describe_polars(label, s.head(stats_rows), s)) for _ in positions]
+        cols = [_guard_column(label, lambda: _describe_nw(label, s.head(stats_rows), s)) for _ in positions]
         return {"columns": cols, "nulls_over": "all rows"}
 
     def fingerprint(self) -> tuple:
-        s = self.value
-        return (id(s), s.len(), s.name, str(s.dtype))
+        s = self.series
+        return (id(self.value), len(s), s.name if _simple(s.name) else id(s.name), str(s.dtype))
 
     def digest(self) -> bytes:
-        s = self.value
+        s = self.series
         h = hashlib.blake2b(digest_size=16)
-        h.update(repr((s.len(), s.name, str(s.dtype))).encode())
-        _hash_polars(h, s.gather(sample_positions(s.len())) if s.len() else s)
+        h.update(repr((len(s), s.name, str(s.dtype))).encode())
+        _hash_nw(h, s[sample_positions(len(s))] if len(s) else s)
         return h.digest()
-
-
-class PolarsLazy(Table):
-    """A polars LazyFrame: schema only; its rows are never computed by a read."""
-
-    kind = "polars.LazyFrame"
-    mutable = False
-    lazy = True
-
-    @property
-    def nrows(self) -> None:
-        return None
-
-    def _schema(self) -> Any:
-        return self.value.collect_schema()
-
-    def labels(self) -> list[str]:
-        return list(self._schema().names())
-
-    def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
-        schema = self._schema()
-        names, dtypes = list(schema.names()), list(schema.dtypes())
-        return {
-            "columns": [{"name": names[p], "dtype": str(dtypes[p])} for p in positions],
-            "note": "a LazyFrame: rows and statistics are not computed; collect() it in a cell to read rows",
-        }
-
-    def fingerprint(self) -> tuple:
-        return (id(self.value),)
-
-
-# pyarrow --------------------------------------------------------------------------------------
-def _describe_arrow(label: str, head: Any, full: Any) -> dict[str, Any]:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    t = head.type
-    d: dict[str, Any] = {"name": label, "dtype": str(t), "nulls": int(full.null_count)}
-    has_values = len(head) > head.null_count
-    if pa.types.is_dictionary(t):
-        chunk = full.chunk(0) if full.num_chunks else None
-        if chunk is not None:
-            d["categories"] = examples(chunk.dictionary.slice(0, MAX_CATEGORIES).to_pylist(), count=MAX_CATEGORIES)
-            d["n_categories"] = len(chunk.dictionary)
-    elif (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)) and has_values:
-        mm = pc.min_max(head).as_py()
-        d.update(min=_num(mm["min"]), max=_num(mm["max"]), mean=_num(pc.mean(head).as_py()))
-    elif pa.types.is_temporal(t) and has_values:
-        mm = pc.min_max(head).as_py()
-        d.update(min=_num(mm["min"]), max=_num(mm["max"]))
-    elif pa.types.is_boolean(t):
-        d["true"] = int(pc.sum(head).as_py() or 0)
-    d["examples"] = examples(head.slice(0, 1000).to_pylist())
-    return d
-
-
-class ArrowTable(Table):
-    kind = "pyarrow.Table"
-    mutable = False
-
-    @property
-    def nrows(self) -> int:
-        return self.value.num_rows
-
-    def labels(self) -> list[str]:
-        return list(self.value.schema.names)
-
-    def page(self, start: int, stop: int, positions: Sequence[int]) -> list[list[Any]]:
-        part = self.value.slice(start, max(0, stop - start))
-        return [part.column(p).to_pylist() for p in positions]
-
-    def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
-        t = self.value
-        head = t.slice(0, stats_rows)
-        labels = self.labels()
-        cols = [
-            _guard_column(labels[p], lambda p=p: _describe_arrow(labels[p], head.column(p), t.column(p)))
-            for p in positions
-        ]
-        return {"columns": cols, "nulls_over": "all rows"}
-
-    def fingerprint(self) -> tuple:
-        t = self.value
-        return (id(t), t.num_rows, t.num_columns)
-
-
-class ArrowBatch(ArrowTable):
-    kind = "pyarrow.RecordBatch"
 
 
 # numpy ----------------------------------------------------------------------------------------
@@ -756,11 +710,15 @@ def _guard_column(label: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any
 _ADAPTERS: dict[tuple[str, str], type[Table]] = {
     ("pandas", "DataFrame"): PandasFrame,
     ("pandas", "Series"): PandasSeries,
-    ("polars", "DataFrame"): PolarsFrame,
-    ("polars", "Series"): PolarsSeries,
-    ("polars", "LazyFrame"): PolarsLazy,
-    ("pyarrow", "Table"): ArrowTable,
-    ("pyarrow", "RecordBatch"): ArrowBatch,
+    ("polars", "DataFrame"): NarwhalsFrame,
+    ("polars", "Series"): NarwhalsSeries,
+    ("pyarrow", "Table"): NarwhalsFrame,
+    ("pyarrow", "RecordBatch"): NarwhalsFrame,
+    ("pyarrow", "ChunkedArray"): NarwhalsSeries,
+    ("modin", "DataFrame"): NarwhalsFrame,
+    ("modin", "Series"): NarwhalsSeries,
+    ("cudf", "DataFrame"): NarwhalsFrame,
+    ("cudf", "Series"): NarwhalsSeries,
     ("numpy", "ndarray"): NumpyArray,
 }
 _LIBS = frozenset(lib for lib, _ in _ADAPTERS)

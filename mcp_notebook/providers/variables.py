@@ -84,6 +84,9 @@ class VariablesProvider(Provider):
         self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = [
             lambda name, value: structured.index_fields(name, value, self._ns, f"{var_uri(name)}/schema")
         ]
+        # Callables that, for values whose repr would run a query (a DuckDB relation's repr computes its
+        # rows), return a function giving the text shown instead (None: not theirs; decided from the type).
+        self.repr_overrides: list[Callable[[Any], Callable[[], str] | None]] = []
         # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
@@ -224,12 +227,15 @@ class VariablesProvider(Provider):
             if uri == INDEX_URI:
                 changes.maybe.add(uri)
                 continue
-            if not uri.startswith(prefix) or uri in changes.updated:
+            if not uri.startswith(prefix):
                 continue
             name = uri[len(prefix) :]
             if name not in self._exposed:
                 continue
             fingerprint = cheap_shape(self._ns.get(name))
+            if uri in changes.updated:  # rebound in this cell: its new shape is the baseline for the next one
+                self._fingerprints[name] = fingerprint
+                continue
             if self._fingerprints.get(name, fingerprint) != fingerprint:
                 changes.updated.add(uri)
                 changes.updated.add(INDEX_URI)
@@ -370,7 +376,7 @@ class VariablesProvider(Provider):
         if shape is not None:
             return self._read_structured(uri, name, value, shape, doc, cap)
         try:
-            text, truncated = bounded_repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
+            text, truncated = self._repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
         except RenderTimeout as exc:
             raise ResourceReadError(f"repr({name}) did not finish: {exc}") from None
         except Exception as exc:  # a raising __repr__ is the object's problem, not the server's
@@ -414,6 +420,14 @@ class VariablesProvider(Provider):
         except Exception as exc:
             raise ResourceReadError(f"no JSON Schema for {name}: {type(exc).__name__}: {safe_str(exc, 1.0)}") from None
         return Contents(uri=uri, mime_type="application/schema+json", text=json.dumps(schema, ensure_ascii=False))
+
+    def _repr(self, value: Any, max_chars: int, timeout: float) -> tuple[str, bool]:
+        for override in self.repr_overrides:
+            render = override(value)
+            if render is not None:
+                text = call_guarded(render, timeout)
+                return text[:max_chars], len(text) > max_chars
+        return bounded_repr(value, max_chars, timeout)
 
     # -- hide/show ----------------------------------------------------------------------
     def set_hidden(self, name: str, hidden: bool) -> None:
