@@ -249,7 +249,9 @@ class FramesProvider(Provider):
 
     def _guarded(self, uri: str, fn: Callable[[], Any]) -> Any:
         """Run a read on a guarded thread (user __repr__ may hang); retry once on a racing mutation."""
-        timeout = max(10.0, 5 * self._limits.repr_timeout, self._limits.engine_timeout + 5)
+        timeout = max(10.0, 5 * self._limits.repr_timeout)
+        if self._is_engine(uri):  # engine calls bound themselves by engine_timeout and cancel on expiry
+            timeout = max(timeout, self._limits.engine_timeout + 5)
 
         def run() -> Any:
             with quiet():
@@ -267,6 +269,16 @@ class FramesProvider(Provider):
                     message = safe_str(exc, self._limits.repr_timeout)
                     raise ResourceReadError(f"reading {uri} failed: {type(exc).__name__}: {message}") from None
         raise AssertionError("unreachable")
+
+    def _is_engine(self, uri: str) -> bool:
+        """Whether ``uri`` names a lazy engine frame (a type check only: no user code, no engine call)."""
+        name = _name_of(uri)
+        if name is None:
+            return False
+        try:
+            return engine_of_type(type(self._vars.value(name))) is not None
+        except Exception:
+            return False
 
     def _positions(self, table: Table, raw: str | None, name: str) -> tuple[list[int], bool]:
         return column_positions(table, raw, name, self._limits.frame_max_columns)
