@@ -88,7 +88,7 @@ class _Head:
         te = headers.get("transfer-encoding")
         self.chunked = te is not None
         if te is not None and te.strip().lower() != "chunked":
-            raise BadRequest(f"unsupported Transfer-Encoding {te!r}", 501)
+            raise BadRequest(f"unsupported Transfer-Encoding {te!r}")  # 400: no 5xx for client input
         if te is not None and "content-length" in headers:
             raise BadRequest("both Content-Length and Transfer-Encoding")  # RFC 9112 6.3: a smuggling sign
         raw = headers.get("content-length")
