@@ -112,7 +112,7 @@ def test_chunked_decoder_consumes_every_byte_it_is_given():
 
 
 def test_authenticated_upload_in_one_byte_chunks(server):
-    init = json.dumps({**INIT, "params": {**INIT["params"], "clientInfo": {"name": "x" * 20_000, "version": "1"}}})
+    init = json.dumps({**INIT, "params": {**INIT["params"], "clientInfo": {"name": "x" * 10_000, "version": "1"}}})
     raw = init.encode()
     with connect(server) as s:
         s.sendall(head("Transfer-Encoding: chunked\r\n"))
@@ -121,6 +121,14 @@ def test_authenticated_upload_in_one_byte_chunks(server):
         s.sendall(b"0\r\n\r\n")
         status, _, body = read_response(s)
         assert status == 200 and "result" in json.loads(body)
+
+
+def test_a_body_in_too_many_tiny_chunks_is_refused(server):
+    with connect(server) as s:
+        s.sendall(head("Transfer-Encoding: chunked\r\n") + b"1\r\n \r\n" * (ChunkedBody.MAX_CHUNKS + 10))
+        status, _, body = read_response(s)
+        assert status == 400 and b"chunks" in body
+        assert closed_by_peer(s)
 
 
 def test_a_flood_of_blank_lines_before_a_request(server):

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -124,6 +125,11 @@ def parse_head(block: bytes) -> _Head:
     return _Head(parts[0], parts[1].partition("?")[0], parts[2], headers)
 
 
+# A complete chunk-size line: hex size, optional extensions (ignored), CRLF. Anything else takes the
+# slow path, which also tells incomplete from malformed.
+_CHUNK_LINE = re.compile(rb"[ \t]*([0-9A-Fa-f]{1,32})[ \t]*(?:;[^\r\n]{0,1000})?\r\n")
+
+
 class ChunkedBody:
     """Incremental decoder of a chunked body: every byte is looked at once, whatever the chunking.
 
@@ -133,9 +139,12 @@ class ChunkedBody:
     previous feed stopped, so a size line or a body trickled one byte at a time costs linear time.
     """
 
-    __slots__ = ("_need", "_scanned", "_state", "_trailer", "body", "done", "limit")
+    __slots__ = ("_chunks", "_need", "_scanned", "_state", "_trailer", "body", "done", "limit")
     _SIZE, _DATA, _DATA_END, _TRAILER = range(4)
     MAX_SIZE_LINE = 1024
+    # Real clients send chunks of kilobytes; a body in tens of thousands of tiny chunks is an attack
+    # on the decoder's per-chunk cost, refused once it gets there (a bound on the work per request).
+    MAX_CHUNKS = 16384
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -145,11 +154,29 @@ class ChunkedBody:
         self._need = 0
         self._scanned = 0  # bytes of the current line already searched for its CRLF
         self._trailer = 0
+        self._chunks = 0
 
     def feed(self, buf: bytearray | bytes, pos: int = 0) -> int:
         end = len(buf)
+        match = _CHUNK_LINE.match
         while not self.done:
             state = self._state
+            if state == self._SIZE and self._scanned == 0:  # fast path: a whole size line and its data
+                m = match(buf, pos)
+                if m is not None:
+                    pos = m.end()
+                    size = int(m.group(1), 16)
+                    if not size or end - pos < size + 2:
+                        self._start_chunk(m.group(1))  # the last chunk, or one still arriving
+                        continue
+                    self._chunks += 1
+                    if self._chunks > self.MAX_CHUNKS or len(self.body) + size > self.limit:
+                        self._start_chunk(m.group(1))  # raises the right error
+                    if buf[pos + size : pos + size + 2] != b"\r\n":
+                        raise BadRequest("malformed chunk")
+                    self.body += buf[pos : pos + size]
+                    pos += size + 2
+                    continue
             if state == self._DATA:
                 take = min(self._need, end - pos)
                 if take <= 0:
@@ -178,7 +205,9 @@ class ChunkedBody:
                 self._scanned = 0
                 pos = eol + 2
                 if state == self._SIZE:
-                    self._start_chunk(line)
+                    if len(line) > self.MAX_SIZE_LINE:
+                        raise BadRequest("malformed chunk size")
+                    self._start_chunk(line.split(b";", 1)[0].strip())
                 elif not line:  # the blank line after the trailer fields (ignored)
                     self.done = True
                 else:
@@ -187,20 +216,22 @@ class ChunkedBody:
                         raise BadRequest("trailer too large")
         return pos
 
-    def _start_chunk(self, line: bytes) -> None:
-        if len(line) > self.MAX_SIZE_LINE:
-            raise BadRequest("malformed chunk size")
-        size_text = line.split(b";", 1)[0].strip()
+    def _start_chunk(self, size_text: bytes) -> int:
+        """Begin the chunk announced by ``size_text`` (hex digits); returns its size."""
         if not size_text or not set(size_text) <= _HEXDIGITS:
             raise BadRequest("malformed chunk size")
         size = int(size_text, 16)
         if size == 0:
             self._state = self._TRAILER
-            return
+            return 0
         if len(self.body) + size > self.limit:
             raise BadRequest("body too large", 413)
+        self._chunks += 1
+        if self._chunks > self.MAX_CHUNKS:
+            raise BadRequest(f"more than {self.MAX_CHUNKS} chunks in one body")
         self._need = size
         self._state = self._DATA
+        return size
 
 
 def parse_chunked(buf: bytearray | bytes, start: int, limit: int) -> tuple[bytes, int] | None:
