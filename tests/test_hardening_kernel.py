@@ -12,7 +12,10 @@ from typing import Any
 import psutil
 from conftest import Mcp
 
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 RST = b"\x01\x00\x00\x00\x00\x00\x00\x00"  # SO_LINGER on, 0 s: close sends a reset
 
 
@@ -89,6 +92,25 @@ def test_two_hundred_dropped_streams_and_requests_leak_nothing(kernel, hub):
         else:
             _drop(_send(port, read[: len(read) - 20]), reset=i % 2 == 0)  # cut off mid-body
     deadline = time.monotonic() + 30
+    while True:
+        state = json.loads(
+            kernel.run(
+                "import json as _j, mcp_notebook as _m\n"
+                "_t = _m.hub().transport\n"
+                "_s = _m.hub().server\n"
+                "print(_j.dumps({'connections': len(_t.connections), 'streams': len(_t.streams),"
+                " 'tasks': len(_t.tasks), 'listens': len(_s.listens()),"
+                " 'session_streams': sum(len(x.streams) for x in _s.sessions())}))"
+            ).stdout.strip()
+        )
+        # connections: at most the test client's own keep-alive one
+        clean = state["connections"] <= 1 and not any(state[k] for k in ("streams", "tasks", "listens"))
+        if (clean and not state["session_streams"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert state["connections"] <= 1, state
+    assert state["streams"] == state["tasks"] == state["listens"] == state["session_streams"] == 0, state
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         fds, threads, rss = _counts(proc)
         if fds <= before[0] + 3 and threads <= before[1] + 2:
@@ -98,17 +120,6 @@ def test_two_hundred_dropped_streams_and_requests_leak_nothing(kernel, hub):
     assert fds <= before[0] + 3, (before, (fds, threads, rss))
     assert threads <= before[1] + 2, (before, (fds, threads, rss))
     assert rss <= before[2] + 30_000_000, (before, (fds, threads, rss))
-    state = json.loads(
-        kernel.run(
-            "import json as _j, mcp_notebook as _m\n"
-            "_t = _m.hub().transport\n"
-            "_s = _m.hub().server\n"
-            "print(_j.dumps({'connections': len(_t.connections), 'streams': len(_t.streams), 'tasks': len(_t.tasks),"
-            " 'listens': len(_s.listens()), 'session_streams': sum(len(x.streams) for x in _s.sessions())}))"
-        ).stdout.strip()
-    )
-    assert state["connections"] <= 1, state  # the test client's own keep-alive connection
-    assert state["streams"] == state["tasks"] == state["listens"] == state["session_streams"] == 0, state
     assert client.result("ping") == {}  # the session and its subscription survived
     client.close()
     time.sleep(0.3)

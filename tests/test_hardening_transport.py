@@ -261,3 +261,20 @@ def test_two_hundred_dropped_streams_leak_nothing(server):
     assert "test://hello" not in server.mcp.hub.watched()
     assert wait_for(lambda: me.num_fds() <= fds0 + 5)
     assert threading.active_count() <= threads0 + 4  # at most the request pool grew to its size
+
+
+def test_a_stream_whose_client_half_closes_at_once_is_released_at_once(server):
+    with connect(server) as s:
+        s.sendall(request(INIT))
+        sid = read_response(s)[1]["mcp-session-id"]
+    for _ in range(5):
+        s = connect(server)
+        s.sendall(
+            f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Accept: text/event-stream\r\nMcp-Session-Id: {sid}\r\n\r\n".encode()
+        )
+        s.shutdown(socket.SHUT_WR)  # the FIN may arrive before the stream's first byte is written
+        assert closed_within(s, 5)  # not after two failed keepalive writes (30 s)
+        s.close()
+    assert wait_for(lambda: not server.streams and not server.connections, 5)
+    assert not server.mcp.sessions()[0].streams

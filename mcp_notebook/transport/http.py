@@ -261,6 +261,7 @@ class _Connection(asyncio.Protocol):
         self.head: _Head | None = None
         self.chunks: ChunkedBody | None = None
         self.busy = False  # a request is being answered (on the executor, or as a stream)
+        self.streaming = False  # ... as a long-lived stream (GET or subscriptions/listen)
         self.closing = False
         self.gone = False
         self.trusted = False  # a request on this connection passed admission
@@ -313,7 +314,7 @@ class _Connection(asyncio.Protocol):
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
         self.peer_done = True
-        if self.discarding or not self.busy or self._wake is not None:  # a stream's client is gone
+        if self.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
             self._close()
         return True  # keep the transport open for the replies still to be written
 
@@ -469,6 +470,7 @@ class _Connection(asyncio.Protocol):
     def _reply(self, head: _Head, reply: HttpReply) -> None:
         if reply.stream is not None:
             self.busy = True
+            self.streaming = reply.stream.kind != "response"
             task = self.loop.create_task(self._stream(head, reply, reply.stream))
             self.server.tasks.add(task)
             task.add_done_callback(self.server.tasks.discard)
@@ -502,6 +504,7 @@ class _Connection(asyncio.Protocol):
     def _done(self, keep: bool) -> None:
         """The reply is written: go on with the next request, or close."""
         self.busy = False
+        self.streaming = False
         if self.gone:
             return
         if not keep:
