@@ -120,6 +120,15 @@ def mutated(draw: st.DrawFn, value: Any, depth: int = 0) -> Any:
     return value if roll > 3 else draw(junk)
 
 
+def _no_long_poll(msg: Any) -> None:
+    """changes_since with a positive wait_seconds would hold the run for up to 30 s: make it 0."""
+    p = msg.get("params") if isinstance(msg, dict) else None
+    args = p.get("arguments") if isinstance(p, dict) else None
+    wait = args.get("wait_seconds") if isinstance(args, dict) else None
+    if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0:
+        args["wait_seconds"] = 0
+
+
 @dataclass
 class Case:
     http_method: str
@@ -169,15 +178,10 @@ def message(draw: st.DrawFn, sid: str | None) -> Case:
         del msg["id"]
     if draw(st.integers(0, 2)) > 0:
         msg = draw(mutated(msg))
-    if isinstance(msg, dict):
-        p = msg.get("params")
-        args = p.get("arguments") if isinstance(p, dict) else None
-        wait = args.get("wait_seconds") if isinstance(args, dict) else None
-        if isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0:
-            args["wait_seconds"] = 0  # a long poll would only make the run slow
-    shape = draw(st.integers(0, 9))
-    if shape == 0:
+    if draw(st.integers(0, 9)) == 0:
         msg = [msg, draw(mutated(msg))]
+    for item in msg if isinstance(msg, list) else [msg]:
+        _no_long_poll(item)
     try:
         if draw(st.integers(0, 5)) == 0:  # raw surrogates (CESU-8) instead of \u escapes
             raw = json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogatepass")

@@ -37,7 +37,7 @@ _COMMON = {"deadline": None, "suppress_health_check": list(HealthCheck), "databa
 settings.register_profile("ci", max_examples=400, derandomize=True, **_COMMON)
 settings.register_profile("long", max_examples=20_000, **_COMMON)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
-SCALE = {"ci": 1, "long": 50}.get(PROFILE, 1)
+LONG = PROFILE == "long"
 CASES: Counter[str] = Counter()
 
 
@@ -117,7 +117,7 @@ def check_reply(status: int, body: bytes | None, ctype: str) -> None:
 
 
 # == pass 1: sans-IO ================================================================================
-@settings(max_examples=400 * SCALE)
+@settings(max_examples=20_000 if LONG else 400)
 @given(data=st.data())
 def test_fuzz_messages_in_process(sans_io, errors, data):
     server, sid = sans_io
@@ -238,7 +238,7 @@ def check_http(out: bytes, complete: bool) -> None:
         assert status < 500, out[:300]
 
 
-@settings(max_examples=150 * SCALE)
+@settings(max_examples=3_000 if LONG else 150)
 @given(data=st.data())
 def test_fuzz_http_framing_over_sockets(transport, errors, data):
     sids = [s.id for s in transport.mcp.sessions()]
@@ -288,7 +288,7 @@ def _drain_iopub(kernel) -> list[dict[str, Any]]:
             return out
 
 
-@settings(max_examples=60 * SCALE)
+@settings(max_examples=1_200 if LONG else 60)
 @given(data=st.data())
 def test_fuzz_real_kernel(kernel, kernel_hub, data):
     port = int(kernel_hub["url"].rsplit(":", 1)[1].split("/")[0])
