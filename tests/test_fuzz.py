@@ -18,6 +18,7 @@ import logging
 import os
 import queue
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -76,6 +77,12 @@ def errors() -> Iterator[_Errors]:
             logging.getLogger(name).removeHandler(handler)
 
 
+# A mutated body may turn changes_since's wait_seconds into a valid long poll (up to 30 s): a correct
+# answer, but one that would hold each such case for its whole wait. With no waiter slot free, the
+# hub answers those at once with "busy" (its documented behaviour when two polls already wait).
+_NO_LONG_POLLS = "import threading as _th, mcp_notebook as _m; _m.hub().server.tools._waiters = _th.Semaphore(0)"
+
+
 def _registrations(custom: CustomProvider) -> None:
     for uri, fn, complete in (
         ("test://static", lambda: "hello", None),
@@ -94,6 +101,7 @@ def sans_io() -> Iterator[tuple[McpServer, str]]:
     _registrations(custom)
     hub = Hub([custom])
     server = McpServer(hub, ServerSettings(token=TOKEN, max_sessions=8))
+    server.tools._waiters = threading.Semaphore(0)  # see _NO_LONG_POLLS
     sid = _initialize(server)
     yield server, sid
     server.close()
@@ -153,6 +161,7 @@ def transport() -> Iterator[HttpTransport]:
     _registrations(custom)
     hub = Hub([custom])
     t = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN, max_sessions=8)), "127.0.0.1", 0, 200_000)
+    t.mcp.tools._waiters = threading.Semaphore(0)  # see _NO_LONG_POLLS
     t.start()
     yield t
     t.stop()
@@ -274,6 +283,7 @@ def kernel_hub(kernel) -> dict[str, Any]:
     client = Mcp(info)
     info["sid"] = client.initialize() and client.session
     client.close()
+    kernel.run(_NO_LONG_POLLS)
     kernel.run("import pandas as pd\ndf = pd.DataFrame({'a': range(5)})\ns = 'text \\udc80'\nx = [1, 2]")
     _drain_iopub(kernel)
     return info
