@@ -247,7 +247,7 @@ def check_http(out: bytes, complete: bool) -> None:
         assert status < 500, out[:300]
 
 
-@settings(max_examples=3_000 if LONG else 150)
+@settings(max_examples=10_000 if LONG else 150)
 @given(data=st.data())
 def test_fuzz_http_framing_over_sockets(transport, errors, data):
     sids = [s.id for s in transport.mcp.sessions()]
@@ -298,7 +298,7 @@ def _drain_iopub(kernel) -> list[dict[str, Any]]:
             return out
 
 
-@settings(max_examples=1_200 if LONG else 60)
+@settings(max_examples=5_000 if LONG else 60)
 @given(data=st.data())
 def test_fuzz_real_kernel(kernel, kernel_hub, data):
     port = int(kernel_hub["url"].rsplit(":", 1)[1].split("/")[0])

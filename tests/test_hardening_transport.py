@@ -278,3 +278,23 @@ def test_a_stream_whose_client_half_closes_at_once_is_released_at_once(server):
         s.close()
     assert wait_for(lambda: not server.streams and not server.connections, 5)
     assert not server.mcp.sessions()[0].streams
+
+
+def test_a_listen_answered_after_the_client_half_closed_ends_with_what_it_has(server):
+    """subscriptions/listen runs on the worker pool; the client's FIN can arrive before the stream exists."""
+    params = {"notifications": {"resourceSubscriptions": ["test://hello"]}, "_meta": MODERN_META}
+    body = json.dumps({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": params}).encode()
+    for _ in range(5):
+        s = connect(server)
+        s.sendall(request(body, extra="MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n"))
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except TimeoutError:
+            pytest.fail(f"the stream was kept open for a client that half-closed: {out[:300]!r}")
+        s.close()
+        assert out.startswith(b"HTTP/1.1 200") and b"subscriptions/acknowledged" in out
+    assert wait_for(lambda: not server.streams and not server.mcp.listens(), 5)

@@ -548,8 +548,8 @@ class _Connection(asyncio.Protocol):
                 events = stream.drain()
                 if events:
                     await self._send_chunk(b"".join(events), chunked)
-                if closed or self.gone:
-                    return
+                if closed or self.gone or (self.peer_done and self.streaming):
+                    return  # a client that half-closed will not read a long-lived stream: end it
                 try:
                     await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
                 except asyncio.TimeoutError:
