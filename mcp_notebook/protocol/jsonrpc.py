@@ -7,6 +7,7 @@ carries both the JSON-RPC error object and the HTTP status a transport should us
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ class RpcError(Exception):
         self.message = message
         self.data = data
         self.status = status
+        self.request_id: RequestId | None = None  # the id to answer with, when known before a Message exists
 
     def to_json(self) -> dict[str, Any]:
         err: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -57,12 +59,75 @@ class Message:
         return self.method is not None and self.id is None
 
 
+# A \u escape of a UTF-16 surrogate: the only way a lone surrogate can enter a strictly decoded body.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def parse_body(body: bytes) -> Any:
-    """Decode a request body as JSON, or raise a parse error."""
+    """Decode a request body as strict JSON (UTF-8, no NaN/Infinity, no lone surrogates), or raise.
+
+    Bytes that are not UTF-8 and non-standard constants are parse errors (-32700). A string holding
+    an unpaired UTF-16 surrogate (``"\\ud800"``) cannot be encoded or compared reliably anywhere
+    downstream, so it is refused here: -32602 naming the param when it sits under ``params``,
+    otherwise -32600, with the message's id when that id is itself clean.
+    """
     try:
-        return json.loads(body)
+        text = body.decode("utf-8")
+        value = json.loads(text[1:] if text[:1] == "\ufeff" else text, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise RpcError(PARSE_ERROR, f"Parse error: {exc}", status=400) from None
+        raise RpcError(PARSE_ERROR, f"Parse error: {_plain(str(exc))}", status=400) from None
+    if _SURROGATE_ESCAPE.search(body) is not None:
+        where = lone_surrogate_path(value)
+        if where is not None:
+            path, holder = where
+            code = INVALID_PARAMS if ".params" in f".{path}" else INVALID_REQUEST
+            kind = "Invalid params" if code == INVALID_PARAMS else "Invalid Request"
+            named = _plain(path) or "the message"
+            err = RpcError(code, f"{kind}: {named} holds an unpaired UTF-16 surrogate", status=400)
+            err.request_id = request_id_of(holder)
+            raise err
+    return value
+
+
+def _plain(text: str) -> str:
+    """A message safe to send back: bounded, and without characters that cannot be encoded."""
+    return text[:200].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def lone_surrogate_path(value: Any, path: str = "", holder: Any = None) -> tuple[str, Any] | None:
+    """Where the first string (key or value) with an unpaired surrogate is, and its top-level message.
+
+    Iterative, so a deeply nested document cannot exhaust the stack.
+    """
+    stack: list[tuple[Any, str, Any]] = [(value, path, holder)]
+    while stack:
+        item, where, top = stack.pop()
+        if isinstance(item, str):
+            if _has_lone_surrogate(item):
+                return where, top
+        elif isinstance(item, dict):
+            top = item if top is None else top
+            for key, sub in item.items():
+                inner = f"{where}.{key}" if where else str(key)
+                if _has_lone_surrogate(key):
+                    return f"{where}.<key>" if where else "<key>", top
+                stack.append((sub, inner, top))
+        elif isinstance(item, list):
+            for i, sub in enumerate(item):
+                stack.append((sub, f"{where}[{i}]", sub if top is None and isinstance(sub, dict) else top))
+    return None
 
 
 def to_message(obj: Any) -> Message:
@@ -94,7 +159,9 @@ def request_id_of(obj: Any) -> RequestId | None:
     """Best-effort id of a message that failed validation (for the error reply)."""
     if isinstance(obj, dict):
         msg_id = obj.get("id")
-        if isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool):
+        if isinstance(msg_id, int) and not isinstance(msg_id, bool):
+            return msg_id
+        if isinstance(msg_id, str) and not _has_lone_surrogate(msg_id):
             return msg_id
     return None
 
@@ -115,5 +182,14 @@ def notification(method: str, params: dict[str, Any] | None = None) -> dict[str,
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON encoding used on the wire."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON encoding used on the wire; never fails on text.
+
+    UTF-8 by default. A string with an unpaired surrogate (from a user's value; requests holding one
+    are refused at parse) cannot be UTF-8: the whole value is then sent as ASCII JSON, where it is a
+    valid ``\\udXXX`` escape.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode()

@@ -24,6 +24,7 @@ from ..providers.base import InvalidResourceParams, ResourceNotFound, ResourceRe
 from ..resource_hub import LIST_CHANGED, UPDATED, Hub
 from . import jsonrpc as rpc
 from .jsonrpc import RpcError
+from .params import LOG_LEVELS, check_params
 from .security import host_allowed, origin_allowed, token_valid
 from .streams import Stream
 from .tool_watch import session_key
@@ -46,7 +47,6 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_SUB_ID = "io.modelcontextprotocol/subscriptionId"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 MAX_STATELESS_CLIENTS = 50
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 MAX_COMPLETIONS = 100
 # Requests whose handling never reaches user code or live values (see McpServer.may_run_user_code).
 INLINE_METHODS = frozenset(
@@ -107,6 +107,8 @@ class HttpReply:
 
     @classmethod
     def error(cls, err: RpcError, msg_id: Any = None, headers: dict[str, str] | None = None) -> HttpReply:
+        if msg_id is None:
+            msg_id = err.request_id
         return cls.json(rpc.error(msg_id, err), err.status if err.status != 200 else 400, headers)
 
 
@@ -212,8 +214,10 @@ class McpServer:
 
         Only the body is looked at; anything unusual (large, batched, unparsable) says True.
         resources/list counts as safe only when every provider declares ``list_is_pure``.
+        Requests that fail admission (Host, Origin, token) are answered inline without looking at
+        the body at all, and any body shape is handled without raising.
         """
-        if req.method != "POST":
+        if req.method != "POST" or self.admit(req.headers) is not None:
             return False
         if len(req.body) > INLINE_BODY_LIMIT or req.body[:1] != b"{":
             return True
@@ -224,13 +228,19 @@ class McpServer:
         if not isinstance(msg, dict) or "id" not in msg:
             return not isinstance(msg, dict)  # notifications and responses run nothing
         method = msg.get("method")
+        if not isinstance(method, str):
+            return False  # an invalid request: the error is all the answer
         if method == "resources/list":
             return not all(getattr(p, "list_is_pure", False) for p in self.hub.providers())
         return method not in INLINE_METHODS
 
     def handle(self, req: HttpRequest) -> HttpReply:
         """Answer one HTTP request. Never raises for bad input."""
-        denied = self._admit(req.headers)
+        try:
+            denied = self.admit(req.headers)
+        except Exception:  # headers come from a transport as str -> str; be safe anyway
+            log.exception("admission check failed")
+            denied = self._status(400, "Bad Request: unreadable headers")
         if denied is not None:
             return denied
         try:
@@ -247,7 +257,11 @@ class McpServer:
             log.exception("unexpected error handling a request")
             return HttpReply.error(RpcError(rpc.INTERNAL_ERROR, "Internal error", status=500))
 
-    def _admit(self, headers: dict[str, str]) -> HttpReply | None:
+    def admit(self, headers: dict[str, str]) -> HttpReply | None:
+        """The reply refusing a request by its headers alone (Host, Origin, token), or None to go on.
+
+        Transports call this as soon as a request head is complete, before reading the body.
+        """
         s = self.settings
         if not host_allowed(headers, s.allowed_hosts):
             return self._status(403, "Forbidden: Host header is not a loopback name or one of MCPHub.allowed_hosts")
@@ -373,13 +387,13 @@ class McpServer:
         if msg.id is None:
             return self._status(400, "Invalid Request: initialize must be a request with an id")
         params = msg.params
-        requested = params.get("protocolVersion")
-        if not isinstance(requested, str):
-            err = RpcError(rpc.INVALID_PARAMS, "Invalid params: protocolVersion (string) is required")
+        try:
+            check_params("initialize", params)
+        except RpcError as err:
             return HttpReply.json(rpc.error(msg.id, err), 400)
-        version = negotiate(requested)
-        client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
-        caps = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        version = negotiate(params["protocolVersion"])
+        client_info = params.get("clientInfo") or {}
+        caps = params.get("capabilities") or {}
         session = Session(secrets.token_urlsafe(24), version, client_info, caps)
         with self._lock:
             self._sessions[session.id] = session
@@ -491,6 +505,8 @@ class McpServer:
         if not isinstance(meta, dict) or META_VERSION not in meta:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] is required", status=400)
         version = meta[META_VERSION]
+        if not isinstance(version, str):
+            raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string", status=400)
         header_version = headers.get("mcp-protocol-version")
         if header_version is not None and header_version != version:  # a mismatch wins over an unsupported version
             raise RpcError(
@@ -508,8 +524,12 @@ class McpServer:
         if not isinstance(meta.get(META_CAPS), dict):
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_CAPS!r}] (object) is required", status=400)
         level = meta.get(META_LOG_LEVEL)
-        if level is not None and level not in LOG_LEVELS:
-            raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: unknown log level {level!r}", status=400)
+        if level is not None and (not isinstance(level, str) or level not in LOG_LEVELS):
+            raise RpcError(
+                rpc.INVALID_PARAMS,
+                f"Invalid params: _meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}",
+                status=400,
+            )
         if msg.is_request:
             self._check_modern_headers(headers, msg, version)
             self._seen_stateless(meta.get(META_CLIENT_INFO), version)
@@ -551,14 +571,12 @@ class McpServer:
                 raise mismatch(f"Mcp-Name {name!r} must equal params.{named}")
 
     def _listen(self, ctx: Ctx, msg: rpc.Message) -> HttpReply:
-        wanted = msg.params.get("notifications")
-        if not isinstance(wanted, dict):
-            err = RpcError(rpc.INVALID_PARAMS, "Invalid params: notifications (object) is required")
+        try:
+            check_params("subscriptions/listen", msg.params)
+        except RpcError as err:
             return HttpReply.json(rpc.error(msg.id, err), 400)
+        wanted = msg.params["notifications"]
         uris = wanted.get("resourceSubscriptions") or []
-        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
-            err = RpcError(rpc.INVALID_PARAMS, "Invalid params: resourceSubscriptions must be a list of URIs")
-            return HttpReply.json(rpc.error(msg.id, err), 400)
         honoured: dict[str, Any] = {}
         if wanted.get("resourcesListChanged"):
             honoured["resourcesListChanged"] = True
@@ -591,6 +609,7 @@ class McpServer:
         if handler is None:
             return rpc.error(msg.id, RpcError(rpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}"))
         try:
+            check_params(msg.method, msg.params)
             value = handler(ctx, msg.params)
         except RpcError as err:
             return rpc.error(msg.id, err)
@@ -664,6 +683,7 @@ class McpServer:
         every listed item is encoded once per provider state and revision, not once per request.
         """
         try:
+            check_params(msg.method or "", msg.params)
             items = self._encoded_listing(msg.method or "", ctx.version)
             offset = decode_cursor(msg.params.get("cursor"))
         except Exception:  # errors are reported (and logged) by the general path
@@ -783,6 +803,8 @@ class McpServer:
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: argument.name and argument.value must be strings")
         kind = ref.get("type")
         if kind == "ref/prompt":
+            if not isinstance(ref.get("name"), str):
+                raise RpcError(rpc.INVALID_PARAMS, "Invalid params: ref.name is required", {"param": "ref.name"})
             values: list[str] = []  # this server has no prompts
         elif kind == "ref/resource":
             template = ref.get("uri")

@@ -109,19 +109,19 @@ def check_arguments(schema: dict[str, Any], args: Any) -> dict[str, Any]:
     props = schema["properties"]
     unknown = sorted(set(args) - set(props))
     if unknown:
-        raise ArgumentError(f"unknown argument(s): {', '.join(unknown)}")
+        raise ArgumentError(f"unknown argument(s): {', '.join('arguments.' + u for u in unknown)[:500]}")
     for name in schema.get("required", ()):
         if name not in args:
-            raise ArgumentError(f"missing required argument: {name}")
+            raise ArgumentError(f"arguments.{name} is required")
     for name, value in args.items():
         spec = props[name]
         if spec["type"] == "string" and not isinstance(value, str):
-            raise ArgumentError(f"{name} must be a string")
+            raise ArgumentError(f"arguments.{name} must be a string")
         if spec["type"] == "number":
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ArgumentError(f"{name} must be a number")
+                raise ArgumentError(f"arguments.{name} must be a number")
             if not spec.get("minimum", value) <= value <= spec.get("maximum", value):
-                raise ArgumentError(f"{name} must be between {spec['minimum']} and {spec['maximum']}")
+                raise ArgumentError(f"arguments.{name} must be between {spec['minimum']} and {spec['maximum']}")
     return args
 
 

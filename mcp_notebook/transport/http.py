@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -29,7 +30,11 @@ from ..protocol.streams import Stream
 
 log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 15.0
-IDLE_SECONDS = 300.0
+IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on
+HEAD_SECONDS = 10.0  # a request head must be complete this long after its first byte
+BODY_SECONDS = 60.0  # a body must be complete this long after its head
+LINGER_SECONDS = 2.0  # after refusing a request whose body is still coming: drop it this long, then close
+MAX_CONNECTIONS = 256
 MAX_HEAD_BYTES = 65536
 PATH = "/mcp"
 _VERSIONS = ("HTTP/1.1", "HTTP/1.0")
@@ -85,7 +90,7 @@ class _Head:
         te = headers.get("transfer-encoding")
         self.chunked = te is not None
         if te is not None and te.strip().lower() != "chunked":
-            raise BadRequest(f"unsupported Transfer-Encoding {te!r}", 501)
+            raise BadRequest(f"unsupported Transfer-Encoding {te!r}")  # 400: no 5xx for client input
         if te is not None and "content-length" in headers:
             raise BadRequest("both Content-Length and Transfer-Encoding")  # RFC 9112 6.3: a smuggling sign
         raw = headers.get("content-length")
@@ -121,48 +126,133 @@ def parse_head(block: bytes) -> _Head:
     return _Head(parts[0], parts[1].partition("?")[0], parts[2], headers)
 
 
+# A complete chunk-size line: hex size, optional extensions (ignored), CRLF. Anything else takes the
+# slow path, which also tells incomplete from malformed.
+_CHUNK_LINE = re.compile(rb"[ \t]*([0-9A-Fa-f]{1,32})[ \t]*(?:;[^\r\n]{0,1000})?\r\n")
+
+
+class ChunkedBody:
+    """Incremental decoder of a chunked body: every byte is looked at once, whatever the chunking.
+
+    ``feed(buf, pos)`` decodes from ``pos`` as far as the bytes go and returns the offset up to which
+    it consumed them (the caller drops those); ``done`` tells when the last chunk and the trailer
+    are in, ``body`` holds the data. A line (chunk size, trailer field) is scanned only from where the
+    previous feed stopped, so a size line or a body trickled one byte at a time costs linear time.
+    """
+
+    __slots__ = ("_chunks", "_need", "_scanned", "_state", "_trailer", "body", "done", "limit")
+    _SIZE, _DATA, _DATA_END, _TRAILER = range(4)
+    MAX_SIZE_LINE = 1024
+    # Real clients send chunks of kilobytes; a body in tens of thousands of tiny chunks is an attack
+    # on the decoder's per-chunk cost, refused once it gets there (a bound on the work per request).
+    MAX_CHUNKS = 16384
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.body = bytearray()
+        self.done = False
+        self._state = self._SIZE
+        self._need = 0
+        self._scanned = 0  # bytes of the current line already searched for its CRLF
+        self._trailer = 0
+        self._chunks = 0
+
+    def feed(self, buf: bytearray | bytes, pos: int = 0) -> int:
+        end = len(buf)
+        match = _CHUNK_LINE.match
+        while not self.done:
+            state = self._state
+            if state == self._SIZE and self._scanned == 0:  # fast path: a whole size line and its data
+                m = match(buf, pos)
+                if m is not None:
+                    pos = m.end()
+                    size = int(m.group(1), 16)
+                    if not size or end - pos < size + 2:
+                        self._start_chunk(m.group(1))  # the last chunk, or one still arriving
+                        continue
+                    self._chunks += 1
+                    if self._chunks > self.MAX_CHUNKS or len(self.body) + size > self.limit:
+                        self._start_chunk(m.group(1))  # raises the right error
+                    if buf[pos + size : pos + size + 2] != b"\r\n":
+                        raise BadRequest("malformed chunk")
+                    self.body += buf[pos : pos + size]
+                    pos += size + 2
+                    continue
+            if state == self._DATA:
+                take = min(self._need, end - pos)
+                if take <= 0:
+                    break
+                self.body += buf[pos : pos + take]
+                self._need -= take
+                pos += take
+                if self._need == 0:
+                    self._state = self._DATA_END
+            elif state == self._DATA_END:
+                if end - pos < 2:
+                    break
+                if buf[pos : pos + 2] != b"\r\n":
+                    raise BadRequest("malformed chunk")
+                pos += 2
+                self._state = self._SIZE
+            else:
+                eol = buf.find(b"\r\n", pos + max(0, self._scanned - 1))
+                if eol < 0:
+                    self._scanned = end - pos
+                    cap = self.MAX_SIZE_LINE if state == self._SIZE else MAX_HEAD_BYTES - self._trailer
+                    if self._scanned > cap:
+                        raise BadRequest("malformed chunk size" if state == self._SIZE else "trailer too large")
+                    break
+                line = bytes(buf[pos:eol])
+                self._scanned = 0
+                pos = eol + 2
+                if state == self._SIZE:
+                    if len(line) > self.MAX_SIZE_LINE:
+                        raise BadRequest("malformed chunk size")
+                    self._start_chunk(line.split(b";", 1)[0].strip())
+                elif not line:  # the blank line after the trailer fields (ignored)
+                    self.done = True
+                else:
+                    self._trailer += len(line) + 2
+                    if self._trailer > MAX_HEAD_BYTES:
+                        raise BadRequest("trailer too large")
+        return pos
+
+    def _start_chunk(self, size_text: bytes) -> int:
+        """Begin the chunk announced by ``size_text`` (hex digits); returns its size."""
+        if not size_text or not set(size_text) <= _HEXDIGITS:
+            raise BadRequest("malformed chunk size")
+        size = int(size_text, 16)
+        if size == 0:
+            self._state = self._TRAILER
+            return 0
+        if len(self.body) + size > self.limit:
+            raise BadRequest("body too large", 413)
+        self._chunks += 1
+        if self._chunks > self.MAX_CHUNKS:
+            raise BadRequest(f"more than {self.MAX_CHUNKS} chunks in one body")
+        self._need = size
+        self._state = self._DATA
+        return size
+
+
 def parse_chunked(buf: bytearray | bytes, start: int, limit: int) -> tuple[bytes, int] | None:
     """A chunked body starting at ``start``: (body, end offset), or None while incomplete."""
-    pieces: list[bytes] = []
-    total = 0
-    pos = start
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            if len(buf) - pos > 1024:
-                raise BadRequest("malformed chunk size")
-            return None
-        size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise BadRequest("malformed chunk size") from None
-        if size < 0 or not size_text or not set(size_text) <= _HEXDIGITS:
-            raise BadRequest("malformed chunk size")
-        pos = eol + 2
-        if size == 0:
-            while True:  # trailer fields up to the blank line; ignored
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    if len(buf) - pos > MAX_HEAD_BYTES:
-                        raise BadRequest("trailer too large")
-                    return None
-                if eol == pos:
-                    return b"".join(pieces), eol + 2
-                pos = eol + 2
-        total += size
-        if total > limit:
-            raise BadRequest("body too large", 413)
-        if len(buf) < pos + size + 2:
-            return None
-        if buf[pos + size : pos + size + 2] != b"\r\n":
-            raise BadRequest("malformed chunk")
-        pieces.append(bytes(buf[pos : pos + size]))
-        pos += size + 2
+    decoder = ChunkedBody(limit)
+    end = decoder.feed(buf, start)
+    return (bytes(decoder.body), end) if decoder.done else None
 
 
 class _Connection(asyncio.Protocol):
-    """One client connection: requests are read and answered one at a time, in order."""
+    """One client connection: requests are read and answered one at a time, in order.
+
+    Reading costs time linear in the bytes received: the head is searched only past what was
+    searched before, a chunked body is decoded incrementally. A request is admitted (Host, Origin,
+    token) as soon as its head is complete: a refused one is answered at once and its body is never
+    parsed (what is still on the way is dropped for a moment, then the connection closes). Deadlines:
+    a head within ``head_timeout`` of its first byte (of the connection's start or last reply, for a
+    connection no request was admitted on yet, which also gets no long idle time), a body within
+    ``body_timeout`` of its head.
+    """
 
     def __init__(self, server: HttpTransport):
         self.server = server
@@ -170,27 +260,50 @@ class _Connection(asyncio.Protocol):
         self.io: asyncio.Transport | None = None
         self.buf = bytearray()
         self.head: _Head | None = None
+        self.chunks: ChunkedBody | None = None
         self.busy = False  # a request is being answered (on the executor, or as a stream)
+        self.streaming = False  # ... as a long-lived stream (GET or subscriptions/listen)
         self.closing = False
         self.gone = False
+        self.trusted = False  # a request on this connection passed admission
+        self.discarding = 0  # bytes still expected of a refused request's body (-1: unknown); dropped
+        self.peer_done = False  # the client half-closed: answer what is complete, then close
         self.paused_reading = False
         self._writable: asyncio.Future[None] | None = None
         self._wake: asyncio.Event | None = None
-        self._idle: asyncio.TimerHandle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_kind = ""
+        self._head_scanned = 0
         self._continued = False
+        self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
+
+    @property
+    def idle(self) -> bool:
+        """Between requests: nothing read of the next one and nothing being answered."""
+        return not self.busy and self.head is None and not self.buf and not self.closing
 
     # -- asyncio callbacks ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.io = transport
-        self.server.connections.add(self)
-        self._arm_idle()
+        if not self.server.admit_connection(self):
+            self.closing = True
+            transport.abort()
+            return
+        self._wait_for_request()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
+        if self.discarding:
+            self._discard(len(data))
+            return
+        if self.closing:
+            return
+        if self._timer_kind == "idle" and self.trusted and not self.buf:
+            self._arm("head", self.server.head_timeout)  # the first byte of the next request
         self.buf += data
         if not self.busy:
             self._process()
@@ -199,11 +312,17 @@ class _Connection(asyncio.Protocol):
             assert self.io is not None
             self.io.pause_reading()
 
+    def eof_received(self) -> bool:
+        """The client will send no more: answer the complete requests already read, then close."""
+        self.peer_done = True
+        if self.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
+            self._close()
+        return True  # keep the transport open for the replies still to be written
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.gone = True
-        self.server.connections.discard(self)
-        if self._idle is not None:
-            self._idle.cancel()
+        self.server.connections.pop(self, None)
+        self._cancel_timer()
         if self._wake is not None:
             self._wake.set()
         if self._writable is not None and not self._writable.done():
@@ -220,51 +339,102 @@ class _Connection(asyncio.Protocol):
     # -- reading ---------------------------------------------------------------------------------
     def _process(self) -> None:
         """Answer every complete request in the buffer, until one is answered asynchronously."""
+        if self._reading:
+            return
+        self._reading = True
         try:
-            while not self.busy and not self.closing and not self.gone:
+            while not self.busy and not self.closing and not self.gone and not self.discarding:
                 if not self._next_request():
                     break
         except BadRequest as exc:
             self._fail(exc)
+        except Exception:  # a bug must still answer the client, not drop its connection
+            log.exception("reading a request failed")
+            self._fail(BadRequest("internal error", 500))
+        finally:
+            self._reading = False
         if self.paused_reading and not self.busy and self.io is not None and not self.gone:
             self.paused_reading = False
             self.io.resume_reading()
+        if self.peer_done and not self.busy and not self.discarding:
+            self._close()
 
     def _next_request(self) -> bool:
         buf = self.buf
         head = self.head
         if head is None:
-            while buf[:2] == b"\r\n":  # stray blank lines between requests are allowed
-                del buf[:2]
-            end = buf.find(b"\r\n\r\n")
-            if end < 0 and len(buf) <= MAX_HEAD_BYTES:
+            if buf[:1] in (b"\r", b"\n"):  # stray blank lines between requests are allowed
+                del buf[: len(buf) - len(buf.lstrip(b"\r\n"))]
+                self._head_scanned = 0
+            end = buf.find(b"\r\n\r\n", max(0, self._head_scanned - 3))
+            if end < 0:
+                self._head_scanned = len(buf)
+                if len(buf) > MAX_HEAD_BYTES:
+                    raise BadRequest("request head too large", 431)
                 return False
-            if end < 0 or end > MAX_HEAD_BYTES:
+            if end > MAX_HEAD_BYTES:
                 raise BadRequest("request head too large", 431)
-            head = self.head = parse_head(bytes(buf[:end]))
+            head = parse_head(bytes(buf[:end]))
             del buf[: end + 4]
+            self._head_scanned = 0
             self._continued = False
-        limit = self.server.max_body_bytes
-        if head.chunked:
-            self._maybe_continue(head)
-            found = parse_chunked(buf, 0, limit)
-            if found is None:
-                return False
-            body, used = found
-        else:
-            if head.length > limit:
+            refusal = self._admission(head)
+            if refusal is not None:
+                return self._refuse(head, refusal)
+            self.trusted = True
+            self.head = head
+            if head.chunked:
+                self.chunks = ChunkedBody(self.server.max_body_bytes)
+            elif head.length > self.server.max_body_bytes:
                 raise BadRequest("body too large", 413)
-            if len(buf) < head.length:
-                self._maybe_continue(head)
+            self._cancel_timer()
+        if head.chunked:
+            chunks = self.chunks
+            assert chunks is not None
+            del buf[: chunks.feed(buf)]
+            if not chunks.done:
+                self._body_pending(head)
                 return False
-            used = head.length
-            body = bytes(buf[:used])
-        del buf[:used]
+            body = bytes(chunks.body)
+            self.chunks = None
+        else:
+            if len(buf) < head.length:
+                self._body_pending(head)
+                return False
+            body = bytes(buf[: head.length])
+            del buf[: head.length]
         self.head = None
         self._dispatch(head, body)
         return True
 
-    def _maybe_continue(self, head: _Head) -> None:
+    def _admission(self, head: _Head) -> HttpReply | None:
+        """The reply refusing a request by its head alone, or None: it goes on to its body."""
+        if head.path != PATH:
+            return HttpReply(404, b"Not Found", {"Content-Type": "text/plain"})
+        return self.server.mcp.admit(head.headers)
+
+    def _refuse(self, head: _Head, reply: HttpReply) -> bool:
+        """Answer a refused request without parsing its body. True: go on with the next request."""
+        if not head.chunked and len(self.buf) >= head.length:
+            del self.buf[: head.length]  # the body is already here: skip it, keep the connection
+            self._reply(head, reply)
+            return True
+        self.discarding = -1 if head.chunked else head.length - len(self.buf)
+        self.buf.clear()
+        head.keep_alive = False
+        self._reply(head, reply)
+        return False
+
+    def _discard(self, size: int) -> None:
+        """Drop bytes of a refused body; close once it is all in (known length) or at the linger deadline."""
+        if self.discarding > 0:
+            self.discarding = max(self.discarding - size, 0) or -2
+        if self.discarding == -2:
+            self._close()
+
+    def _body_pending(self, head: _Head) -> None:
+        if self._timer_kind != "body":
+            self._arm("body", self.server.body_timeout)
         if (
             not self._continued
             and head.version == "HTTP/1.1"
@@ -274,12 +444,7 @@ class _Connection(asyncio.Protocol):
             self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _dispatch(self, head: _Head, body: bytes) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
-        if head.path != PATH:
-            self._reply(head, HttpReply(404, b"Not Found", {"Content-Type": "text/plain"}))
-            return
+        self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body)
         mcp = self.server.mcp
         if not mcp.may_run_user_code(req):
@@ -289,6 +454,7 @@ class _Connection(asyncio.Protocol):
         try:
             future = self.loop.run_in_executor(self.server.executor, mcp.handle, req)
         except RuntimeError:  # the executor is shut down: the hub is stopping
+            self.busy = False
             self._reply(head, _error(503, "Service unavailable: the hub is stopping"))
             return
         future.add_done_callback(lambda f: self._answered(head, f))
@@ -305,6 +471,7 @@ class _Connection(asyncio.Protocol):
     def _reply(self, head: _Head, reply: HttpReply) -> None:
         if reply.stream is not None:
             self.busy = True
+            self.streaming = reply.stream.kind != "response"
             task = self.loop.create_task(self._stream(head, reply, reply.stream))
             self.server.tasks.add(task)
             task.add_done_callback(self.server.tasks.discard)
@@ -338,13 +505,19 @@ class _Connection(asyncio.Protocol):
     def _done(self, keep: bool) -> None:
         """The reply is written: go on with the next request, or close."""
         self.busy = False
+        self.streaming = False
         if self.gone:
             return
         if not keep:
-            self._close()
+            if self.discarding:
+                self._arm("linger", LINGER_SECONDS)
+                if self.io is not None and self.io.can_write_eof():
+                    self.io.write_eof()  # the reply is complete; the client may still be sending
+            else:
+                self._close()
             return
-        self._arm_idle()
-        if self.buf or self.paused_reading:
+        self._wait_for_request()
+        if self.buf or self.paused_reading or self.peer_done:
             self._process()
 
     async def _stream(self, head: _Head, reply: HttpReply, stream: Stream) -> None:
@@ -376,8 +549,8 @@ class _Connection(asyncio.Protocol):
                 events = stream.drain()
                 if events:
                     await self._send_chunk(b"".join(events), chunked)
-                if closed or self.gone:
-                    return
+                if closed or self.gone or (self.peer_done and self.streaming):
+                    return  # a client that half-closed will not read a long-lived stream: end it
                 try:
                     await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
                 except asyncio.TimeoutError:
@@ -403,17 +576,53 @@ class _Connection(asyncio.Protocol):
         else:
             reply = HttpReply(status, f"{_reason(status)}: {exc}".encode(), {"Content-Type": "text/plain"})
         self.head = None
+        self.chunks = None
         self.buf.clear()
         head = _Head("POST", "", "HTTP/1.1", {"connection": "close"})
         self._reply(head, reply)
 
-    def _arm_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-        self._idle = self.loop.call_later(IDLE_SECONDS, self._close)
+    # -- deadlines ------------------------------------------------------------------------------
+    def _wait_for_request(self) -> None:
+        """Between requests: a long idle time once a request was admitted here, else a head deadline."""
+        if self.buf:
+            self._arm("head", self.server.head_timeout)
+        elif self.trusted:
+            self._arm("idle", IDLE_SECONDS)
+        else:
+            self._arm("first", self.server.head_timeout)
+
+    def _arm(self, kind: str, seconds: float) -> None:
+        self._cancel_timer()
+        self._timer_kind = kind
+        self._timer = self.loop.call_later(seconds, self._expired, kind)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_kind = ""
+
+    def _expired(self, kind: str) -> None:
+        self._timer = None
+        self._timer_kind = ""
+        if self.gone or self.busy or self.closing:
+            return
+        if kind in ("idle", "linger") or (not self.buf and self.head is None):
+            self._close()
+        else:  # a head or body that did not arrive in time (slowloris)
+            self._fail(BadRequest(f"the request {'body' if kind == 'body' else 'head'} did not arrive in time", 408))
+
+    def evict(self) -> None:
+        """Make room for a new connection: drop this one now."""
+        self.closing = True
+        self._cancel_timer()
+        self.server.connections.pop(self, None)
+        if self.io is not None:
+            self.io.abort()
 
     def _close(self) -> None:
         self.closing = True
+        self._cancel_timer()
         if self.io is not None and not self.io.is_closing():
             self.io.close()  # flushes what is buffered first
 
@@ -441,12 +650,26 @@ def bind_socket(host: str, port: int) -> socket.socket:
 class HttpTransport:
     """Owns the listening socket, the server thread and its loop."""
 
-    def __init__(self, mcp: McpServer, host: str, port: int, max_body_bytes: int):
+    def __init__(
+        self,
+        mcp: McpServer,
+        host: str,
+        port: int,
+        max_body_bytes: int,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        head_timeout: float = HEAD_SECONDS,
+        body_timeout: float = BODY_SECONDS,
+    ):
         self.mcp = mcp
         self.max_body_bytes = max_body_bytes
+        self.max_connections = max_connections
+        self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
         self.streams: set[Stream] = set()
         self.tasks: set[asyncio.Task[None]] = set()
-        self.connections: set[_Connection] = set()
+        self.connections: dict[_Connection, None] = {}  # oldest first
+        self.refused_connections = 0
         self.stopping = False
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
         self._sockets = [bind_socket(host, port)]
@@ -457,6 +680,34 @@ class HttpTransport:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
+
+    def admit_connection(self, conn: _Connection) -> bool:
+        """Register a new connection; at the cap, make room or refuse it.
+
+        Room is made by dropping the oldest connection no request was admitted on (a client without
+        the token, a trickling head), else the oldest idle keep-alive one; connections answering a
+        request or holding a stream are never dropped. A real client therefore always gets in,
+        however many unauthenticated connections trickle.
+        """
+        conns = self.connections
+        if len(conns) >= self.max_connections:
+            victim = fallback = None
+            for other in conns:  # oldest first
+                if other.closing:
+                    continue
+                if not other.trusted and not other.busy:
+                    victim = other
+                    break
+                if fallback is None and other.idle:
+                    fallback = other
+            victim = victim or fallback
+            if victim is not None:
+                victim.evict()
+            elif sum(1 for other in conns if not other.closing) >= self.max_connections:
+                self.refused_connections += 1
+                return False
+        conns[conn] = None
+        return True
 
     @property
     def url(self) -> str:
