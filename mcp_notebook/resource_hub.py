@@ -17,10 +17,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
-from .protocol.models import Contents, Resource, ResourceTemplate
 from .providers.base import ChangeSet, Provider, ResourceNotFound
 from .redact import REDACTOR
 from .render import guarding
+from .types import Contents, Resource, ResourceTemplate
 
 log = logging.getLogger(__name__)
 

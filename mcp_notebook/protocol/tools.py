@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from ..providers.base import InvalidResourceParams, ResourceNotFound, ResourceReadError
 from ..redact import REDACTOR
 from ..resource_hub import LIST_CHANGED, Hub
+from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError, masked_blob
 from . import jsonrpc as rpc
+from .cursors import decode_cursor, encode_cursor
 from .jsonrpc import RpcError
-from .models import masked_blob
 from .tool_watch import ClientWatches, ToolWatches, client_key
 from .versions import knows
 
@@ -179,8 +179,6 @@ class Tools:
 
     # -- tools --------------------------------------------------------------------------
     def _list_resources(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
-        from .server import decode_cursor, encode_cursor  # server imports this module
-
         try:
             offset = decode_cursor(args.get("cursor"))
         except RpcError:

@@ -1,4 +1,4 @@
-"""What every resource provider offers the hub, and the errors a read can raise."""
+"""What every resource provider offers the hub (the errors a read can raise live in ``mcp_notebook.types``)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..protocol.models import Contents, Resource, ResourceTemplate
+from ..types import Contents, InvalidResourceParams, Resource, ResourceNotFound, ResourceReadError, ResourceTemplate
 from ..uri import UriTemplate
 
+__all__ = [
+    "ChangeSet",
+    "IndexPage",
+    "InvalidResourceParams",
+    "Provider",
+    "ResourceNotFound",
+    "ResourceReadError",
+    "index_page",
+    "int_param",
+]
+
 T = TypeVar("T")
-
-
-class ResourceNotFound(LookupError):
-    """No resource has this URI (the protocol maps it to the era's not-found error)."""
-
-    def __init__(self, uri: str, reason: str | None = None):
-        super().__init__(reason or f"Resource not found: {uri}")
-        self.uri = uri
-
-
-class InvalidResourceParams(ValueError):
-    """The URI names a resource, but its parameters are wrong (-32602)."""
 
 
 def int_param(params: dict[str, str], key: str, default: int) -> int:
@@ -82,10 +81,6 @@ def index_page(
         next=index.expand({"offset": end, "limit": limit}) if more else None,
         cut_by_size=end < min(len(items), offset + limit),
     )
-
-
-class ResourceReadError(RuntimeError):
-    """Reading failed for a reason the client should see (a raising or hanging __repr__)."""
 
 
 @dataclass(slots=True)

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
-from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import mask_secrets
+from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, index_page, int_param
 from .variables import rank_completions

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from ..protocol.models import Annotations, Contents, Icon, Resource, ResourceTemplate
 from ..render import RenderTimeout, call_guarded, safe_str
+from ..types import Annotations, Contents, Icon, Resource, ResourceTemplate
 from ..uri import UriTemplate, compile_template, is_template
 from . import structured, typed
 from .base import InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..protocol.models import Contents, Resource, ResourceTemplate
 from ..redact import mask_secrets
+from ..types import Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, Provider, ResourceNotFound, ResourceReadError
 from .engines import EngineFrame, db_objects, db_relation, is_connection_type

@@ -36,9 +36,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import mask_secrets
 from ..render import RenderTimeout, call_guarded, safe_str, type_name
+from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 from .engines import EngineFrame, engine_of_type, is_connection_type

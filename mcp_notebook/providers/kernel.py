@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.models import Annotations, Contents, Resource
+from ..types import Annotations, Contents, Resource
 from .base import ChangeSet, Provider, ResourceNotFound
 
 KERNEL_URI = "nb://kernel"

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..capture import strip_ansi
-from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import mask_secrets
+from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 from .cells import cell_uri, iso

@@ -17,9 +17,9 @@ from operator import ne
 from types import ModuleType
 from typing import Any
 
-from ..protocol.models import Annotations, Contents, Resource, ResourceTemplate
 from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret, hidden_strings, mask_secrets
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
+from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import structured
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page

@@ -11,7 +11,7 @@ import html
 import io
 import json
 
-from ..protocol.models import Contents
+from ..types import Contents
 
 MAX_TEXT = 4000
 MAX_ROWS = 30

@@ -15,9 +15,9 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..protocol.models import Contents
 from ..protocol.versions import ALL_VERSIONS
 from ..resource_hub import LIST_CHANGED, UPDATED
+from ..types import Contents
 from . import content
 from .live import MainThread, recent_notifications
 

@@ -1,0 +1,99 @@
+"""What every layer of request handling shares: settings, the HTTP request/reply pair, the
+per-request context, the ``_meta`` keys and the small status replies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import jsonrpc as rpc
+from .jsonrpc import RpcError
+from .params import LOG_LEVELS
+from .streams import Stream
+
+if TYPE_CHECKING:
+    from .handshake import Session
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPS = "io.modelcontextprotocol/clientCapabilities"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_SUB_ID = "io.modelcontextprotocol/subscriptionId"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+SESSION_NOT_FOUND = -32001
+
+
+@dataclass
+class ServerSettings:
+    name: str = "mcp-notebook"
+    version: str = "0"
+    title: str = "Jupyter kernel (mcp-notebook)"
+    description: str = "Live variables, data and cells of a Jupyter kernel as MCP resources."
+    instructions: str = ""
+    page_size: int = 500
+    max_batch: int = 50
+    max_sessions: int = 64
+    require_token: bool = True
+    token: str = ""
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+
+
+@dataclass
+class HttpRequest:
+    method: str
+    headers: dict[str, str]  # lower-case names
+    body: bytes = b""
+
+
+@dataclass
+class HttpReply:
+    status: int
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    stream: Stream | None = None
+
+    @classmethod
+    def json(cls, value: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpReply:
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        return cls(status, rpc.dumps(value), h)
+
+    @classmethod
+    def error(cls, err: RpcError, msg_id: Any = None, headers: dict[str, str] | None = None) -> HttpReply:
+        if msg_id is None:
+            msg_id = err.request_id
+        return cls.json(rpc.error(msg_id, err), err.status if err.status != 200 else 400, headers)
+
+
+@dataclass
+class Ctx:
+    """What one request is handled under."""
+
+    version: str
+    session: Session | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    logs: list[tuple[str, Any]] = field(default_factory=list)
+
+    @property
+    def modern(self) -> bool:
+        return self.session is None
+
+    @property
+    def log_level(self) -> str | None:
+        """The threshold for this request: per request (_meta) or per session (logging/setLevel)."""
+        if self.session is not None:
+            return self.session.log_level
+        return self.meta.get(META_LOG_LEVEL)
+
+    def log(self, level: str, data: Any) -> None:
+        """Queue a log message for this request's own response stream, if the client asked for logs."""
+        threshold = self.log_level
+        if threshold is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold):
+            self.logs.append((level, data))
+
+
+def status_reply(status: int, message: str, headers: dict[str, str] | None = None) -> HttpReply:
+    """A plain HTTP-level refusal carrying a JSON-RPC error with a null id."""
+    return HttpReply.json(rpc.error(None, RpcError(rpc.INVALID_REQUEST, message)), status, headers)
