@@ -126,6 +126,16 @@ class Hub:
         with guarding(("read", uri.split("?", 1)[0])):  # a stuck read blocks only this resource
             return provider.read(uri)
 
+    def may_run_user_code(self, uri: str) -> bool:
+        """Whether reading ``uri`` may run user code (see Provider.may_run_user_code); unknown: True."""
+        for provider in self._providers:
+            if provider.owns(uri):
+                try:
+                    return provider.may_run_user_code(uri)
+                except Exception:
+                    return True
+        return True  # nothing serves it: keep the general path
+
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         """Completion values, or None when no provider knows the template; values holding a secret are left out."""
         for provider in self._providers:

@@ -127,7 +127,8 @@ class McpServer(HandshakeEra, StatelessEra):
         resources, completers, digests, frames). Transports answer the others on their own loop.
 
         Only the body is looked at; anything unusual (large, batched, unparsable) says True.
-        resources/list counts as safe only when every provider declares ``list_is_pure``.
+        resources/list counts as safe only when every provider declares ``list_is_pure``; resources/read
+        when the provider of its URI says it cannot run user code (``Hub.may_run_user_code``).
         Requests that fail admission (Host, Origin, token) are answered inline without looking at
         the body at all, and any body shape is handled without raising.
         """
@@ -146,6 +147,10 @@ class McpServer(HandshakeEra, StatelessEra):
             return False  # an invalid request: the error is all the answer
         if method == "resources/list":
             return not all(getattr(p, "list_is_pure", False) for p in self.hub.providers())
+        if method == "resources/read":
+            params = msg.get("params")
+            uri = params.get("uri") if isinstance(params, dict) else None
+            return not isinstance(uri, str) or len(uri) > 8192 or self.hub.may_run_user_code(uri)
         return method not in INLINE_METHODS
 
     def handle(self, req: HttpRequest) -> HttpReply:

@@ -108,6 +108,14 @@ class Provider:
         """Contents of ``uri``; raise ResourceNotFound when it does not exist."""
         raise ResourceNotFound(uri)
 
+    def may_run_user_code(self, uri: str) -> bool:
+        """Whether reading ``uri`` may call into user code (a repr, a resource function, an engine).
+
+        Must be cheap and must not itself run user code (decide from types, not values). A False
+        answer lets the transport read on its own loop instead of the worker pool; when unsure, True.
+        """
+        return True
+
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         """Completion values for one template argument; None when the template is not ours."""
         return None

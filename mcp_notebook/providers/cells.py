@@ -124,6 +124,9 @@ class CellsProvider(Provider):
             return [self._read_output(uri, cell, params)]
         raise ResourceNotFound(uri)
 
+    def may_run_user_code(self, uri: str) -> bool:
+        return False  # captured sources and outputs, already rendered
+
     def _cell(self, uri: str, raw: str) -> CellRecord:
         try:
             seq = int(raw)

@@ -37,6 +37,9 @@ class KernelProvider(Provider):
             raise ResourceNotFound(uri)
         return [Contents(uri=uri, mime_type="application/json", text=json.dumps(self._summary(), default=str))]
 
+    def may_run_user_code(self, uri: str) -> bool:
+        return False  # counts and versions only
+
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         # The summary counts executed cells, so it changes after every cell.
         return ChangeSet(updated={KERNEL_URI}) if KERNEL_URI in watched else ChangeSet()

@@ -180,6 +180,9 @@ class NotebookProvider(Provider):
             return [self._read_cell(uri, params["cell_id"])]
         raise ResourceNotFound(uri)
 
+    def may_run_user_code(self, uri: str) -> bool:
+        return False  # the notebook file and what the frontend reported
+
     # -- the document -------------------------------------------------------------------
     def _read_doc(self, uri: str, params: dict[str, str]) -> Contents:
         unknown = set(params) - {"offset", "limit"}

@@ -31,6 +31,8 @@ _INDEX = compile_template("nb://vars{?offset,limit}")
 _VAR = compile_template(VAR_TEMPLATE)
 VAR_SCHEMA_TEMPLATE = "nb://vars/{name}/schema"
 _VAR_SCHEMA = compile_template(VAR_SCHEMA_TEMPLATE)
+# Values whose nb://vars/{name} read runs no user code (exact types: a subclass may override __repr__).
+_INLINE_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray})
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _SECRET_SCAN_CHARS = 8192
@@ -339,6 +341,15 @@ class VariablesProvider(Provider):
         if params is None:
             raise ResourceNotFound(uri)
         return [self._read_var(uri, params["name"])]
+
+    def may_run_user_code(self, uri: str) -> bool:
+        """The index (names, types, cheap shapes) and builtin scalars render without user code."""
+        if _INDEX.match(uri) is not None:
+            return False
+        params = _VAR.match(uri)
+        if params is None:
+            return _VAR_SCHEMA.match(uri) is not None
+        return type(self._ns.get(params["name"])) not in _INLINE_SCALARS
 
     def _read_index(self, uri: str, params: dict[str, str]) -> Contents:
         names = list(self._exposed)
