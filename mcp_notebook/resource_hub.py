@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from .providers.base import ChangeSet, Provider, ResourceNotFound
 from .redact import REDACTOR
@@ -125,6 +125,16 @@ class Hub:
         provider = self.provider_for(uri)
         with guarding(("read", uri.split("?", 1)[0])):  # a stuck read blocks only this resource
             return provider.read(uri)
+
+    def read_token(self, uri: str) -> Hashable | None:
+        """The provider's read token for ``uri`` (see Provider.read_token), or None."""
+        for provider in self._providers:
+            if provider.owns(uri):
+                try:
+                    return provider.read_token(uri)
+                except Exception:
+                    return None
+        return None
 
     def may_run_user_code(self, uri: str) -> bool:
         """Whether reading ``uri`` may run user code (see Provider.may_run_user_code); unknown: True."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from test_protocol import TOKEN, call, make_server, modern, open_session
+from test_protocol import TOKEN, call, make_server, modern, open_session, req
 
 from mcp_notebook.protocol.server import HttpRequest
 
@@ -46,3 +46,22 @@ def test_an_inline_read_answers_in_both_eras():
     sid = open_session(server)
     reply = call(server, sid, "resources/read", {"uri": "nb://vars/n"})
     assert json.loads(reply["result"]["contents"][0]["text"])["repr"] == "3"
+
+
+def test_cached_reads_splice_the_id_and_follow_the_value():
+    ns = {"n": 3}
+    server, _, hub = make_server(ns=ns)
+    first = modern(server, "resources/read", {"uri": "nb://vars/n"})[1]
+    body = {"jsonrpc": "2.0", "id": "abc", "method": "resources/read", "params": {"uri": "nb://vars/n"}}
+    sid = open_session(server)
+    again = json.loads(server.handle(req(body, mcp_session_id=sid)).body)
+    assert again["id"] == "abc" and again["result"]["contents"] == first["result"]["contents"]
+    ns["n"] = 4  # rebound outside a cell: the token holds the value itself
+    assert (
+        json.loads(call(server, sid, "resources/read", {"uri": "nb://vars/n"})["result"]["contents"][0]["text"])["repr"]
+        == "4"
+    )
+    hub.after_cell()
+    ns["n"] = "sk-ant-api03-" + "a" * 40  # a secret shape: masked, never served from an old entry
+    text = call(server, sid, "resources/read", {"uri": "nb://vars/n"})
+    assert "aaaaaaaaaaaaaaaa" not in json.dumps(text)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..redact import REDACTOR
 from ..resource_hub import Hub
 from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError
 from . import jsonrpc as rpc
@@ -34,6 +35,8 @@ LIST_METHODS = {
 # Results a modern-era client may cache (they carry ttlMs and cacheScope).
 CACHEABLE = frozenset({"server/discover", "resources/list", "resources/templates/list", "resources/read", "tools/list"})
 
+READ_CACHE_SIZE = 4096  # encoded read replies kept (cleared when full)
+
 Handler = Callable[[Ctx, dict[str, Any]], dict[str, Any]]
 
 
@@ -46,6 +49,7 @@ class Dispatch:
     _lock: threading.RLock
     _handshake: dict[str, Handler]
     _modern: dict[str, Handler]
+    _read_cache: dict[tuple[str, bool, str], tuple[Any, bytes]]
     _encoded: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]]
     on_activity: Callable[[], None] | None
     activity_listeners: list[Callable[[], None]]
@@ -143,6 +147,34 @@ class Dispatch:
         h = {"Content-Type": "application/json"}
         h.update(headers or {})
         return HttpReply(200, body, h)
+
+    def _read_reply(self, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None) -> HttpReply:
+        """resources/read, from the encoded reply of an earlier read while the provider's
+        ``read_token`` is unchanged (only the id is spliced in); the general path otherwise."""
+        uri = msg.params.get("uri")
+        token = self.hub.read_token(uri) if isinstance(uri, str) and len(uri) <= 8192 else None
+        if token is None:
+            return self._answer(ctx, self._dispatch(ctx, msg), headers)
+        key = (ctx.version, ctx.modern, uri)
+        stamp = (token, self.hub.generation, REDACTOR.version)  # generation: settings change in cells
+        entry = self._read_cache.get(key)
+        if entry is None or entry[0] != stamp:
+            reply = self._dispatch(ctx, msg)
+            if "result" not in reply or ctx.logs:
+                return self._answer(ctx, reply, headers)
+            if len(self._read_cache) >= READ_CACHE_SIZE:
+                self._read_cache.clear()
+            entry = (stamp, b',"result":' + rpc.dumps(reply["result"]) + b"}")
+            self._read_cache[key] = entry
+        else:
+            try:
+                check_params("resources/read", msg.params)
+            except RpcError:  # reported by the general path
+                return self._answer(ctx, self._dispatch(ctx, msg), headers)
+        h = {"Content-Type": "application/json"}
+        if headers:
+            h.update(headers)
+        return HttpReply(200, b'{"jsonrpc":"2.0","id":' + rpc.dumps(msg.id) + entry[1], h)
 
     def _encoded_listing(self, method: str, version: str) -> list[bytes]:
         """Every listed item of every provider as compact JSON, in listing order.

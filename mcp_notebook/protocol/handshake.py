@@ -58,6 +58,8 @@ class HandshakeEra(Dispatch):
             fast = self._list_reply(ctx, msg, {"Mcp-Session-Id": session.id})
             if fast is not None:
                 return fast
+        if msg.method == "resources/read":
+            return self._read_reply(ctx, msg, {"Mcp-Session-Id": session.id})
         return self._answer(ctx, self._dispatch(ctx, msg), {"Mcp-Session-Id": session.id})
 
     def _batch(self, req: HttpRequest, items: list[Any]) -> HttpReply:

@@ -120,6 +120,7 @@ class McpServer(HandshakeEra, StatelessEra):
             "tools/call": self.tools.call_tool,
         }
         # (method, version, id(provider)) -> (token, items when untokened, encoded items)
+        self._read_cache: dict[tuple[str, bool, str], tuple[Any, bytes]] = {}
         self._encoded: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]] = {}
 
     def may_run_user_code(self, req: HttpRequest) -> bool:

@@ -66,6 +66,8 @@ class StatelessEra(Dispatch):
             fast = self._list_reply(ctx, msg)
             if fast is not None:
                 return fast
+        if msg.method == "resources/read":
+            return self._read_reply(ctx, msg)
         return self._answer(ctx, self._dispatch(ctx, msg))
 
     def _modern_ctx(self, headers: dict[str, str], msg: rpc.Message) -> Ctx:

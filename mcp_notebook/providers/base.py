@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -107,6 +107,11 @@ class Provider:
     def read(self, uri: str) -> list[Contents]:
         """Contents of ``uri``; raise ResourceNotFound when it does not exist."""
         raise ResourceNotFound(uri)
+
+    def read_token(self, uri: str) -> Hashable | None:
+        """A cheap token that changes whenever ``read(uri)`` would answer differently, or None
+        (the default): the read is not cached. Must not run user code."""
+        return None
 
     def may_run_user_code(self, uri: str) -> bool:
         """Whether reading ``uri`` may call into user code (a repr, a resource function, an engine).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Hashable, MutableMapping
 from datetime import datetime, timezone
 from itertools import compress
 from operator import ne
@@ -33,6 +33,8 @@ VAR_SCHEMA_TEMPLATE = "nb://vars/{name}/schema"
 _VAR_SCHEMA = compile_template(VAR_SCHEMA_TEMPLATE)
 # Values whose nb://vars/{name} read runs no user code (exact types: a subclass may override __repr__).
 _INLINE_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray})
+# Hashable, immutable scalars whose encoded read is cached while the value stays the same.
+_CACHED_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _SECRET_SCAN_CHARS = 8192
@@ -341,6 +343,17 @@ class VariablesProvider(Provider):
         if params is None:
             raise ResourceNotFound(uri)
         return [self._read_var(uri, params["name"])]
+
+    def read_token(self, uri: str) -> Hashable | None:
+        """For a builtin immutable scalar: its value, exposure state and modification time."""
+        params = _VAR.match(uri)
+        if params is None:
+            return None
+        name = params["name"]
+        value = self._ns.get(name)
+        if type(value) not in _CACHED_SCALARS:
+            return None
+        return (type(value), value, self._list_version, self._modified.get(name), name in self._exposed)
 
     def may_run_user_code(self, uri: str) -> bool:
         """The index (names, types, cheap shapes) and builtin scalars render without user code."""
