@@ -44,6 +44,10 @@ class HttpRequest:
     method: str
     headers: dict[str, str]  # lower-case names
     body: bytes = b""
+    # Set by a transport that already ran McpServer.admit on these headers (skip it again).
+    admitted: bool = False
+    # The strictly parsed body, once may_run_user_code parsed it (handle does not parse it again).
+    parsed: Any = field(default=None, repr=False)
 
 
 @dataclass

@@ -10,7 +10,6 @@ the :class:`Stream` objects it returns.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
@@ -133,14 +132,17 @@ class McpServer(HandshakeEra, StatelessEra):
         Requests that fail admission (Host, Origin, token) are answered inline without looking at
         the body at all, and any body shape is handled without raising.
         """
-        if req.method != "POST" or self.admit(req.headers) is not None:
+        if req.method != "POST" or (not req.admitted and self.admit(req.headers) is not None):
             return False
         if len(req.body) > INLINE_BODY_LIMIT or req.body[:1] != b"{":
             return True
         try:
-            msg = json.loads(req.body)
-        except (ValueError, UnicodeDecodeError, RecursionError):
+            msg = rpc.parse_body(req.body)
+        except RpcError:
             return False  # a parse error is all the answer
+        except Exception:
+            return True
+        req.parsed = (msg,)
         if not isinstance(msg, dict) or "id" not in msg:
             return not isinstance(msg, dict)  # notifications and responses run nothing
         method = msg.get("method")
@@ -157,7 +159,7 @@ class McpServer(HandshakeEra, StatelessEra):
     def handle(self, req: HttpRequest) -> HttpReply:
         """Answer one HTTP request. Never raises for bad input."""
         try:
-            denied = self.admit(req.headers)
+            denied = None if req.admitted else self.admit(req.headers)
         except Exception:  # headers come from a transport as str -> str; be safe anyway
             log.exception("admission check failed")
             denied = self._status(400, "Bad Request: unreadable headers")
@@ -199,7 +201,7 @@ class McpServer(HandshakeEra, StatelessEra):
         ctype = req.headers.get("content-type", "application/json").split(";")[0].strip().lower()
         if ctype != "application/json":
             return self._status(415, "Unsupported Media Type: POST bodies must be application/json")
-        body = rpc.parse_body(req.body)
+        body = req.parsed[0] if req.parsed is not None else rpc.parse_body(req.body)
         if isinstance(body, list):
             return self._batch(req, body)
         if self._is_modern(req.headers, body):

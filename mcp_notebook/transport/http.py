@@ -445,7 +445,7 @@ class _Connection(asyncio.Protocol):
 
     def _dispatch(self, head: _Head, body: bytes) -> None:
         self._cancel_timer()
-        req = HttpRequest(head.method, head.headers, body)
+        req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admission ran on the head
         mcp = self.server.mcp
         if not mcp.may_run_user_code(req):
             self._reply(head, mcp.handle(req))
