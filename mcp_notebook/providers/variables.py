@@ -94,6 +94,7 @@ class VariablesProvider(Provider):
         # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
+        self._names_cache: tuple[int, list[str]] | None = None
         self.rebuild()
 
     # -- exposure -----------------------------------------------------------------------
@@ -365,13 +366,22 @@ class VariablesProvider(Provider):
         return type(self._ns.get(params["name"])) not in _INLINE_SCALARS
 
     def _read_index(self, uri: str, params: dict[str, str]) -> Contents:
-        names = list(self._exposed)
+        names = self._names_now()
         page = index_page(names, params, _INDEX, self._index_row, self._limits.max_read_chars - 400)
         doc: dict[str, Any] = {"count": len(names), "offset": page.offset, "variables": page.rows}
         if page.next:
             doc["truncated"] = True
             doc["next"] = page.next
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False))
+
+    def _names_now(self) -> list[str]:
+        """The exposed names as a list, copied once per listing version (not per index page)."""
+        version = self._list_version
+        cached = self._names_cache
+        if cached is None or cached[0] != version:
+            cached = (version, list(self._exposed))
+            self._names_cache = cached
+        return cached[1]
 
     def _index_row(self, name: str) -> dict[str, Any]:
         value = self._ns.get(name)
