@@ -348,20 +348,10 @@ def hub_state(kh: Any) -> dict[str, Any]:
     }
     if kh is None:
         return state
-    from .widgets.live import recent_notifications
+    from .widgets.live import listen_rows, recent_notifications, session_rows
 
     state["url"] = kh.transport.url if kh.transport is not None else None
-    for s in kh.server.sessions():
-        info = s.client_info or {}
-        state["clients"].append(
-            {
-                "session": s.id[:8],
-                "client": f"{info.get('name', '?')} {info.get('version', '')}".strip(),
-                "version": s.version,
-                "subscriptions": sorted(list(s.subscriptions)),
-                "streams": sum(1 for st in list(s.streams) if not st.closed),
-            }
-        )
+    state["clients"] = session_rows(kh.server)
     for name, version, revision, idle in kh.server.stateless_clients():
         state["clients"].append(
             {
@@ -373,10 +363,7 @@ def hub_state(kh: Any) -> dict[str, Any]:
                 "idle": round(idle),
             }
         )
-    for listen in kh.server.listens():
-        state["listens"].append(
-            {"id": str(listen.sub_id), "uris": sorted(list(listen.uris)), "list_changed": bool(listen.list_changed)}
-        )
+    state["listens"] = listen_rows(kh.server)
     state["watched"] = sorted(kh.hub.watched())
     recent = recent_notifications(kh.hub)
     state["recent"] = [n.line() for n in recent.items()[-20:]]

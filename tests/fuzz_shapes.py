@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from mcp_notebook.protocol.versions import HANDSHAKE_VERSIONS
 
 TOKEN = "fuzz-token"
+SESSION = "fuzz-session-id"  # replaced by a live session id when a case is sent
 MODERN = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPS = "io.modelcontextprotocol/clientCapabilities"
@@ -158,8 +159,12 @@ def header_value(draw: st.DrawFn, good: str | None) -> str | None:
 
 
 @st.composite
-def message(draw: st.DrawFn, sid: str | None) -> Case:
-    """One HTTP request carrying a mutated JSON-RPC message of either era."""
+def message(draw: st.DrawFn) -> Case:
+    """One HTTP request carrying a mutated JSON-RPC message of either era.
+
+    The session header holds :data:`SESSION`, which a test swaps for a live session id when it sends:
+    the strategy itself must not depend on state outside it.
+    """
     name = draw(st.sampled_from(sorted(VALID)))
     method = name.split(":")[0]
     params = json.loads(json.dumps(VALID[name]))
@@ -221,7 +226,7 @@ def message(draw: st.DrawFn, sid: str | None) -> Case:
         named = params.get("uri") or params.get("name")
         h["mcp-name"] = draw(header_value(named if isinstance(named, str) else None))
     else:
-        h["mcp-session-id"] = draw(header_value(sid))
+        h["mcp-session-id"] = draw(header_value(SESSION))
         h["mcp-protocol-version"] = draw(header_value(draw(st.sampled_from(HANDSHAKE_VERSIONS))))
     verb = draw(st.sampled_from(["POST"] * 12 + ["GET", "DELETE", "PUT"]))
     headers = {k: v for k, v in h.items() if v is not None}

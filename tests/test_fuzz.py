@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fuzz_shapes import TOKEN, Case, message
+from fuzz_shapes import SESSION, TOKEN, Case, message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,9 +128,11 @@ def check_reply(status: int, body: bytes | None, ctype: str) -> None:
 @settings(max_examples=20_000 if LONG else 400)
 @given(data=st.data())
 def test_fuzz_messages_in_process(sans_io, errors, data):
-    server, sid = sans_io
-    case: Case = data.draw(message(sid if sid in {s.id for s in server.sessions()} else None))
-    req = HttpRequest(case.http_method, case.headers, case.body)
+    server, _ = sans_io
+    case: Case = data.draw(message())
+    live = server.sessions()
+    sid = live[0].id if live else SESSION
+    req = HttpRequest(case.http_method, {k: v.replace(SESSION, sid) for k, v in case.headers.items()}, case.body)
     inline = not server.may_run_user_code(req)  # what a transport asks first: must never raise
     reply = server.handle(req)
     CASES["in_process"] += 1
@@ -169,9 +171,9 @@ def transport() -> Iterator[HttpTransport]:
 
 
 @st.composite
-def framed(draw: st.DrawFn, sid: str | None) -> tuple[bytes, bool]:
+def framed(draw: st.DrawFn) -> tuple[bytes, bool]:
     """(raw request bytes, complete): one request with its framing varied or broken."""
-    case: Case = draw(message(sid))
+    case: Case = draw(message())
     body = case.body
     version = draw(st.sampled_from(["HTTP/1.1"] * 6 + ["HTTP/1.0", "HTTP/2.0", "http/1.1"]))
     lines = [f"{case.http_method} {draw(st.sampled_from(['/mcp'] * 8 + ['/', '/mcp?x=1', '/MCP']))} {version}"]
@@ -216,6 +218,12 @@ def framed(draw: st.DrawFn, sid: str | None) -> tuple[bytes, bool]:
     return raw, complete
 
 
+def with_head(raw: bytes, old: str, new: str) -> bytes:
+    """``raw`` with ``old`` replaced by ``new`` in the request head only (the body keeps its length)."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    return head.replace(old.encode(), new.encode()) + sep + body
+
+
 def exchange(port: int, raw: bytes, timeout: float = 20.0) -> bytes:
     """Send ``raw``, half-close, read until the server closes."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
@@ -250,9 +258,9 @@ def check_http(out: bytes, complete: bool) -> None:
 @settings(max_examples=10_000 if LONG else 150)
 @given(data=st.data())
 def test_fuzz_http_framing_over_sockets(transport, errors, data):
-    sids = [s.id for s in transport.mcp.sessions()]
-    raw, complete = data.draw(framed(sids[0] if sids else None))
-    out = exchange(transport.port, raw)
+    live = transport.mcp.sessions()
+    raw, complete = data.draw(framed())
+    out = exchange(transport.port, with_head(raw, SESSION, live[0].id if live else SESSION))
     CASES["sockets"] += 1
     try:
         check_http(out, complete)
@@ -303,9 +311,9 @@ def _drain_iopub(kernel) -> list[dict[str, Any]]:
 def test_fuzz_real_kernel(kernel, kernel_hub, data):
     port = int(kernel_hub["url"].rsplit(":", 1)[1].split("/")[0])
     token = kernel_hub["token"]
-    raw, complete = data.draw(framed(kernel_hub["sid"]))
-    head, sep, body = raw.partition(b"\r\n\r\n")  # the real hub's token, in the head only
-    out = exchange(port, head.replace(TOKEN.encode(), token.encode()) + sep + body)
+    raw, complete = data.draw(framed())
+    raw = with_head(with_head(raw, TOKEN, token), SESSION, kernel_hub["sid"])  # the real hub's token and session
+    out = exchange(port, raw)
     CASES["real_kernel"] += 1
     check_http(out, complete)
 

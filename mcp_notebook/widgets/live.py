@@ -107,3 +107,38 @@ def recent_notifications(hub: Any) -> RecentNotifications:
         buffer = _RECENT[hub] = RecentNotifications()
         hub.add_listener(buffer)
     return buffer
+
+
+def sorted_copy(values: Any) -> list[str]:
+    """Sorted copy of a set another thread may be changing (retry instead of locking it)."""
+    for _ in range(5):
+        try:
+            return sorted(values)
+        except RuntimeError:
+            continue
+    return []
+
+
+def session_rows(server: Any) -> list[dict[str, Any]]:
+    """One row per handshake-era session: client, revision, subscriptions, open streams (no token)."""
+    rows = []
+    for s in server.sessions():
+        info = s.client_info or {}
+        rows.append(
+            {
+                "session": s.id[:8],
+                "client": f"{info.get('name', '?')} {info.get('version', '')}".strip(),
+                "version": s.version,
+                "subscriptions": sorted_copy(s.subscriptions),
+                "streams": sum(1 for st in list(s.streams) if not st.closed),
+            }
+        )
+    return rows
+
+
+def listen_rows(server: Any) -> list[dict[str, Any]]:
+    """One row per open subscriptions/listen stream (2026-07-28)."""
+    return [
+        {"id": str(listen.sub_id), "uris": sorted_copy(listen.uris), "list_changed": bool(listen.list_changed)}
+        for listen in server.listens()
+    ]

@@ -19,23 +19,13 @@ from ..protocol.versions import ALL_VERSIONS
 from ..resource_hub import LIST_CHANGED, UPDATED
 from ..types import Contents
 from . import content
-from .live import MainThread, recent_notifications
+from .live import MainThread, listen_rows, recent_notifications, session_rows
 
 _NOTICES_SHOWN = 10
 
 
 def _esc(value: Any) -> str:
     return html.escape(str(value))
-
-
-def _copy_sorted(values: Any) -> list[str]:
-    """Sorted copy of a set another thread may be changing (retry instead of locking it)."""
-    for _ in range(5):
-        try:
-            return sorted(values)
-        except RuntimeError:
-            continue
-    return []
 
 
 class _View(W.VBox):
@@ -483,21 +473,8 @@ class PanelView(_View):
         }
         if kh is None:
             return state
-        for s in kh.server.sessions():
-            info = s.client_info or {}
-            state["clients"].append(
-                {
-                    "session": s.id[:8],
-                    "client": f"{info.get('name', '?')} {info.get('version', '')}".strip(),
-                    "version": s.version,
-                    "subscriptions": _copy_sorted(s.subscriptions),
-                    "streams": sum(1 for st in list(s.streams) if not st.closed),
-                }
-            )
-        for listen in kh.server.listens():
-            state["listens"].append(
-                {"id": str(listen.sub_id), "uris": sorted(listen.uris), "list_changed": listen.list_changed}
-            )
+        state["clients"] = session_rows(kh.server)
+        state["listens"] = listen_rows(kh.server)
         state["watched"] = sorted(kh.hub.watched())
         recent = recent_notifications(kh.hub)
         state["recent"] = [n.line() for n in recent.items()[-_NOTICES_SHOWN:]]
