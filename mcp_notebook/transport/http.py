@@ -633,7 +633,7 @@ def _error(status: int, message: str, code: int = -32603) -> HttpReply:
 
 def new_loop() -> asyncio.AbstractEventLoop:
     """The hub thread's own loop: asyncio's, or uvloop's with ``MCP_NOTEBOOK_LOOP=uvloop`` when
-    uvloop is installed (the ``fast`` extra; ~15 % more small reads per second, see bench/)."""
+    uvloop is installed (the ``fast`` extra; more reads per second at many connections, see DESIGN)."""
     if os.environ.get("MCP_NOTEBOOK_LOOP", "") == "uvloop":
         try:
             import uvloop
