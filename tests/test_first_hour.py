@@ -122,6 +122,8 @@ def test_autoload_edits_are_merge_safe_and_reversible(tmp_path):
     path.write_text(json.dumps(original))
     out = run(sys.executable, "autoload", "on", "--prefix", str(prefix))
     assert out.returncode == 0 and "autoload on" in out.stdout and f"--prefix {prefix}" in out.stdout
+    undo = f"undo with: {Path(sys.executable).with_name('mcp-notebook')} autoload off --prefix {prefix}"
+    assert undo in out.stdout  # copy-pasteable without an activated venv
     doc = json.loads(path.read_text())
     assert doc["InteractiveShellApp"]["extra_extensions"] == ["other_ext", "mcp_notebook"]
     assert doc["IPKernelApp"] == {"matplotlib": "inline"}
