@@ -149,6 +149,18 @@ def test_autoload_user_profile(tmp_path):
     assert not path.exists()
 
 
+def test_panel_setup_lines_name_this_environment(monkeypatch, tmp_path):
+    from mcp_notebook import clients_config
+
+    monkeypatch.setattr(clients_config, "_setup_lines", None)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    lines = {row["client"]: row["line"] for row in clients_config.setup_lines()}
+    script = Path(sys.executable).with_name("mcp-notebook")
+    assert lines["Claude Code"] == f"claude mcp add -e JUPYTER_RUNTIME_DIR={tmp_path} notebook -- {script} bridge"
+    assert lines["Cursor"] == f"JUPYTER_RUNTIME_DIR={tmp_path} {script} config cursor --write"
+    assert set(lines) == {"Claude Code", "Claude Desktop", "VS Code", "Cursor"}
+
+
 HINTS = {
     "claude-code": "claude mcp list",
     "claude-desktop": "Restart Claude Desktop",
