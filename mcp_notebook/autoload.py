@@ -152,7 +152,7 @@ def run(action: str, prefix: str | None = None, user: bool = False, profile: str
             state = enable(path)
             print(f"{state.describe()}: every new kernel started with {_python_of(prefix, user)} loads mcp_notebook")
             where = " --user" if user else f" --prefix {prefix}" if prefix else ""
-            print(f"undo with: mcp-notebook autoload off{where}")
+            print(f"undo with: {_own_command()} autoload off{where}")
         elif action == "off":
             state = disable(path)
             print(f"{state.describe()}: new kernels no longer load mcp_notebook from this file")
@@ -162,6 +162,16 @@ def run(action: str, prefix: str | None = None, user: bool = False, profile: str
         print(f"mcp-notebook autoload: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _own_command() -> str:
+    """This environment's ``mcp-notebook`` by absolute path: the undo line works without activation."""
+    import shlex
+
+    from .clients_config import bridge_command
+
+    command, args = bridge_command([])
+    return shlex.join([command, *args[:-1]])
 
 
 def _python_of(prefix: str | None, user: bool) -> str:

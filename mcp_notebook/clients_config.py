@@ -51,6 +51,32 @@ def _env() -> dict[str, str]:
     return {} if current.resolve() == default.resolve() else {"JUPYTER_RUNTIME_DIR": str(current)}
 
 
+_setup_lines: list[dict[str, str]] | None = None
+
+
+def setup_lines() -> list[dict[str, str]]:
+    """Copyable set-up lines for the JupyterLab panel, computed once per process.
+
+    They name this environment's ``mcp-notebook`` by absolute path (the kernel's environment is
+    often not the terminal's, and hosts start servers without an activated venv) and carry
+    ``JUPYTER_RUNTIME_DIR`` when it is not the default. Never a token.
+    """
+    global _setup_lines
+    if _setup_lines is None:
+        import shlex
+
+        command, args = bridge_command([])
+        cli = shlex.join([command, *args[:-1]])
+        env = _env()
+        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
+        claude_env = "".join(f"-e {k}={shlex.quote(v)} " for k, v in env.items())
+        lines = [("Claude Code", f"claude mcp add {claude_env}notebook -- {cli} bridge")]
+        for client, host in (("Claude Desktop", "claude-desktop"), ("VS Code", "vscode"), ("Cursor", "cursor")):
+            lines.append((client, f"{prefix}{cli} config {host} --write"))
+        _setup_lines = [{"client": client, "line": line} for client, line in lines]
+    return _setup_lines
+
+
 def entry(
     host: str,
     *,

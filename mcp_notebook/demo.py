@@ -150,7 +150,7 @@ def _hub_info(pid: int | None, timeout: float = 30.0) -> dict[str, Any]:
     while True:
         for record in discover(clean=False):
             if record.pid == pid:
-                return record.info
+                return {**record.info, "runtime_file": str(record.path)}
         if time.monotonic() > deadline:
             raise RuntimeError(f"no runtime file of the demo kernel (pid {pid}) appeared")
         time.sleep(0.1)

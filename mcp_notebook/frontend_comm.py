@@ -330,6 +330,7 @@ class FrontendChannel:
 def hub_state(kh: Any) -> dict[str, Any]:
     """What the panel shows, as plain JSON: never the token."""
     from . import __version__
+    from .clients_config import setup_lines
     from .protocol.versions import ALL_VERSIONS
 
     state: dict[str, Any] = {
@@ -345,6 +346,7 @@ def hub_state(kh: Any) -> dict[str, Any]:
         "variables_more": 0,
         "document": None,
         "mcp_notebook": __version__,
+        "setup": setup_lines(),
     }
     if kh is None:
         return state

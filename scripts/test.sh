@@ -36,6 +36,9 @@ if [[ ! -f $lab_out || -n $(find labextension/src labextension/style labextensio
   -newer "$lab_out" -print -quit 2>/dev/null) ]]; then
   echo "scripts/test.sh: building the JupyterLab extension (labextension/)"
   (export PATH="$PWD/.venv/bin:$PATH" && cd labextension && jlpm install && jlpm build:prod) >/dev/null
+fi
+# pip install -e copies the build into the venv (shared-data); a link keeps later rebuilds visible.
+if [[ ! -L .venv/share/jupyter/labextensions/mcp-notebook ]]; then
   PATH="$PWD/.venv/bin:$PATH" "$VENV_PY" -m jupyter labextension develop --overwrite . >/dev/null
 fi
 

@@ -31,6 +31,7 @@ def test_demo_serves_sample_data_and_never_prints_the_token(tmp_path):
     assert proc.returncode == 0, stderr
     assert token and token not in stdout + stderr
     assert "endpoint   http://127.0.0.1:" in stdout
+    assert f"token      in {tmp_path}{os.sep}mcp-notebook-" in stdout  # the runtime file's path, not None
     for name in ("weather (pandas.DataFrame)", "readings (list)", "summary (dict)"):
         assert name in stdout
     assert list(tmp_path.glob("mcp-notebook-*.json")) == []  # the demo kernel shut down cleanly

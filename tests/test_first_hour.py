@@ -122,6 +122,8 @@ def test_autoload_edits_are_merge_safe_and_reversible(tmp_path):
     path.write_text(json.dumps(original))
     out = run(sys.executable, "autoload", "on", "--prefix", str(prefix))
     assert out.returncode == 0 and "autoload on" in out.stdout and f"--prefix {prefix}" in out.stdout
+    undo = f"undo with: {Path(sys.executable).with_name('mcp-notebook')} autoload off --prefix {prefix}"
+    assert undo in out.stdout  # copy-pasteable without an activated venv
     doc = json.loads(path.read_text())
     assert doc["InteractiveShellApp"]["extra_extensions"] == ["other_ext", "mcp_notebook"]
     assert doc["IPKernelApp"] == {"matplotlib": "inline"}
@@ -145,6 +147,18 @@ def test_autoload_user_profile(tmp_path):
     assert "autoload on" in run(sys.executable, "autoload", "status", "--user", env=env).stdout
     assert run(sys.executable, "autoload", "off", "--user", env=env).returncode == 0
     assert not path.exists()
+
+
+def test_panel_setup_lines_name_this_environment(monkeypatch, tmp_path):
+    from mcp_notebook import clients_config
+
+    monkeypatch.setattr(clients_config, "_setup_lines", None)
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
+    lines = {row["client"]: row["line"] for row in clients_config.setup_lines()}
+    script = Path(sys.executable).with_name("mcp-notebook")
+    assert lines["Claude Code"] == f"claude mcp add -e JUPYTER_RUNTIME_DIR={tmp_path} notebook -- {script} bridge"
+    assert lines["Cursor"] == f"JUPYTER_RUNTIME_DIR={tmp_path} {script} config cursor --write"
+    assert set(lines) == {"Claude Code", "Claude Desktop", "VS Code", "Cursor"}
 
 
 HINTS = {

@@ -262,7 +262,9 @@ async def _scenario(lab: dict[str, Any]) -> None:
                 await copy.click()
                 await page.wait_for_selector("#mcp-notebook-panel .mcp-nb-copy:text-is('Copied')")
                 setup = await page.inner_text("#mcp-notebook-panel .mcp-nb-setup")
-                assert "claude mcp add notebook -- mcp-notebook bridge" in setup
+                # the kernel environment's mcp-notebook by absolute path, and the non-default runtime dir
+                script = Path(sys.executable).with_name("mcp-notebook")
+                assert f"claude mcp add -e JUPYTER_RUNTIME_DIR={lab['runtime']} notebook -- {script} bridge" in setup
 
                 # Hide a variable from the panel: gone from nb://vars, shown as hidden.
                 await page.click("#mcp-notebook-panel .mcp-nb-var[data-name='shown_value'] .mcp-nb-hide")

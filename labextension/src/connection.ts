@@ -8,6 +8,8 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { ISetupLine } from './setup';
+
 export const COMM_TARGET = 'mcp_notebook.document';
 const DOC_DEBOUNCE_MS = 300;
 const ACTIVE_DEBOUNCE_MS = 150;
@@ -46,6 +48,8 @@ export interface IHubState {
   document: { source: string | null; modified: string | null } | null;
   pid?: number;
   mcp_notebook?: string;
+  /** Set-up lines naming the kernel environment's mcp-notebook by absolute path (newer hubs). */
+  setup?: ISetupLine[];
 }
 
 /** A deep-enough copy of the notebook JSON with outputs cut down to what the hub summarizes. */

@@ -4,7 +4,7 @@ import { Widget } from '@lumino/widgets';
 
 import { HubConnection, IHubState } from './connection';
 import { button, h } from './dom';
-import { SETUP_LINES } from './setup';
+import { ISetupLine, SETUP_LINES } from './setup';
 
 const SHOWN_VARIABLES = 200;
 const COPIED_MS = 1500;
@@ -87,7 +87,7 @@ export class HubPanel extends Widget {
     } else if (status === 'connected' && state) {
       this._hub(body, conn, state);
     }
-    body.appendChild(this._setup());
+    body.appendChild(this._setup(state?.setup?.length ? state.setup : SETUP_LINES));
     this._replace(body);
   }
 
@@ -187,14 +187,14 @@ export class HubPanel extends Widget {
     body.appendChild(recent);
   }
 
-  private _setup(): HTMLElement {
+  private _setup(lines: ISetupLine[]): HTMLElement {
     const box = h(
       'div',
       { class: 'mcp-nb-section mcp-nb-setup' },
       h('h3', {}, 'Client set-up'),
       h('div', { class: 'mcp-nb-muted' }, 'Each line configures the stdio bridge, which finds this kernel by itself (no token).')
     );
-    for (const s of SETUP_LINES) {
+    for (const s of lines) {
       const copied = (this._copiedUntil.get(s.line) ?? 0) > Date.now();
       const copy = button(
         copied ? 'Copied' : 'Copy',

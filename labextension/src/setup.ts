@@ -1,4 +1,4 @@
-/** Client set-up lines: they run the stdio bridge, which finds the hub itself. Never a token. */
+/** Client set-up lines when the kernel's hub does not send its own (older hubs, no hub loaded yet). Never a token. */
 export interface ISetupLine {
   client: string;
   line: string;
