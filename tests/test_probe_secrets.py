@@ -186,3 +186,14 @@ def test_comm_state_does_not_carry_secrets(probed, mcp):
     text = json.dumps(state)
     assert "agent" in text
     assert leaks(text, info["token"]) == []
+
+
+def test_a_credential_after_an_underscore_is_still_a_credential():
+    """``t_ghp_…`` (a table named after a key), ``OPENAI_sk-…``: an underscore is no word boundary for a
+    credential; a letter still is (``risk-…``, ``ghghp_…`` stay)."""
+    from mcp_notebook.redact import mask_secrets
+
+    for text in (f"t_{GITHUB}", f"KEY_{OPENAI}", f"x_{OPENAI}.csv"):
+        assert GITHUB not in mask_secrets(text) and OPENAI not in mask_secrets(text), text
+    plain = "risk-management-abcdefghijklmnopqrstuvwxyz"
+    assert mask_secrets(plain) == plain
