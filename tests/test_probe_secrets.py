@@ -151,7 +151,10 @@ def test_duckdb_listing_and_frames(probed, mcp):
                     json.dumps(
                         mcp.call(
                             "completion/complete",
-                            {"ref": {"type": "ref/resource", "uri": t["uriTemplate"]}, "argument": {"name": "table", "value": prefix}},
+                            {
+                                "ref": {"type": "ref/resource", "uri": t["uriTemplate"]},
+                                "argument": {"name": "table", "value": prefix},
+                            },
                         )
                     )
                 )
