@@ -53,6 +53,9 @@ class Link:
         """
         if self.closed:
             return
+        from .redact import REDACTOR
+
+        data = REDACTOR.mask_obj(data)  # client names, subscribed URIs, error texts: masked like any exit
         try:
             var = getattr(getattr(self.comm, "kernel", None), "_shell_parent", None)
             if self.parent is not None and isinstance(var, contextvars.ContextVar):

@@ -44,14 +44,14 @@ _SECRET_VALUE = re.compile(
     "|".join(
         (
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)",
-            r"s(?<!\ws)k-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}",  # OpenAI / Anthropic
-            r"g(?<!\wg)h[pousr]_[A-Za-z0-9]{30,}",  # GitHub
-            r"g(?<!\wg)ithub_pat_[A-Za-z0-9_]{40,}",
-            r"A(?<!\wA)KIA[0-9A-Z]{16}\b",  # AWS access key id
-            r"A(?<!\wA)Iza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])",  # Google
-            r"x(?<!\wx)ox[abposre]-[A-Za-z0-9\-]{10,}",  # Slack
-            r"h(?<!\wh)f_[A-Za-z0-9]{30,}",  # Hugging Face
-            r"e(?<!\we)yJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JWT
+            r"s(?<![^\W_]s)k-(?:proj-|ant-)?[A-Za-z0-9_\-]{20,}",  # OpenAI / Anthropic
+            r"g(?<![^\W_]g)h[pousr]_[A-Za-z0-9]{30,}",  # GitHub
+            r"g(?<![^\W_]g)ithub_pat_[A-Za-z0-9_]{40,}",
+            r"A(?<![^\W_]A)KIA[0-9A-Z]{16}\b",  # AWS access key id
+            r"A(?<![^\W_]A)Iza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])",  # Google
+            r"x(?<![^\W_]x)ox[abposre]-[A-Za-z0-9\-]{10,}",  # Slack
+            r"h(?<![^\W_]h)f_[A-Za-z0-9]{30,}",  # Hugging Face
+            r"e(?<![^\W_]e)yJ[A-Za-z0-9_\-]{10,}\.eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JWT
         )
     )
 )

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..redact import REDACTOR
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -35,9 +37,10 @@ class RpcError(Exception):
         self.request_id: RequestId | None = None  # the id to answer with, when known before a Message exists
 
     def to_json(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        """The error object, masked: messages echo client input (a URI, a typed argument) and user text."""
+        err: dict[str, Any] = {"code": self.code, "message": REDACTOR.mask(self.message)}
         if self.data is not None:
-            err["data"] = self.data
+            err["data"] = REDACTOR.mask_obj(self.data)
         return err
 
 
@@ -177,7 +180,7 @@ def error(msg_id: RequestId | None, err: RpcError) -> dict[str, Any]:
 def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
-        msg["params"] = params
+        msg["params"] = REDACTOR.mask_obj(params)  # log data and URIs leave the hub here too
     return msg
 
 

@@ -130,7 +130,8 @@ def _text(text: str) -> dict[str, Any]:
 
 
 def _error(text: str) -> dict[str, Any]:
-    return {"content": [_text(text)], "isError": True}
+    """A tool execution error; masked, as its text echoes the arguments (a URI, a typed argument)."""
+    return {"content": [_text(REDACTOR.mask(text))], "isError": True}
 
 
 def _name_of(uri: str) -> str:
@@ -266,7 +267,8 @@ class Tools:
             doc["more"] = True
         if not entries and wait > 0:
             doc["timed_out" if waited else "busy"] = True
-        return {"content": [_text(json.dumps(doc)), *_links(version, [(u, _name_of(u), None) for u in uris])]}
+        text = REDACTOR.mask(json.dumps(doc))  # URIs a client read (typed arguments) and change lines
+        return {"content": [_text(text), *_links(version, [(u, _name_of(u), None) for u in uris])]}
 
     def _parse_cursor(self, cursor: str | None) -> tuple[int | None, bool]:
         """(seq, reset): reset when the cursor belongs to an earlier hub."""
