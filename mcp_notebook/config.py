@@ -24,6 +24,11 @@ class MCPHub(Configurable):
         help="Host names or addresses clients may use besides loopback ones (Host header, and the host of an "
         "Origin), for a hub bound to another address on purpose. Empty (default): loopback only.",
     ).tag(config=True)
+    busy_poll_us = Int(
+        50,
+        help="Microseconds the server thread keeps polling after a reply before it sleeps, so a client's next "
+        "request finds it awake (off while a cell runs; 0 turns it off).",
+    ).tag(config=True)
     max_body_bytes = Int(1_000_000, help="Largest request body accepted (HTTP 413 above).").tag(config=True)
     max_batch = Int(50, help="Most messages in one JSON-RPC batch (2025-03-26).").tag(config=True)
     max_sessions = Int(64, help="Most concurrent handshake-era sessions; the least recently used goes.").tag(

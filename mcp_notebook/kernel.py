@@ -117,7 +117,9 @@ class KernelHub:
             _warn(f"MCPHub.host={cfg.host!r} is not a loopback address: other machines may reach this kernel.{hint}")
         if not cfg.require_token:
             _warn("MCPHub.require_token is False: any local process can read this kernel's data.")
-        self.transport = HttpTransport(self.server, cfg.host, cfg.port, cfg.max_body_bytes)
+        self.transport = HttpTransport(
+            self.server, cfg.host, cfg.port, cfg.max_body_bytes, busy_poll_seconds=max(0, cfg.busy_poll_us) * 1e-6
+        )
         try:
             self.transport.start()
         except BaseException:
@@ -125,6 +127,7 @@ class KernelHub:
             self.log.uninstall()
             raise
         CUSTOM.on_change = lambda: self.hub.changed(list_changed=True)
+        self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
         self._hook_registered = True
         self.capture.install()
@@ -140,10 +143,11 @@ class KernelHub:
         atexit.unregister(self.stop)
         FRONTEND.detach(self)
         if self._hook_registered:
-            try:
-                self.shell.events.unregister("post_run_cell", self._post_run_cell)
-            except ValueError:
-                pass
+            for event, callback in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
+                try:
+                    self.shell.events.unregister(event, callback)
+                except ValueError:
+                    pass
             self._hook_registered = False
         self.capture.uninstall()
         self.notebook.changed = None
@@ -198,7 +202,15 @@ class KernelHub:
         return self.transport is not None and self.transport.alive
 
     # -- the hot path -------------------------------------------------------------------
+    def _pre_run_cell(self, info: Any = None) -> None:
+        if self.transport is not None:
+            self.transport.busy_poll.enabled = False  # the cell gets the GIL; the server sleeps between requests
+
     def _post_run_cell(self, result: Any = None) -> None:
+        if self.transport is not None:
+            poll = self.transport.busy_poll
+            poll.window = max(0, self.config.busy_poll_us) * 1e-6  # %config after loading applies from here
+            poll.enabled = True
         self.capture.post_run_cell(result)  # finish the cell record before change detection
         self.hub.after_cell()
 

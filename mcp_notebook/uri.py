@@ -70,7 +70,9 @@ class UriTemplate:
         return _EXPR.sub(fill, self.template)
 
 
+@lru_cache(maxsize=4096)
 def _group(name: str) -> str:
+    """The regex group name of a template variable (cached: matching runs on every read)."""
     return "v_" + re.sub(r"\W", "_", name)
 
 

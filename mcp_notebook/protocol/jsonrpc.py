@@ -70,6 +70,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
 def parse_body(body: bytes) -> Any:
     """Decode a request body as strict JSON (UTF-8, no NaN/Infinity, no lone surrogates), or raise.
 
@@ -80,7 +83,7 @@ def parse_body(body: bytes) -> Any:
     """
     try:
         text = body.decode("utf-8")
-        value = json.loads(text[1:] if text[:1] == "\ufeff" else text, parse_constant=_no_constant)
+        value = _DECODER.decode(text[1:] if text[:1] == "\ufeff" else text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise RpcError(PARSE_ERROR, f"Parse error: {_plain(str(exc))}", status=400) from None
     if _SURROGATE_ESCAPE.search(body) is not None:
@@ -184,6 +187,9 @@ def notification(method: str, params: dict[str, Any] | None = None) -> dict[str,
     return msg
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def dumps(value: Any) -> bytes:
     """Compact JSON encoding used on the wire; never fails on text.
 
@@ -191,7 +197,9 @@ def dumps(value: Any) -> bytes:
     are refused at parse) cannot be UTF-8: the whole value is then sent as ASCII JSON, where it is a
     valid ``\\udXXX`` escape.
     """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if type(value) is int:  # request ids, on every reply
+        return b"%d" % value
+    text = _ENCODER.encode(value)
     try:
         return text.encode()
     except UnicodeEncodeError:

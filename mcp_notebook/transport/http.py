@@ -28,6 +28,7 @@ from typing import cast
 from ..logs import loop_exception_handler
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
+from .busy_poll import BusyPoll
 
 log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 15.0
@@ -36,6 +37,7 @@ HEAD_SECONDS = 10.0  # a request head must be complete this long after its first
 BODY_SECONDS = 60.0  # a body must be complete this long after its head
 LINGER_SECONDS = 2.0  # after refusing a request whose body is still coming: drop it this long, then close
 MAX_CONNECTIONS = 256
+BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see busy_poll.py)
 MAX_HEAD_BYTES = 65536
 PATH = "/mcp"
 _VERSIONS = ("HTTP/1.1", "HTTP/1.0")
@@ -65,6 +67,34 @@ class _Date:
             cls.line = b"Date: " + formatdate(second, usegmt=True).encode() + b"\r\n"
             cls.second = second
         return cls.line
+
+
+_STATUS_LINES: dict[int, bytes] = {}
+_HEADER_BLOCKS: dict[tuple[tuple[str, str], ...], bytes] = {}
+
+
+def _status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, _reason(status).encode())
+    return line
+
+
+def _header_lines(headers: dict[str, str]) -> bytes:
+    """The reply's own header lines (plus Cache-Control), encoded once per distinct set."""
+    key = tuple(headers.items())
+    block = _HEADER_BLOCKS.get(key)
+    if block is None:
+        lines = [b"Cache-Control: no-store\r\n"]
+        for name, value in key:
+            if "\r" in value or "\n" in value:
+                continue
+            lines.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+        block = b"".join(lines)
+        if len(_HEADER_BLOCKS) >= 256:
+            _HEADER_BLOCKS.clear()
+        _HEADER_BLOCKS[key] = block
+    return block
 
 
 class BadRequest(Exception):
@@ -103,8 +133,31 @@ class _Head:
             raise BadRequest("invalid Content-Length")
 
 
+_HEAD_CACHE: dict[bytes, tuple[str, str, str, dict[str, str]]] = {}
+_HEAD_CACHE_SIZE = 256
+_HEAD_CACHE_BYTES = 4096
+
+
 def parse_head(block: bytes) -> _Head:
-    """Request line and header fields (without the blank line); raises BadRequest."""
+    """Request line and header fields (without the blank line); raises BadRequest.
+
+    A client repeats the same head request after request (only Content-Length moves with the
+    id), so the parsed fields of recent heads are kept by their bytes: parsing is a pure function
+    of them. The cached header dict is shared and never mutated (the transport only reads it).
+    """
+    hit = _HEAD_CACHE.get(block)
+    if hit is not None:
+        return _Head(*hit)
+    method, path, version, headers = _parse_head(block)
+    head = _Head(method, path, version, headers)  # validates framing before anything is cached
+    if len(block) <= _HEAD_CACHE_BYTES:
+        if len(_HEAD_CACHE) >= _HEAD_CACHE_SIZE:
+            _HEAD_CACHE.clear()
+        _HEAD_CACHE[bytes(block)] = (method, path, version, headers)
+    return head
+
+
+def _parse_head(block: bytes) -> tuple[str, str, str, dict[str, str]]:
     try:
         text = block.decode("latin-1")
     except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes everything
@@ -124,7 +177,7 @@ def parse_head(block: bytes) -> _Head:
         if key == "transfer-encoding" and key in headers:
             raise BadRequest("repeated Transfer-Encoding")
         headers[key] = value
-    return _Head(parts[0], parts[1].partition("?")[0], parts[2], headers)
+    return parts[0], parts[1].partition("?")[0], parts[2], headers
 
 
 # A complete chunk-size line: hex size, optional extensions (ignored), CRLF. Anything else takes the
@@ -272,8 +325,8 @@ class _Connection(asyncio.Protocol):
         self.paused_reading = False
         self._writable: asyncio.Future[None] | None = None
         self._wake: asyncio.Event | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_kind = ""
+        self._deadline = 0.0  # loop time the armed deadline expires at (checked by HttpTransport's sweep)
+        self._timer_kind = ""  # which deadline is armed; "" for none
         self._head_scanned = 0
         self._continued = False
         self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
@@ -490,12 +543,7 @@ class _Connection(asyncio.Protocol):
         self._done(keep)
 
     def _status_and_headers(self, head: _Head, reply: HttpReply, keep: bool) -> list[bytes]:
-        out = [b"HTTP/1.1 %d %s\r\n" % (reply.status, _reason(reply.status).encode()), _Date.now()]
-        out.append(b"Cache-Control: no-store\r\n")
-        for name, value in reply.headers.items():
-            if "\r" in value or "\n" in value:
-                continue
-            out.append(f"{name}: {value}\r\n".encode("latin-1", "replace"))
+        out = [_status_line(reply.status), _Date.now(), _header_lines(reply.headers)]
         if not keep:
             out.append(b"Connection: close\r\n")
         elif head.version == "HTTP/1.0":
@@ -517,6 +565,7 @@ class _Connection(asyncio.Protocol):
                 self._close()
             return
         self._wait_for_request()
+        self.server.busy_poll.touch()
         if self.buf or self.paused_reading or self.peer_done:
             self._process()
 
@@ -592,18 +641,20 @@ class _Connection(asyncio.Protocol):
             self._arm("first", self.server.head_timeout)
 
     def _arm(self, kind: str, seconds: float) -> None:
-        self._cancel_timer()
+        """Arm one deadline (replacing any other); two stores, no timer per request."""
         self._timer_kind = kind
-        self._timer = self.loop.call_later(seconds, self._expired, kind)
+        self._deadline = self.loop.time() + seconds
 
     def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         self._timer_kind = ""
 
+    def check_deadline(self, now: float) -> None:
+        """Called by the transport's periodic sweep: act on an armed deadline that has passed."""
+        kind = self._timer_kind
+        if kind and now >= self._deadline:
+            self._expired(kind)
+
     def _expired(self, kind: str) -> None:
-        self._timer = None
         self._timer_kind = ""
         if self.gone or self.busy or self.closing:
             return
@@ -673,6 +724,7 @@ class HttpTransport:
         max_connections: int = MAX_CONNECTIONS,
         head_timeout: float = HEAD_SECONDS,
         body_timeout: float = BODY_SECONDS,
+        busy_poll_seconds: float = BUSY_POLL_SECONDS,
     ):
         self.mcp = mcp
         self.max_body_bytes = max_body_bytes
@@ -693,6 +745,8 @@ class HttpTransport:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
+        self._sweep: asyncio.TimerHandle | None = None
+        self.busy_poll = BusyPoll(busy_poll_seconds)
 
     def admit_connection(self, conn: _Connection) -> bool:
         """Register a new connection; at the cap, make room or refuse it.
@@ -720,7 +774,30 @@ class HttpTransport:
                 self.refused_connections += 1
                 return False
         conns[conn] = None
+        if self._sweep is None:
+            self._schedule_sweep()
         return True
+
+    def _sweep_interval(self) -> float:
+        """How often deadlines are checked: a fifth of the shortest one, between 20 ms and 1 s."""
+        shortest = min(self.head_timeout, self.body_timeout, LINGER_SECONDS)
+        return min(1.0, max(0.02, shortest / 5))
+
+    def _schedule_sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._sweep = loop.call_later(self._sweep_interval(), self._sweep_deadlines)
+
+    def _sweep_deadlines(self) -> None:
+        """One timer for every connection's deadline (instead of a timer armed and cancelled per
+        request); runs while any connection is open."""
+        self._sweep = None
+        if not self.connections:
+            return
+        now = asyncio.get_running_loop().time()
+        for conn in list(self.connections):
+            conn.check_deadline(now)
+        if self.connections:
+            self._schedule_sweep()
 
     @property
     def url(self) -> str:

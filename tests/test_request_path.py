@@ -1,0 +1,197 @@
+"""The request path's second cut: busy polling after replies, one deadline sweep, cached heads and headers.
+
+Over real sockets on 127.0.0.1 against a transport in this process, and in a real kernel for the
+switch that turns polling off while a cell runs.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kernel_harness import Kernel
+
+from mcp_notebook.protocol import jsonrpc as rpc
+from mcp_notebook.protocol.server import McpServer, ServerSettings
+from mcp_notebook.providers.custom import CustomProvider, make_registration
+from mcp_notebook.resource_hub import Hub
+from mcp_notebook.transport.http import HttpTransport
+
+TOKEN = "tok"
+
+
+@pytest.fixture
+def server() -> Iterator[HttpTransport]:
+    custom = CustomProvider()
+    custom.register(
+        make_registration(
+            "test://hello",
+            lambda: "hello",
+            name="hello",
+            title=None,
+            description=None,
+            mime_type=None,
+            annotations=None,
+        )
+    )
+    hub = Hub([custom])
+    transport = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, 100_000)
+    transport.start()
+    try:
+        yield transport
+    finally:
+        transport.stop()
+        hub.close()
+
+
+def ping(msg_id: int, token: str = TOKEN) -> bytes:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": msg_id,
+            "method": "server/discover",
+            "params": {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+        }
+    ).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        f"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: server/discover\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def reply(s: socket.socket) -> tuple[int, bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int(
+        next(v for k, _, v in (ln.partition(b":") for ln in head.split(b"\r\n")) if k.lower() == b"content-length")
+    )
+    while len(rest) < length:
+        rest += s.recv(65536)
+    return int(head.split(b" ")[1]), rest[:length]
+
+
+def spins_after(server: HttpTransport, seconds: float) -> int:
+    before = server.busy_poll.spins
+    time.sleep(seconds)
+    return server.busy_poll.spins - before
+
+
+def test_the_loop_polls_briefly_after_a_reply_and_never_when_idle(server):
+    server.busy_poll.window = 0.05  # long enough to observe from another thread
+    assert spins_after(server, 0.2) == 0  # nothing asked: the loop sleeps
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(ping(1))
+        assert reply(s)[0] == 200
+        time.sleep(0.2)
+        assert server.busy_poll.spins > 0  # it polled after the reply ...
+        assert spins_after(server, 0.2) == 0  # ... and went back to sleep once the window passed
+
+
+def test_no_polling_while_turned_off_and_answers_stay_right(server):
+    server.busy_poll.window = 0.05
+    server.busy_poll.enabled = False
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        for i in range(20):
+            s.sendall(ping(i))
+            status, body = reply(s)
+            assert status == 200 and json.loads(body)["id"] == i
+    assert server.busy_poll.spins == 0
+
+
+def test_a_cached_head_is_still_admitted_on_its_own(server):
+    """Heads are parsed once per distinct bytes; admission (token) still runs for every request."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        for i in range(3):
+            s.sendall(ping(i))
+            assert reply(s)[0] == 200
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(ping(1, token="tok2"))  # same length, one byte different
+        assert reply(s)[0] == 401
+
+
+def test_ids_keep_their_exact_encoding():
+    for value in (0, 7, -3, 10**30, 'a"b', "ü", True):
+        assert rpc.dumps(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_one_sweep_serves_every_deadline_and_stops_with_the_last_connection(server):
+    server.head_timeout = 0.3
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(20)]
+    try:
+        deadline = time.monotonic() + 10
+        for s in socks:  # silent connections: each closed after the head deadline
+            s.settimeout(max(0.1, deadline - time.monotonic()))
+            assert s.recv(1) == b""
+    finally:
+        for s in socks:
+            s.close()
+    for _ in range(100):
+        if not server.connections and server._sweep is None:
+            break
+        time.sleep(0.05)
+    assert not server.connections and server._sweep is None
+
+
+def test_busy_polling_is_off_while_a_cell_runs(tmp_path):
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    try:
+        k.load_hub()
+        k.run("import mcp_notebook as _m; _bp = _m.hub().transport.busy_poll")
+        assert k.run("print(_bp.enabled)").stdout.strip() == "False"  # the running cell itself
+        assert k.run("_seen = _bp.enabled", check=True).status == "ok"
+        assert k.run("print(_seen, round(_bp.window * 1e6))").stdout.split() == ["False", "50"]
+        k.run("%config MCPHub.busy_poll_us = 0")
+        out = k.run("pass")
+        assert out.status == "ok"
+        assert k.run("print(_bp.window)").stdout.strip() == "0.0"
+    finally:
+        k.shutdown()
+
+
+def test_between_cells_polling_is_on(tmp_path):
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    try:
+        k.load_hub()
+        k.run("import mcp_notebook as _m, threading; _bp = _m.hub().transport.busy_poll")
+        # A thread samples the flag after this cell has finished.
+        k.run("_flags = []\nthreading.Timer(0.3, lambda: _flags.append(_bp.enabled)).start()")
+        time.sleep(1.0)
+        assert k.run("print(_flags)").stdout.strip() == "[True]"
+    finally:
+        k.shutdown()
+
+
+def test_concurrent_connections_all_answered_in_order(server):
+    errors: list[str] = []
+
+    def client(n: int) -> None:
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                for i in range(50):
+                    s.sendall(ping(n * 1000 + i))
+                    status, body = reply(s)
+                    if status != 200 or json.loads(body)["id"] != n * 1000 + i:
+                        errors.append(f"{n}/{i}: {status}")
+        except Exception as exc:  # reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
