@@ -83,7 +83,12 @@ def parse_body(body: bytes) -> Any:
     """
     try:
         text = body.decode("utf-8")
-        value = _DECODER.decode(text[1:] if text[:1] == "\ufeff" else text)
+        if text[:1] == "{" and text[-1:] == "}":  # the usual body: no whitespace around to skip
+            value, end = _DECODER.raw_decode(text)
+            if end != len(text):
+                value = _DECODER.decode(text)  # raises the exact "Extra data" error
+        else:
+            value = _DECODER.decode(text[1:] if text[:1] == "\ufeff" else text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise RpcError(PARSE_ERROR, f"Parse error: {_plain(str(exc))}", status=400) from None
     if _SURROGATE_ESCAPE.search(body) is not None:

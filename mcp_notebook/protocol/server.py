@@ -32,6 +32,7 @@ from .exchange import (
     HttpRequest,
     ServerSettings,
 )
+from .fast_read import FastReads
 from .handshake import HandshakeEra, Session
 from .jsonrpc import RpcError
 from .security import host_allowed, origin_allowed, token_valid
@@ -82,7 +83,7 @@ INLINE_METHODS = frozenset(
 INLINE_BODY_LIMIT = 16384
 
 
-class McpServer(HandshakeEra, StatelessEra):
+class McpServer(HandshakeEra, StatelessEra, FastReads):
     """Decodes, validates and dispatches MCP requests against a Hub."""
 
     def __init__(self, hub: Hub, settings: ServerSettings):
@@ -136,13 +137,16 @@ class McpServer(HandshakeEra, StatelessEra):
             return False
         if len(req.body) > INLINE_BODY_LIMIT or req.body[:1] != b"{":
             return True
-        try:
-            msg = rpc.parse_body(req.body)
-        except RpcError:
-            return False  # a parse error is all the answer
-        except Exception:
-            return True
-        req.parsed = (msg,)
+        if req.parsed is not None:
+            msg = req.parsed[0]
+        else:
+            try:
+                msg = rpc.parse_body(req.body)
+            except RpcError:
+                return False  # a parse error is all the answer
+            except Exception:
+                return True
+            req.parsed = (msg,)
         if not isinstance(msg, dict) or "id" not in msg:
             return not isinstance(msg, dict)  # notifications and responses run nothing
         method = msg.get("method")

@@ -38,6 +38,8 @@ class Listen:
     uris: frozenset[str]
     list_changed: bool
 
+# Methods whose request names its target in an Mcp-Name header: the param it must equal.
+_NAMED = {"resources/read": "uri", "tools/call": "name"}
 
 class StatelessEra(Dispatch):
     """Stateless requests and the listen streams subscriptions/listen opens."""
@@ -75,9 +77,19 @@ class StatelessEra(Dispatch):
         if not isinstance(meta, dict) or META_VERSION not in meta:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] is required", status=400)
         version = meta[META_VERSION]
+        header_version = headers.get("mcp-protocol-version")
+        if header_version == version and version in MODERN_VERSIONS and isinstance(meta.get(META_CAPS), dict):
+            # The usual request: versions agree and are ours, capabilities present. Same checks, fewer steps.
+            level = meta.get(META_LOG_LEVEL)
+            if level is not None and (not isinstance(level, str) or level not in LOG_LEVELS):
+                self._bad_level()
+            if msg.is_request:
+                if headers.get("mcp-method") != msg.method or msg.method in _NAMED:
+                    self._check_modern_headers(headers, msg, version)
+                self._seen_stateless(meta.get(META_CLIENT_INFO), version)
+            return Ctx(version, None, meta, headers)
         if not isinstance(version, str):
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string", status=400)
-        header_version = headers.get("mcp-protocol-version")
         if header_version is not None and header_version != version:  # a mismatch wins over an unsupported version
             raise RpcError(
                 rpc.HEADER_MISMATCH,
@@ -95,23 +107,31 @@ class StatelessEra(Dispatch):
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_CAPS!r}] (object) is required", status=400)
         level = meta.get(META_LOG_LEVEL)
         if level is not None and (not isinstance(level, str) or level not in LOG_LEVELS):
-            raise RpcError(
-                rpc.INVALID_PARAMS,
-                f"Invalid params: _meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}",
-                status=400,
-            )
+            self._bad_level()
         if msg.is_request:
             self._check_modern_headers(headers, msg, version)
             self._seen_stateless(meta.get(META_CLIENT_INFO), version)
         return Ctx(version, None, meta, headers)
 
+    @staticmethod
+    def _bad_level() -> None:
+        raise RpcError(
+            rpc.INVALID_PARAMS,
+            f"Invalid params: _meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}",
+            status=400,
+        )
+
     def _seen_stateless(self, info: Any, version: str) -> None:
         """Remember a modern-era client by its clientInfo (no session to list it by); O(1) per request."""
         info = info if isinstance(info, dict) else {}
         key = (str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50])
+        now = time.monotonic()
+        seen = self._stateless.get(key)
+        if seen is not None and seen[1] == version and now - seen[0] < 1.0:
+            return  # seen within the last second: the idle time shown is good enough without the lock
         with self._lock:
             new = key not in self._stateless
-            self._stateless[key] = (time.monotonic(), version)
+            self._stateless[key] = (now, version)
             if new and len(self._stateless) > MAX_STATELESS_CLIENTS:
                 del self._stateless[min(self._stateless, key=lambda k: self._stateless[k][0])]
         if new:
@@ -134,7 +154,7 @@ class StatelessEra(Dispatch):
             raise mismatch(f"MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}")
         if headers.get("mcp-method") != msg.method:
             raise mismatch(f"Mcp-Method {headers.get('mcp-method')!r} must equal the method {msg.method!r}")
-        named = {"resources/read": "uri", "tools/call": "name"}.get(msg.method or "")
+        named = _NAMED.get(msg.method or "")
         if named is not None:
             name = headers.get("mcp-name")
             if name is None or decode_header_value(name) != msg.params.get(named):

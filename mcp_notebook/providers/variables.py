@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable, Hashable, MutableMapping
 from datetime import datetime, timezone
+from functools import lru_cache
 from itertools import compress
 from operator import ne
 from types import ModuleType
@@ -38,6 +39,18 @@ _CACHED_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _SECRET_SCAN_CHARS = 8192
+
+
+@lru_cache(maxsize=4096)
+def _var_name(uri: str) -> str | None:
+    """The name in ``nb://vars/{name}``, or None (cached: the inline-read check runs on every read)."""
+    params = _VAR.match(uri)
+    return None if params is None else params["name"]
+
+
+@lru_cache(maxsize=256)
+def _is_index(uri: str) -> bool:
+    return _INDEX.match(uri) is not None
 _MASK_MARGIN = 512  # characters rendered past the cut, so secrets are masked before it
 _JSON = "application/json"
 
@@ -347,10 +360,9 @@ class VariablesProvider(Provider):
 
     def read_token(self, uri: str) -> Hashable | None:
         """For a builtin immutable scalar: its value, exposure state and modification time."""
-        params = _VAR.match(uri)
-        if params is None:
+        name = _var_name(uri)
+        if name is None:
             return None
-        name = params["name"]
         value = self._ns.get(name)
         if type(value) not in _CACHED_SCALARS:
             return None
@@ -358,12 +370,12 @@ class VariablesProvider(Provider):
 
     def may_run_user_code(self, uri: str) -> bool:
         """The index (names, types, cheap shapes) and builtin scalars render without user code."""
-        if _INDEX.match(uri) is not None:
+        if _is_index(uri):
             return False
-        params = _VAR.match(uri)
-        if params is None:
+        name = _var_name(uri)
+        if name is None:
             return _VAR_SCHEMA.match(uri) is not None
-        return type(self._ns.get(params["name"])) not in _INLINE_SCALARS
+        return type(self._ns.get(name)) not in _INLINE_SCALARS
 
     def _read_index(self, uri: str, params: dict[str, str]) -> Contents:
         names = self._names_now()

@@ -397,8 +397,8 @@ class _Connection(asyncio.Protocol):
         self._reading = True
         try:
             while not self.busy and not self.closing and not self.gone and not self.discarding:
-                if not self._next_request():
-                    break
+                if (not self.buf and self.head is None) or not self._next_request():
+                    break  # (an empty buffer between requests holds nothing to read)
         except BadRequest as exc:
             self._fail(exc)
         except Exception:  # a bug must still answer the client, not drop its connection
@@ -416,7 +416,7 @@ class _Connection(asyncio.Protocol):
         buf = self.buf
         head = self.head
         if head is None:
-            if buf[:1] in (b"\r", b"\n"):  # stray blank lines between requests are allowed
+            if buf and buf[0] in (13, 10):  # stray blank lines (CR, LF) between requests are allowed
                 del buf[: len(buf) - len(buf.lstrip(b"\r\n"))]
                 self._head_scanned = 0
             end = buf.find(b"\r\n\r\n", max(0, self._head_scanned - 3))
@@ -500,6 +500,10 @@ class _Connection(asyncio.Protocol):
         self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admission ran on the head
         mcp = self.server.mcp
+        fast = mcp.fast_read(req)  # a cached read: answered here, in one step
+        if fast is not None:
+            self._reply(head, fast)
+            return
         if not mcp.may_run_user_code(req):
             self._reply(head, mcp.handle(req))
             return

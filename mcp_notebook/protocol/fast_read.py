@@ -1,0 +1,115 @@
+"""The flat path for the most frequent request: a repeated resources/read whose encoded reply is cached.
+
+Both eras answer such a read from the read cache of :class:`~.dispatch.Dispatch` (the provider's
+``read_token`` unchanged: only the id is spliced in). Through the general path that still takes a
+dozen calls (era choice, message and ``_meta`` validation, header checks, context, cache lookup);
+here the same checks run in one function. Anything not plainly a well-formed read with a cache hit
+(another method, a batch, a log level, an encoded Mcp-Name, a missing session, a stale entry, any
+doubt) returns None and takes the general path, which also produces every error. Replies are
+byte-for-byte those of the general path; ``tests/test_fast_read.py`` checks that over generated
+requests. A cache hit never runs user code, so the transport answers it on its own loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..redact import REDACTOR
+from ..resource_hub import Hub
+from . import jsonrpc as rpc
+from .exchange import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, HttpReply, HttpRequest
+from .params import check_params
+from .versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
+
+_MAX_URI = 8192
+_REPLY_START = b'{"jsonrpc":"2.0","id":'
+
+
+class FastReads:
+    """Mixed into :class:`~.server.McpServer`: :meth:`fast_read`."""
+
+    hub: Hub
+    _lock: threading.RLock
+    _sessions: dict[str, Any]
+    _read_cache: dict[tuple[str, bool, str], tuple[Any, bytes]]
+
+    def _seen_stateless(self, info: Any, version: str) -> None:  # pragma: no cover - StatelessEra's
+        raise NotImplementedError
+
+    def fast_read(self, req: HttpRequest) -> HttpReply | None:
+        """The reply to an admitted POST that is a cached read, or None (take the general path).
+
+        Sets ``req.parsed`` when the body parsed, so the general path does not parse it again.
+        """
+        headers = req.headers
+        ctype = headers.get("content-type")
+        if req.method != "POST" or not req.admitted or (ctype is not None and ctype != "application/json"):
+            return None
+        body = req.body
+        if len(body) > 16384 or body[:1] != b"{":
+            return None
+        try:
+            msg = rpc.parse_body(body)
+        except Exception:
+            return None
+        if type(msg) is not dict:
+            return None
+        req.parsed = (msg,)
+        if msg.get("method") != "resources/read" or msg.get("jsonrpc") != "2.0":
+            return None
+        msg_id = msg.get("id")
+        if type(msg_id) is not int and type(msg_id) is not str:
+            return None
+        params = msg.get("params")
+        if type(params) is not dict:
+            return None
+        uri = params.get("uri")
+        if type(uri) is not str or len(uri) > _MAX_URI or uri.startswith("=?base64?"):
+            return None
+        header_version = headers.get("mcp-protocol-version")
+        meta = params.get("_meta")
+        if header_version in MODERN_VERSIONS:
+            if (
+                type(meta) is not dict
+                or meta.get(META_VERSION) != header_version
+                or type(meta.get(META_CAPS)) is not dict
+                or META_LOG_LEVEL in meta
+                or headers.get("mcp-method") != "resources/read"
+                or headers.get("mcp-name") != uri
+            ):
+                return None
+            version: str = header_version
+            key = (version, True, uri)
+            extra: dict[str, str] | None = None
+        else:
+            if meta is not None or (header_version is not None and header_version not in HANDSHAKE_VERSIONS):
+                return None
+            sid = headers.get("mcp-session-id")
+            if not sid:
+                return None
+            with self._lock:
+                session = self._sessions.get(sid)
+                if session is None:
+                    return None
+                session.last_used = time.monotonic()
+            version = session.version
+            key = (version, False, uri)
+            extra = {"Mcp-Session-Id": session.id}
+        entry = self._read_cache.get(key)
+        if entry is None:
+            return None
+        token = self.hub.read_token(uri)
+        if token is None or entry[0] != (token, self.hub.generation, REDACTOR.version):
+            return None
+        try:
+            check_params("resources/read", params)
+        except Exception:
+            return None
+        if extra is None:
+            self._seen_stateless(meta.get(META_CLIENT_INFO), version)  # type: ignore[union-attr]
+            reply_headers = {"Content-Type": "application/json"}
+        else:
+            reply_headers = {"Content-Type": "application/json", **extra}
+        return HttpReply(200, _REPLY_START + rpc.dumps(msg_id) + entry[1], reply_headers)
