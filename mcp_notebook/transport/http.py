@@ -28,7 +28,7 @@ from typing import cast
 from ..logs import loop_exception_handler
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
-from .busy_poll import BusyPoll
+from .busy_poll import BusyPoll, PollingSelector
 
 log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 15.0
@@ -686,7 +686,7 @@ def _error(status: int, message: str, code: int = -32603) -> HttpReply:
     return HttpReply.json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status)
 
 
-def new_loop() -> asyncio.AbstractEventLoop:
+def new_loop(poll: BusyPoll | None = None) -> asyncio.AbstractEventLoop:
     """The hub thread's own loop: asyncio's, or uvloop's with ``MCP_NOTEBOOK_LOOP=uvloop`` when
     uvloop is installed (the ``fast`` extra; more reads per second at many connections, see DESIGN)."""
     if os.environ.get("MCP_NOTEBOOK_LOOP", "") == "uvloop":
@@ -696,6 +696,8 @@ def new_loop() -> asyncio.AbstractEventLoop:
             log.warning("MCP_NOTEBOOK_LOOP=uvloop, but uvloop is not installed; using asyncio")
         else:
             return uvloop.new_event_loop()
+    if poll is not None:
+        return asyncio.SelectorEventLoop(PollingSelector(poll))
     return asyncio.new_event_loop()
 
 
@@ -817,7 +819,7 @@ class HttpTransport:
             raise RuntimeError(f"the MCP HTTP server failed to start: {self._error}")
 
     def _run(self) -> None:
-        loop = new_loop()
+        loop = new_loop(self.busy_poll)
         loop.set_exception_handler(loop_exception_handler)  # the loop's errors go to our log, not stderr
         self._loop = loop
         asyncio.set_event_loop(loop)
