@@ -191,19 +191,29 @@ def _modern_request(token: str, kind: str, uri: str) -> Any:
     return HttpRequest("POST", headers, body)
 
 
-def time_handle(kind: str, uri: str, calls: int, budget_s: float) -> None:
-    """Time McpServer.handle() in-process (no HTTP): the protocol + hub + provider cost of one request."""
+def time_handle(kind: str, uri: str, calls: int, budget_s: float, flat: bool = False) -> None:
+    """Time McpServer.handle() in-process (no HTTP): the protocol + hub + provider cost of one request.
+
+    ``flat``: as the transport answers an admitted request, the flat path for cached reads first
+    (``fast_read``), ``handle`` when it declines.
+    """
     import mcp_notebook
+    from mcp_notebook.protocol.server import HttpRequest
 
     kh = mcp_notebook.hub()
+    server = kh.server
     req = _modern_request(kh.token, kind, uri)
-    reply = kh.server.handle(req)
+    reply = server.handle(req)
     assert reply.status == 200 and b'"result"' in (reply.body or b""), reply.body[:300]
     samples: list[int] = []
     deadline = time.perf_counter() + budget_s
     for _ in range(calls):
         t0 = time.perf_counter_ns()
-        kh.server.handle(req)
+        if flat:
+            fresh = HttpRequest("POST", req.headers, req.body, admitted=True)
+            server.fast_read(fresh) or server.handle(fresh)
+        else:
+            server.handle(req)
         samples.append(time.perf_counter_ns() - t0)
         if time.perf_counter() > deadline:
             break

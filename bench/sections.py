@@ -118,6 +118,9 @@ def hub_request_path(k: BenchKernel, info: dict[str, Any], prof: dict[str, Any])
     res["listed_resources"] = k.json("import mcp_notebook as _m; kside.emit(len(_m.hub().hub.list_resources()))")
     res["inprocess_handle"] = {
         "read": guarded(k.json, f"kside.time_handle('resources/read', 'nb://vars/x', {prof['handle_calls']}, 3)"),
+        "read, flat path": guarded(
+            k.json, f"kside.time_handle('resources/read', 'nb://vars/x', {prof['handle_calls']}, 3, flat=True)"
+        ),
         "list": guarded(k.json, f"kside.time_handle('resources/list', '', {prof['handle_calls'] // 10}, 3)"),
     }
     return res
