@@ -3,7 +3,7 @@ or ``%config MCPHub.port = 8765`` before ``%load_ext mcp_notebook``."""
 
 from __future__ import annotations
 
-from traitlets import Bool, Float, Int, List, Unicode, validate
+from traitlets import Bool, Enum, Float, Int, List, Unicode, validate
 from traitlets.config import Configurable
 
 from .redact import DEFAULT_SECRET_WORDS
@@ -23,6 +23,12 @@ class MCPHub(Configurable):
         Unicode(),
         help="Host names or addresses clients may use besides loopback ones (Host header, and the host of an "
         "Origin), for a hub bound to another address on purpose. Empty (default): loopback only.",
+    ).tag(config=True)
+    event_loop = Enum(
+        ["auto", "uvloop", "asyncio"],
+        "auto",
+        help="The server thread's event loop: uvloop when installed (auto, the default), or asyncio's own. "
+        "The MCP_NOTEBOOK_LOOP environment variable overrides it.",
     ).tag(config=True)
     busy_poll_us = Int(
         50,

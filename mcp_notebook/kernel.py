@@ -118,7 +118,12 @@ class KernelHub:
         if not cfg.require_token:
             _warn("MCPHub.require_token is False: any local process can read this kernel's data.")
         self.transport = HttpTransport(
-            self.server, cfg.host, cfg.port, cfg.max_body_bytes, busy_poll_seconds=max(0, cfg.busy_poll_us) * 1e-6
+            self.server,
+            cfg.host,
+            cfg.port,
+            cfg.max_body_bytes,
+            busy_poll_seconds=max(0, cfg.busy_poll_us) * 1e-6,
+            loop_kind=cfg.event_loop,
         )
         try:
             self.transport.start()

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from kernel_harness import Kernel
 
@@ -24,8 +25,8 @@ from mcp_notebook.transport.http import HttpTransport
 TOKEN = "tok"
 
 
-@pytest.fixture
-def server() -> Iterator[HttpTransport]:
+@pytest.fixture(params=["uvloop", "asyncio"])
+def server(request: pytest.FixtureRequest) -> Iterator[HttpTransport]:
     custom = CustomProvider()
     custom.register(
         make_registration(
@@ -39,8 +40,11 @@ def server() -> Iterator[HttpTransport]:
         )
     )
     hub = Hub([custom])
-    transport = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, 100_000)
+    transport = HttpTransport(
+        McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, 100_000, loop_kind=request.param
+    )
     transport.start()
+    assert type(transport._loop).__module__.startswith(request.param)  # the loop asked for
     try:
         yield transport
     finally:
@@ -160,6 +164,25 @@ def test_busy_polling_is_off_while_a_cell_runs(tmp_path):
         assert k.run("print(_bp.window)").stdout.strip() == "0.0"
     finally:
         k.shutdown()
+
+
+def test_the_hub_runs_on_uvloop_by_default_and_on_asyncio_when_asked(tmp_path):
+    for env, expected in (({}, "uvloop"), ({"MCP_NOTEBOOK_LOOP": "asyncio"}, "asyncio")):
+        k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path), **env})
+        try:
+            info = k.load_hub()
+            out = k.run("import mcp_notebook as _m; print(type(_m.hub().transport._loop).__module__)")
+            assert out.stdout.strip().startswith(expected)
+            init = {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
+            }
+            r = httpx.post(info["url"], json=init, headers={"Authorization": f"Bearer {info['token']}"}, timeout=10)
+            assert r.status_code == 200 and "result" in r.json()
+        finally:
+            k.shutdown()
 
 
 def test_between_cells_polling_is_on(tmp_path):

@@ -38,8 +38,10 @@ class Listen:
     uris: frozenset[str]
     list_changed: bool
 
+
 # Methods whose request names its target in an Mcp-Name header: the param it must equal.
 _NAMED = {"resources/read": "uri", "tools/call": "name"}
+
 
 class StatelessEra(Dispatch):
     """Stateless requests and the listen streams subscriptions/listen opens."""

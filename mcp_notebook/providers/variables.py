@@ -51,6 +51,8 @@ def _var_name(uri: str) -> str | None:
 @lru_cache(maxsize=256)
 def _is_index(uri: str) -> bool:
     return _INDEX.match(uri) is not None
+
+
 _MASK_MARGIN = 512  # characters rendered past the cut, so secrets are masked before it
 _JSON = "application/json"
 

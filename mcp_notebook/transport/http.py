@@ -686,14 +686,21 @@ def _error(status: int, message: str, code: int = -32603) -> HttpReply:
     return HttpReply.json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status)
 
 
-def new_loop(poll: BusyPoll | None = None) -> asyncio.AbstractEventLoop:
-    """The hub thread's own loop: asyncio's, or uvloop's with ``MCP_NOTEBOOK_LOOP=uvloop`` when
-    uvloop is installed (the ``fast`` extra; more reads per second at many connections, see DESIGN)."""
-    if os.environ.get("MCP_NOTEBOOK_LOOP", "") == "uvloop":
+def new_loop(kind: str = "auto", poll: BusyPoll | None = None) -> asyncio.AbstractEventLoop:
+    """The hub thread's own loop: uvloop's when installed (``kind`` "auto", the default, or
+    "uvloop"), else asyncio's. ``MCP_NOTEBOOK_LOOP`` (auto, uvloop, asyncio) overrides ``kind``.
+
+    uvloop reads and waits without the GIL and writes without giving it up, so a read during a
+    busy cell waits for the GIL once instead of twice (p50 ~5.6 vs ~10 ms), and serves more reads
+    per second; see docs/DESIGN.md. asyncio's loop gets the polling selector instead.
+    """
+    kind = os.environ.get("MCP_NOTEBOOK_LOOP", "") or kind
+    if kind != "asyncio":
         try:
             import uvloop
         except ImportError:
-            log.warning("MCP_NOTEBOOK_LOOP=uvloop, but uvloop is not installed; using asyncio")
+            if kind == "uvloop":
+                log.warning("uvloop was asked for but is not installed; using asyncio")
         else:
             return uvloop.new_event_loop()
     if poll is not None:
@@ -731,6 +738,7 @@ class HttpTransport:
         head_timeout: float = HEAD_SECONDS,
         body_timeout: float = BODY_SECONDS,
         busy_poll_seconds: float = BUSY_POLL_SECONDS,
+        loop_kind: str = "auto",
     ):
         self.mcp = mcp
         self.max_body_bytes = max_body_bytes
@@ -753,6 +761,7 @@ class HttpTransport:
         self._error: BaseException | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self.busy_poll = BusyPoll(busy_poll_seconds)
+        self.loop_kind = loop_kind
 
     def admit_connection(self, conn: _Connection) -> bool:
         """Register a new connection; at the cap, make room or refuse it.
@@ -819,7 +828,7 @@ class HttpTransport:
             raise RuntimeError(f"the MCP HTTP server failed to start: {self._error}")
 
     def _run(self) -> None:
-        loop = new_loop(self.busy_poll)
+        loop = new_loop(self.loop_kind, self.busy_poll)
         loop.set_exception_handler(loop_exception_handler)  # the loop's errors go to our log, not stderr
         self._loop = loop
         asyncio.set_event_loop(loop)
