@@ -73,18 +73,22 @@ def ping(msg_id: int, token: str = TOKEN) -> bytes:
     return head.encode() + body
 
 
+_LEFT: dict[int, bytes] = {}
+
+
 def reply(s: socket.socket) -> tuple[int, bytes]:
-    data = b""
+    """One response (status, body); bytes of a following response are kept for the next call."""
+    data = _LEFT.pop(s.fileno(), b"")
     while b"\r\n\r\n" not in data:
         chunk = s.recv(65536)
         assert chunk, data
         data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
-    length = int(
-        next(v for k, _, v in (ln.partition(b":") for ln in head.split(b"\r\n")) if k.lower() == b"content-length")
-    )
+    fields = (line.partition(b":") for line in head.split(b"\r\n"))
+    length = int(next(v for k, _, v in fields if k.lower() == b"content-length"))
     while len(rest) < length:
         rest += s.recv(65536)
+    _LEFT[s.fileno()] = rest[length:]
     return int(head.split(b" ")[1]), rest[:length]
 
 
@@ -218,3 +222,36 @@ def test_concurrent_connections_all_answered_in_order(server):
     for t in threads:
         t.join(60)
     assert errors == []
+
+
+def test_a_repeated_head_skips_parsing_but_never_admission_under_new_settings(server):
+    """Heads admitted before are recognised by their bytes; new settings (another token) void them."""
+    import dataclasses
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(ping(1))
+        assert reply(s)[0] == 200
+    assert server.admitted_heads  # remembered
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(ping(2))  # same head bytes, a fresh connection
+        status, body = reply(s)
+        assert status == 200 and json.loads(body)["id"] == 2
+        s.sendall(ping(3) + ping(4))  # two in one segment: the general reader, both answered in order
+        assert [json.loads(reply(s)[1])["id"] for _ in range(2)] == [3, 4]
+    mcp = server.mcp
+    old = mcp.settings
+    mcp.settings = dataclasses.replace(old, token="another")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(ping(5))  # byte-for-byte an admitted head, but the token changed
+            assert reply(s)[0] == 401
+    finally:
+        mcp.settings = old
+
+
+def test_a_refused_head_is_never_remembered(server):
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(ping(1, token="nope"))
+            assert reply(s)[0] == 401
+    assert not server.admitted_heads

@@ -23,7 +23,7 @@ META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 SESSION_NOT_FOUND = -32001
 
 
-@dataclass
+@dataclass(frozen=True)
 class ServerSettings:
     name: str = "mcp-notebook"
     version: str = "0"

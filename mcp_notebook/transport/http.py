@@ -350,6 +350,22 @@ class _Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
+        if not self.buf and self.head is None and not self.busy and not self.closing and not self.discarding:
+            # The usual case: one whole request in one read, nothing else pending, and a head
+            # byte-for-byte equal to one admitted before under the same settings (a client repeats
+            # its head). Parsing and admission are pure functions of those bytes and settings.
+            end = data.find(b"\r\n\r\n")
+            if end > 0:
+                head = self.server.admitted_heads.get(data[:end])
+                if head is not None and head.settings is self.server.mcp.settings:
+                    proto = head.proto
+                    if len(data) == end + 4 + proto.length:
+                        self._timer_kind = ""
+                        self.trusted = True
+                        self._dispatch(proto, data[end + 4 :])
+                        if self.paused_reading or self.peer_done:
+                            self._process()
+                        return
         if self.discarding:
             self._discard(len(data))
             return
@@ -427,13 +443,16 @@ class _Connection(asyncio.Protocol):
                 return False
             if end > MAX_HEAD_BYTES:
                 raise BadRequest("request head too large", 431)
-            head = parse_head(bytes(buf[:end]))
+            block = bytes(buf[:end])
+            head = parse_head(block)
             del buf[: end + 4]
             self._head_scanned = 0
             self._continued = False
             refusal = self._admission(head)
             if refusal is not None:
                 return self._refuse(head, refusal)
+            if not head.chunked and head.length <= self.server.max_body_bytes:
+                self.server.remember_head(block, head)
             self.trusted = True
             self.head = head
             if head.chunked:
@@ -724,6 +743,14 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class _AdmittedHead:
+    __slots__ = ("proto", "settings")
+
+    def __init__(self, proto: _Head, settings: object):
+        self.proto = proto
+        self.settings = settings
+
+
 class HttpTransport:
     """Owns the listening socket, the server thread and its loop."""
 
@@ -761,6 +788,8 @@ class HttpTransport:
         self._error: BaseException | None = None
         self._sweep: asyncio.TimerHandle | None = None
         self.busy_poll = BusyPoll(busy_poll_seconds)
+        # Heads admitted before, by their bytes (see _Connection.data_received); bounded.
+        self.admitted_heads: dict[bytes, _AdmittedHead] = {}
         self.loop_kind = loop_kind
 
     def admit_connection(self, conn: _Connection) -> bool:
@@ -792,6 +821,16 @@ class HttpTransport:
         if self._sweep is None:
             self._schedule_sweep()
         return True
+
+    def remember_head(self, block: bytes, head: _Head) -> None:
+        """A head that passed admission: the next identical one skips parsing and admission."""
+        if len(block) > _HEAD_CACHE_BYTES:
+            return
+        heads = self.admitted_heads
+        if len(heads) >= _HEAD_CACHE_SIZE:
+            heads.clear()
+        proto = _Head(head.method, head.path, head.version, head.headers)  # never handed to _refuse
+        heads[block] = _AdmittedHead(proto, self.mcp.settings)
 
     def _sweep_interval(self) -> float:
         """How often deadlines are checked: a fifth of the shortest one, between 20 ms and 1 s."""
