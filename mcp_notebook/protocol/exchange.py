@@ -48,6 +48,8 @@ class HttpRequest:
     admitted: bool = False
     # The strictly parsed body, once may_run_user_code parsed it (handle does not parse it again).
     parsed: Any = field(default=None, repr=False)
+    # Set by McpServer.fast_read when it answered: the request's shape, for replaying it (fast_read.py).
+    read_shape: Any = field(default=None, repr=False)
 
 
 @dataclass

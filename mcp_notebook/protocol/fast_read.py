@@ -12,9 +12,10 @@ requests. A cache hit never runs user code, so the transport answers it on its o
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..redact import REDACTOR
 from ..resource_hub import Hub
@@ -25,6 +26,58 @@ from .versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
 
 _MAX_URI = 8192
 _REPLY_START = b'{"jsonrpc":"2.0","id":'
+_ID_FIELD = re.compile(rb'"id"\s*:\s*([0-9]+)(?![0-9])')
+MAX_ID_DIGITS = 15
+
+
+class ReadShape(NamedTuple):
+    """A cached read's body around its integer id, and what answering it again needs."""
+
+    prefix: bytes
+    suffix: bytes
+    key: tuple[str, bool, str]
+    uri: str
+    version: str
+    session_id: str | None
+    client_info: Any
+    reply_headers: dict[str, str]
+
+
+def body_shape(body: bytes, msg: dict[str, Any]) -> tuple[bytes, bytes] | None:
+    """``body`` split around the bytes of its top-level integer id, or None.
+
+    Proved, not guessed: the split is kept only when putting another number between the two
+    parts parses to the same message with only ``id`` changed. Any body made of the same two
+    parts around a JSON integer is then the same request with another id.
+    """
+    msg_id = msg.get("id")
+    if type(msg_id) is not int or msg_id < 0:
+        return None
+    digits = b"%d" % msg_id
+    found = [m for m in _ID_FIELD.finditer(body) if m.group(1) == digits]
+    if len(found) != 1:
+        return None
+    prefix, suffix = body[: found[0].start(1)], body[found[0].end(1) :]
+    other = 7 if msg_id != 7 else 8
+    try:
+        again = rpc.parse_body(prefix + b"%d" % other + suffix)
+    except Exception:
+        return None
+    if type(again) is not dict or again.get("id") != other or type(again.get("id")) is not int:
+        return None
+    if {**again, "id": msg_id} != msg:
+        return None
+    return prefix, suffix
+
+
+def id_between(body: bytes, prefix: bytes, suffix: bytes) -> int | None:
+    """The integer id of ``body`` when it is ``prefix`` + a JSON integer + ``suffix``, else None."""
+    if len(body) <= len(prefix) + len(suffix) or not body.startswith(prefix) or not body.endswith(suffix):
+        return None
+    middle = body[len(prefix) : len(body) - len(suffix)]
+    if len(middle) > MAX_ID_DIGITS or not middle.isdigit() or (middle[0] == 48 and len(middle) > 1):
+        return None  # (bytes.isdigit: ASCII digits only; no leading zero, as JSON requires)
+    return int(middle)
 
 
 class FastReads:
@@ -107,9 +160,44 @@ class FastReads:
             check_params("resources/read", params)
         except Exception:
             return None
+        client_info = None
         if extra is None:
-            self._seen_stateless(meta.get(META_CLIENT_INFO), version)  # type: ignore[union-attr]
+            client_info = meta.get(META_CLIENT_INFO)  # type: ignore[union-attr]
+            self._seen_stateless(client_info, version)
             reply_headers = {"Content-Type": "application/json"}
         else:
             reply_headers = {"Content-Type": "application/json", **extra}
+        if type(msg_id) is int:
+            shape = body_shape(body, msg)
+            if shape is not None:
+                sid = None if extra is None else extra["Mcp-Session-Id"]
+                req.read_shape = ReadShape(shape[0], shape[1], key, uri, version, sid, client_info, reply_headers)
         return HttpReply(200, _REPLY_START + rpc.dumps(msg_id) + entry[1], reply_headers)
+
+    def replay_read(self, shape: ReadShape, msg_id: int) -> bytes | None:
+        """The reply body (status 200, ``shape.reply_headers``) to a request that is ``shape``'s
+        request with another integer id, or None. Call :meth:`replayed` once it is sent.
+
+        Everything the body and head decide was checked when the shape was learnt (same head
+        bytes, same body bytes around the id); what may have changed since is checked again: the
+        session, the cache entry and the value behind it.
+        """
+        sid = shape.session_id
+        if sid is not None:
+            with self._lock:
+                session = self._sessions.get(sid)
+                if session is None:
+                    return None
+                session.last_used = time.monotonic()
+        entry = self._read_cache.get(shape.key)
+        if entry is None:
+            return None
+        token = self.hub.read_token(shape.uri)
+        if token is None or entry[0] != (token, self.hub.generation, REDACTOR.version):
+            return None
+        return b"%s%d%s" % (_REPLY_START, msg_id, entry[1])
+
+    def replayed(self, shape: ReadShape) -> None:
+        """Bookkeeping of a replayed read, after its reply left (a modern client was seen)."""
+        if shape.session_id is None:
+            self._seen_stateless(shape.client_info, shape.version)

@@ -26,6 +26,7 @@ from http import HTTPStatus
 from typing import cast
 
 from ..logs import loop_exception_handler
+from ..protocol.fast_read import ReadShape, id_between
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 from .busy_poll import BusyPoll, PollingSelector
@@ -70,6 +71,7 @@ class _Date:
 
 
 _STATUS_LINES: dict[int, bytes] = {}
+_STATUS_200 = b"HTTP/1.1 200 OK\r\n"
 _HEADER_BLOCKS: dict[tuple[tuple[str, str], ...], bytes] = {}
 
 
@@ -330,6 +332,8 @@ class _Connection(asyncio.Protocol):
         self._head_scanned = 0
         self._continued = False
         self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
+        self._admitted: _AdmittedHead | None = None  # the remembered form of the head being read
+        self._last_head: _AdmittedHead | None = None  # the remembered head this connection sent last
 
     @property
     def idle(self) -> bool:
@@ -354,18 +358,23 @@ class _Connection(asyncio.Protocol):
             # The usual case: one whole request in one read, nothing else pending, and a head
             # byte-for-byte equal to one admitted before under the same settings (a client repeats
             # its head). Parsing and admission are pure functions of those bytes and settings.
-            end = data.find(b"\r\n\r\n")
-            if end > 0:
-                head = self.server.admitted_heads.get(data[:end])
-                if head is not None and head.settings is self.server.mcp.settings:
-                    proto = head.proto
-                    if len(data) == end + 4 + proto.length:
-                        self._timer_kind = ""
-                        self.trusted = True
-                        self._dispatch(proto, data[end + 4 :])
-                        if self.paused_reading or self.peer_done:
-                            self._process()
-                        return
+            mcp = self.server.mcp
+            head = self._last_head
+            if head is None or head.settings is not mcp.settings or not data.startswith(head.block):
+                end = data.find(b"\r\n\r\n")
+                head = self.server.admitted_heads.get(data[:end]) if end > 0 else None
+                if head is not None and head.settings is not mcp.settings:
+                    head = None
+            if head is not None and len(data) == len(head.block) + head.proto.length:
+                self._last_head = head
+                self._timer_kind = ""
+                self.trusted = True
+                body = data[len(head.block) :]
+                if not self._replay(head, body):
+                    self._dispatch(head.proto, body, head)
+                if self.paused_reading or self.peer_done:
+                    self._process()
+                return
         if self.discarding:
             self._discard(len(data))
             return
@@ -380,6 +389,26 @@ class _Connection(asyncio.Protocol):
             self.paused_reading = True  # a client racing ahead: stop reading until we catch up
             assert self.io is not None
             self.io.pause_reading()
+
+    def _replay(self, head: _AdmittedHead, body: bytes) -> bool:
+        """Answer a cached read that repeats the last one sent with this head but for its id;
+        False: it does not (or the server stops, or the connection is not plain keep-alive)."""
+        shape = head.read_shape
+        if shape is None or not head.keep_alive or self.server.stopping:
+            return False
+        msg_id = id_between(body, shape.prefix, shape.suffix)
+        if msg_id is None:
+            return False
+        mcp = self.server.mcp
+        payload = mcp.replay_read(shape, msg_id)
+        if payload is None:
+            return False
+        self._write(
+            b"%s%s%sContent-Length: %d\r\n\r\n%s" % (_STATUS_200, _Date.now(), head.reply_block, len(payload), payload)
+        )
+        mcp.replayed(shape)
+        self._done(True)
+        return True
 
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
@@ -452,7 +481,7 @@ class _Connection(asyncio.Protocol):
             if refusal is not None:
                 return self._refuse(head, refusal)
             if not head.chunked and head.length <= self.server.max_body_bytes:
-                self.server.remember_head(block, head)
+                self._admitted = self.server.remember_head(block, head)
             self.trusted = True
             self.head = head
             if head.chunked:
@@ -476,7 +505,8 @@ class _Connection(asyncio.Protocol):
             body = bytes(buf[: head.length])
             del buf[: head.length]
         self.head = None
-        self._dispatch(head, body)
+        admitted, self._admitted = self._admitted, None
+        self._dispatch(head, body, admitted)
         return True
 
     def _admission(self, head: _Head) -> HttpReply | None:
@@ -515,12 +545,14 @@ class _Connection(asyncio.Protocol):
             self._continued = True
             self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
-    def _dispatch(self, head: _Head, body: bytes) -> None:
+    def _dispatch(self, head: _Head, body: bytes, admitted: _AdmittedHead | None = None) -> None:
         self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admission ran on the head
         mcp = self.server.mcp
         fast = mcp.fast_read(req)  # a cached read: answered here, in one step
         if fast is not None:
+            if admitted is not None and req.read_shape is not None:
+                admitted.learn(req.read_shape)  # the next such request, with another id, is replayed
             self._reply(head, fast)
             return
         if not mcp.may_run_user_code(req):
@@ -744,11 +776,22 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 class _AdmittedHead:
-    __slots__ = ("proto", "settings")
+    """A head admitted under ``settings`` (``block``: its bytes with the blank line), and the
+    cached read last sent with it, if any, with that reply's encoded header lines."""
 
-    def __init__(self, proto: _Head, settings: object):
+    __slots__ = ("block", "keep_alive", "proto", "read_shape", "reply_block", "settings")
+
+    def __init__(self, block: bytes, proto: _Head, settings: object):
+        self.block = block
         self.proto = proto
         self.settings = settings
+        self.keep_alive = proto.keep_alive and proto.version == "HTTP/1.1"
+        self.read_shape: ReadShape | None = None
+        self.reply_block = b""
+
+    def learn(self, shape: ReadShape) -> None:
+        self.reply_block = _header_lines(shape.reply_headers)
+        self.read_shape = shape
 
 
 class HttpTransport:
@@ -822,15 +865,19 @@ class HttpTransport:
             self._schedule_sweep()
         return True
 
-    def remember_head(self, block: bytes, head: _Head) -> None:
+    def remember_head(self, block: bytes, head: _Head) -> _AdmittedHead | None:
         """A head that passed admission: the next identical one skips parsing and admission."""
         if len(block) > _HEAD_CACHE_BYTES:
-            return
+            return None
         heads = self.admitted_heads
+        known = heads.get(block)
+        if known is not None and known.settings is self.mcp.settings:
+            return known
         if len(heads) >= _HEAD_CACHE_SIZE:
             heads.clear()
         proto = _Head(head.method, head.path, head.version, head.headers)  # never handed to _refuse
-        heads[block] = _AdmittedHead(proto, self.mcp.settings)
+        known = heads[block] = _AdmittedHead(block + b"\r\n\r\n", proto, self.mcp.settings)
+        return known
 
     def _sweep_interval(self) -> float:
         """How often deadlines are checked: a fifth of the shortest one, between 20 ms and 1 s."""
