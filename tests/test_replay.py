@@ -162,3 +162,21 @@ def test_every_reply_equals_the_general_paths(transport, era, old_header, mutati
             if era != "modern" and not mutations:
                 assert exchange(s, head, req.body)[0] == 200  # (the fixture's sessions are alive)
             same(exchange(s, head, req.body), general(head, req.body))
+
+
+def test_a_body_is_split_around_its_id_only_when_that_is_provably_the_id():
+    from mcp_notebook.protocol.fast_read import body_shape, id_between
+    from mcp_notebook.protocol.jsonrpc import parse_body
+
+    def shape(raw: bytes) -> tuple[bytes, bytes] | None:
+        return body_shape(raw, parse_body(raw))
+
+    plain = b'{"jsonrpc":"2.0","id":12,"method":"resources/read","params":{"uri":"nb://vars/n"}}'
+    prefix, suffix = shape(plain)
+    assert prefix.endswith(b'"id":') and suffix.startswith(b',"method"')
+    assert id_between(plain.replace(b"12", b"345"), prefix, suffix) == 345
+    for odd in (b"012", b"-12", b"1.5", b"", b"12 ", b"1" * 16):
+        assert id_between(prefix + odd + suffix, prefix, suffix) is None, odd
+    assert shape(b'{"id":5,"params":{"x":{"id":5}}}') is None  # twice: which one is the id?
+    assert shape(b'{"params":{"x":{"id":5}},"id":6}') is not None  # the nested 5 is not the id 6
+    assert shape(b'{"id":5.0}') is None and shape(b'{"id":"5"}') is None and shape(b'{"id":-5}') is None

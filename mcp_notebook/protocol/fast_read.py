@@ -91,10 +91,11 @@ class FastReads:
     def _seen_stateless(self, info: Any, version: str) -> None:  # pragma: no cover - StatelessEra's
         raise NotImplementedError
 
-    def fast_read(self, req: HttpRequest) -> HttpReply | None:
+    def fast_read(self, req: HttpRequest, learn: bool = False) -> HttpReply | None:
         """The reply to an admitted POST that is a cached read, or None (take the general path).
 
-        Sets ``req.parsed`` when the body parsed, so the general path does not parse it again.
+        Sets ``req.parsed`` when the body parsed, so the general path does not parse it again;
+        with ``learn``, also ``req.read_shape`` when the request can be replayed (see replay_read).
         """
         headers = req.headers
         ctype = headers.get("content-type")
@@ -167,7 +168,7 @@ class FastReads:
             reply_headers = {"Content-Type": "application/json"}
         else:
             reply_headers = {"Content-Type": "application/json", **extra}
-        if type(msg_id) is int:
+        if learn and type(msg_id) is int:
             shape = body_shape(body, msg)
             if shape is not None:
                 sid = None if extra is None else extra["Mcp-Session-Id"]

@@ -549,7 +549,8 @@ class _Connection(asyncio.Protocol):
         self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admission ran on the head
         mcp = self.server.mcp
-        fast = mcp.fast_read(req)  # a cached read: answered here, in one step
+        learn = admitted is not None and admitted.read_shape is None
+        fast = mcp.fast_read(req, learn)  # a cached read: answered here, in one step
         if fast is not None:
             if admitted is not None and req.read_shape is not None:
                 admitted.learn(req.read_shape)  # the next such request, with another id, is replayed
