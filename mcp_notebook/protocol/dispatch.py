@@ -152,11 +152,10 @@ class Dispatch:
         """resources/read, from the encoded reply of an earlier read while the provider's
         ``read_token`` is unchanged (only the id is spliced in); the general path otherwise."""
         uri = msg.params.get("uri")
-        token = self.hub.read_token(uri) if isinstance(uri, str) and len(uri) <= 8192 else None
-        if token is None:
+        stamp = self._read_stamp(uri) if isinstance(uri, str) and len(uri) <= 8192 else None
+        if stamp is None:
             return self._answer(ctx, self._dispatch(ctx, msg), headers)
         key = (ctx.version, ctx.modern, uri)
-        stamp = (token, self.hub.generation, REDACTOR.version)  # generation: settings change in cells
         entry = self._read_cache.get(key)
         if entry is None or entry[0] != stamp:
             reply = self._dispatch(ctx, msg)
@@ -175,6 +174,20 @@ class Dispatch:
         if headers:
             h.update(headers)
         return HttpReply(200, b'{"jsonrpc":"2.0","id":' + rpc.dumps(msg.id) + entry[1], h)
+
+    def _read_stamp(self, uri: str) -> tuple[Any, ...] | None:
+        """What a cached encoded read of ``uri`` must match to be served again: the provider's
+        read token, the hub generation (settings change in cells) and the redactor's version;
+        None: reads of ``uri`` are not cached."""
+        token = self.hub.read_token(uri)
+        return None if token is None else (token, self.hub.generation, REDACTOR.version)
+
+    def _cached_read(self, key: tuple[str, bool, str], uri: str) -> bytes | None:
+        """The encoded result tail of a cached read still valid for ``uri``, or None."""
+        entry = self._read_cache.get(key)
+        if entry is None or entry[0] != self._read_stamp(uri):
+            return None
+        return entry[1]
 
     def _encoded_listing(self, method: str, version: str) -> list[bytes]:
         """Every listed item of every provider as compact JSON, in listing order.

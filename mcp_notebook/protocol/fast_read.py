@@ -13,13 +13,11 @@ requests. A cache hit never runs user code, so the transport answers it on its o
 from __future__ import annotations
 
 import re
-import threading
 import time
 from typing import Any, NamedTuple
 
-from ..redact import REDACTOR
-from ..resource_hub import Hub
 from . import jsonrpc as rpc
+from .dispatch import Dispatch
 from .exchange import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, HttpReply, HttpRequest
 from .params import check_params
 from .versions import HANDSHAKE_VERSIONS, MODERN_VERSIONS
@@ -80,13 +78,10 @@ def id_between(body: bytes, prefix: bytes, suffix: bytes) -> int | None:
     return int(middle)
 
 
-class FastReads:
-    """Mixed into :class:`~.server.McpServer`: :meth:`fast_read`."""
+class FastReads(Dispatch):
+    """Part of :class:`~.server.McpServer`: :meth:`fast_read` and :meth:`replay_read`."""
 
-    hub: Hub
-    _lock: threading.RLock
     _sessions: dict[str, Any]
-    _read_cache: dict[tuple[str, bool, str], tuple[Any, bytes]]
 
     def _seen_stateless(self, info: Any, version: str) -> None:  # pragma: no cover - StatelessEra's
         raise NotImplementedError
@@ -151,11 +146,8 @@ class FastReads:
             version = session.version
             key = (version, False, uri)
             extra = {"Mcp-Session-Id": session.id}
-        entry = self._read_cache.get(key)
-        if entry is None:
-            return None
-        token = self.hub.read_token(uri)
-        if token is None or entry[0] != (token, self.hub.generation, REDACTOR.version):
+        tail = self._cached_read(key, uri)
+        if tail is None:
             return None
         try:
             check_params("resources/read", params)
@@ -173,7 +165,7 @@ class FastReads:
             if shape is not None:
                 sid = None if extra is None else extra["Mcp-Session-Id"]
                 req.read_shape = ReadShape(shape[0], shape[1], key, uri, version, sid, client_info, reply_headers)
-        return HttpReply(200, _REPLY_START + rpc.dumps(msg_id) + entry[1], reply_headers)
+        return HttpReply(200, _REPLY_START + rpc.dumps(msg_id) + tail, reply_headers)
 
     def replay_read(self, shape: ReadShape, msg_id: int) -> bytes | None:
         """The reply body (status 200, ``shape.reply_headers``) to a request that is ``shape``'s
@@ -190,13 +182,8 @@ class FastReads:
                 if session is None:
                     return None
                 session.last_used = time.monotonic()
-        entry = self._read_cache.get(shape.key)
-        if entry is None:
-            return None
-        token = self.hub.read_token(shape.uri)
-        if token is None or entry[0] != (token, self.hub.generation, REDACTOR.version):
-            return None
-        return b"%s%d%s" % (_REPLY_START, msg_id, entry[1])
+        tail = self._cached_read(shape.key, shape.uri)
+        return None if tail is None else b"%s%d%s" % (_REPLY_START, msg_id, tail)
 
     def replayed(self, shape: ReadShape) -> None:
         """Bookkeeping of a replayed read, after its reply left (a modern client was seen)."""

@@ -135,31 +135,12 @@ class _Head:
             raise BadRequest("invalid Content-Length")
 
 
-_HEAD_CACHE: dict[bytes, tuple[str, str, str, dict[str, str]]] = {}
-_HEAD_CACHE_SIZE = 256
-_HEAD_CACHE_BYTES = 4096
+_HEADS_KEPT = 256  # admitted heads remembered per transport (cleared when full)
+_HEAD_KEPT_BYTES = 4096  # longer heads are not remembered
 
 
 def parse_head(block: bytes) -> _Head:
-    """Request line and header fields (without the blank line); raises BadRequest.
-
-    A client repeats the same head request after request (only Content-Length moves with the
-    id), so the parsed fields of recent heads are kept by their bytes: parsing is a pure function
-    of them. The cached header dict is shared and never mutated (the transport only reads it).
-    """
-    hit = _HEAD_CACHE.get(block)
-    if hit is not None:
-        return _Head(*hit)
-    method, path, version, headers = _parse_head(block)
-    head = _Head(method, path, version, headers)  # validates framing before anything is cached
-    if len(block) <= _HEAD_CACHE_BYTES:
-        if len(_HEAD_CACHE) >= _HEAD_CACHE_SIZE:
-            _HEAD_CACHE.clear()
-        _HEAD_CACHE[bytes(block)] = (method, path, version, headers)
-    return head
-
-
-def _parse_head(block: bytes) -> tuple[str, str, str, dict[str, str]]:
+    """Request line and header fields (without the blank line); raises BadRequest."""
     try:
         text = block.decode("latin-1")
     except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes everything
@@ -179,7 +160,7 @@ def _parse_head(block: bytes) -> tuple[str, str, str, dict[str, str]]:
         if key == "transfer-encoding" and key in headers:
             raise BadRequest("repeated Transfer-Encoding")
         headers[key] = value
-    return parts[0], parts[1].partition("?")[0], parts[2], headers
+    return _Head(parts[0], parts[1].partition("?")[0], parts[2], headers)
 
 
 # A complete chunk-size line: hex size, optional extensions (ignored), CRLF. Anything else takes the
@@ -362,9 +343,7 @@ class _Connection(asyncio.Protocol):
             head = self._last_head
             if head is None or head.settings is not mcp.settings or not data.startswith(head.block):
                 end = data.find(b"\r\n\r\n")
-                head = self.server.admitted_heads.get(data[:end]) if end > 0 else None
-                if head is not None and head.settings is not mcp.settings:
-                    head = None
+                head = self.server.admitted_head(data[:end]) if end > 0 else None
             if head is not None and len(data) == len(head.block) + head.proto.length:
                 self._last_head = head
                 self._timer_kind = ""
@@ -473,15 +452,20 @@ class _Connection(asyncio.Protocol):
             if end > MAX_HEAD_BYTES:
                 raise BadRequest("request head too large", 431)
             block = bytes(buf[:end])
-            head = parse_head(block)
             del buf[: end + 4]
             self._head_scanned = 0
             self._continued = False
-            refusal = self._admission(head)
-            if refusal is not None:
-                return self._refuse(head, refusal)
-            if not head.chunked and head.length <= self.server.max_body_bytes:
-                self._admitted = self.server.remember_head(block, head)
+            known = self.server.admitted_head(block)
+            if known is not None:  # parsed and admitted before under these settings
+                head = known.proto
+                self._admitted = known
+            else:
+                head = parse_head(block)
+                refusal = self._admission(head)
+                if refusal is not None:
+                    return self._refuse(head, refusal)
+                if not head.chunked and head.length <= self.server.max_body_bytes:
+                    self._admitted = self.server.remember_head(block, head)
             self.trusted = True
             self.head = head
             if head.chunked:
@@ -866,15 +850,18 @@ class HttpTransport:
             self._schedule_sweep()
         return True
 
+    def admitted_head(self, block: bytes) -> _AdmittedHead | None:
+        """The remembered head with these bytes, if it was admitted under the current settings."""
+        known = self.admitted_heads.get(block)
+        return known if known is not None and known.settings is self.mcp.settings else None
+
     def remember_head(self, block: bytes, head: _Head) -> _AdmittedHead | None:
-        """A head that passed admission: the next identical one skips parsing and admission."""
-        if len(block) > _HEAD_CACHE_BYTES:
+        """A head that passed admission: the next identical one skips parsing and admission
+        (both are pure functions of the head's bytes and the settings)."""
+        if len(block) > _HEAD_KEPT_BYTES:
             return None
         heads = self.admitted_heads
-        known = heads.get(block)
-        if known is not None and known.settings is self.mcp.settings:
-            return known
-        if len(heads) >= _HEAD_CACHE_SIZE:
+        if len(heads) >= _HEADS_KEPT:
             heads.clear()
         proto = _Head(head.method, head.path, head.version, head.headers)  # never handed to _refuse
         known = heads[block] = _AdmittedHead(block + b"\r\n\r\n", proto, self.mcp.settings)

@@ -1,0 +1,102 @@
+"""Python cost of one small read through the HTTP layer and the protocol, without sockets.
+
+    .venv/bin/python bench/request_cost.py [--requests 20000]
+
+Loads the hub in an in-process IPython shell and feeds whole requests for ``nb://vars/x`` (each
+with its own id, as a client sends them) to one connection's ``data_received``, replies going to
+a list instead of a socket. Prints microseconds per request for both eras: what the hub's own
+Python costs per read (the replay path after the first request), the figure docs/DESIGN.md quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import loadgen
+
+
+class _ListTransport:
+    """Stands in for a socket transport: keeps what is written."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.out.append(data)
+
+    def get_extra_info(self, name: str) -> Any:
+        return None
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def can_write_eof(self) -> bool:
+        return False
+
+
+def _raw(head: dict[str, str], body: bytes, msg_id: int) -> bytes:
+    data = body.replace(b'"id": 1,', b'"id": %d,' % msg_id)
+    lines = "".join(f"{k}: {v}\r\n" for k, v in head.items())
+    return f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {len(data)}\r\n\r\n".encode() + data
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=20000)
+    args = ap.parse_args()
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("x = 1")
+    shell.run_cell("%load_ext mcp_notebook")
+    import mcp_notebook
+    from mcp_notebook.transport.http import _Connection
+
+    kh = mcp_notebook.hub()
+    transport = kh.transport
+    assert transport is not None
+    auth = {"Authorization": f"Bearer {kh.token}", "Host": f"127.0.0.1:{transport.port}"}
+    try:
+        for era in ("modern", "handshake"):
+            if era == "modern":
+                head, body = loadgen.modern_request("resources/read", {"uri": "nb://vars/x"})
+                head.update(auth)
+            else:
+                session = loadgen.handshake_session(transport.url, {"Authorization": auth["Authorization"]})
+                head, body = loadgen.handshake_request(session, "resources/read", {"uri": "nb://vars/x"})
+                head.update(auth)
+            # Ids of one digit count: one head, as a client sends between two powers of ten.
+            first = 10**5
+            requests = [_raw(head, body, first + i) for i in range(args.requests)]
+
+            async def run(requests: list[bytes]) -> float:
+                conn = _Connection(transport)
+                sink = _ListTransport()
+                conn.connection_made(sink)  # type: ignore[arg-type]
+                for data in requests[:100]:  # the first requests learn the head and the read
+                    conn.data_received(data)
+                assert b'"result"' in sink.out[-1], sink.out[-1][:300]
+                t0 = time.perf_counter()
+                for data in requests:
+                    conn.data_received(data)
+                elapsed = time.perf_counter() - t0
+                assert len(sink.out) == 100 + len(requests) and b'"result"' in sink.out[-1]
+                return elapsed / len(requests) * 1e6
+
+            print(f"{era}: {asyncio.run(run(requests)):.2f} µs per small read (HTTP layer + protocol, no sockets)")
+    finally:
+        shell.run_cell("%unload_ext mcp_notebook")
+
+
+if __name__ == "__main__":
+    main()
