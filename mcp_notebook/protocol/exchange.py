@@ -3,6 +3,7 @@ per-request context, the ``_meta`` keys and the small status replies."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,16 +49,19 @@ class HttpRequest:
     admitted: bool = False
     # The strictly parsed body, once may_run_user_code parsed it (handle does not parse it again).
     parsed: Any = field(default=None, repr=False)
-    # Set by McpServer.fast_read when it answered: the request's shape, for replaying it (fast_read.py).
-    read_shape: Any = field(default=None, repr=False)
+    # Set by McpServer.answer_inline(req, remember=True): an opaque memo a carrier keeps with the
+    # request's head and hands to McpServer.replay with a later body sent under the same head.
+    replay: Any = field(default=None, repr=False)
 
 
-@dataclass
+@dataclass(slots=True)
 class HttpReply:
     status: int
     body: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     stream: Stream | None = None
+    # Bookkeeping the carrier runs once the reply is written (never before: it must not delay it).
+    after_send: Callable[[], None] | None = None
 
     @classmethod
     def json(cls, value: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpReply:

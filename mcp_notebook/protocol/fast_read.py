@@ -12,6 +12,7 @@ requests. A cache hit never runs user code, so the transport answers it on its o
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any, NamedTuple
@@ -39,6 +40,7 @@ class ReadShape(NamedTuple):
     session_id: str | None
     client_info: Any
     reply_headers: dict[str, str]
+    after_send: Any  # the bookkeeping after a replayed reply is written (a modern client was seen), or None
 
 
 def body_shape(body: bytes, msg: dict[str, Any]) -> tuple[bytes, bytes] | None:
@@ -90,7 +92,7 @@ class FastReads(Dispatch):
         """The reply to an admitted POST that is a cached read, or None (take the general path).
 
         Sets ``req.parsed`` when the body parsed, so the general path does not parse it again;
-        with ``learn``, also ``req.read_shape`` when the request can be replayed (see replay_read).
+        with ``learn``, also ``req.replay`` when the request can be replayed (see replay_read).
         """
         headers = req.headers
         ctype = headers.get("content-type")
@@ -164,8 +166,35 @@ class FastReads(Dispatch):
             shape = body_shape(body, msg)
             if shape is not None:
                 sid = None if extra is None else extra["Mcp-Session-Id"]
-                req.read_shape = ReadShape(shape[0], shape[1], key, uri, version, sid, client_info, reply_headers)
+                after = None if sid is not None else functools.partial(self._seen_stateless, client_info, version)
+                req.replay = ReadShape(shape[0], shape[1], key, uri, version, sid, client_info, reply_headers, after)
         return HttpReply(200, _REPLY_START + rpc.dumps(msg_id) + tail, reply_headers)
+
+    def replay(self, shape: ReadShape, body: bytes) -> HttpReply | None:
+        """The reply to ``body`` sent under the head that ``shape`` was learnt on, when it is that
+        read again with another integer id; None: take the usual path (``answer_inline``).
+
+        Everything the body and head decide was checked when the shape was learnt (same head
+        bytes, same body bytes around the id); what may have changed since is checked again: the
+        session, the cache entry and the value behind it.
+        """
+        prefix, suffix = shape.prefix, shape.suffix
+        if len(body) <= len(prefix) + len(suffix) or not body.startswith(prefix) or not body.endswith(suffix):
+            return None
+        middle = body[len(prefix) : len(body) - len(suffix)]
+        if len(middle) > MAX_ID_DIGITS or not middle.isdigit() or (middle[0] == 48 and len(middle) > 1):
+            return None  # (bytes.isdigit: ASCII digits only; no leading zero, as JSON requires)
+        sid = shape.session_id
+        if sid is not None:
+            with self._lock:
+                session = self._sessions.get(sid)
+                if session is None:
+                    return None
+                session.last_used = time.monotonic()
+        tail = self._cached_read(shape.key, shape.uri)
+        if tail is None:
+            return None
+        return HttpReply(200, b"%s%s%s" % (_REPLY_START, middle, tail), shape.reply_headers, None, shape.after_send)
 
     def replay_read(self, shape: ReadShape, msg_id: int) -> bytes | None:
         """The reply body (status 200, ``shape.reply_headers``) to a request that is ``shape``'s

@@ -123,6 +123,20 @@ class McpServer(HandshakeEra, StatelessEra, FastReads):
         self._read_cache: dict[tuple[str, bool, str], tuple[Any, bytes]] = {}
         self._encoded: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]] = {}
 
+    def answer_inline(self, req: HttpRequest, remember: bool = False) -> HttpReply | None:
+        """The reply to ``req`` when it can be given at once on the carrier's own thread (a cached
+        read, or a request that runs no user code), else None: call :meth:`handle` on a worker.
+
+        With ``remember``, sets ``req.replay`` to a memo when a later request under the same head
+        bytes may be answered by :meth:`replay`.
+        """
+        fast = self.fast_read(req, remember)
+        if fast is not None:
+            return fast
+        if not self.may_run_user_code(req):
+            return self.handle(req)
+        return None
+
     def may_run_user_code(self, req: HttpRequest) -> bool:
         """Whether answering ``req`` may call into user code or touch live values (reprs, custom
         resources, completers, digests, frames). Transports answer the others on their own loop.

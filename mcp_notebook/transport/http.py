@@ -26,7 +26,6 @@ from http import HTTPStatus
 from typing import cast
 
 from ..logs import loop_exception_handler
-from ..protocol.fast_read import ReadShape, id_between
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 from .busy_poll import BusyPoll, PollingSelector
@@ -71,7 +70,6 @@ class _Date:
 
 
 _STATUS_LINES: dict[int, bytes] = {}
-_STATUS_200 = b"HTTP/1.1 200 OK\r\n"
 _HEADER_BLOCKS: dict[tuple[tuple[str, str], ...], bytes] = {}
 
 
@@ -370,22 +368,22 @@ class _Connection(asyncio.Protocol):
             self.io.pause_reading()
 
     def _replay(self, head: _AdmittedHead, body: bytes) -> bool:
-        """Answer a cached read that repeats the last one sent with this head but for its id;
-        False: it does not (or the server stops, or the connection is not plain keep-alive)."""
-        shape = head.read_shape
-        if shape is None or not head.keep_alive or self.server.stopping:
+        """Answer a request the protocol recognises as the last one sent with this head but for its
+        id; False: it does not (or the server stops, or the connection is not plain keep-alive)."""
+        memo = head.replay
+        if memo is None or not head.keep_alive or self.server.stopping:
             return False
-        msg_id = id_between(body, shape.prefix, shape.suffix)
-        if msg_id is None:
+        reply = self.server.mcp.replay(memo, body)
+        if reply is None:
             return False
-        mcp = self.server.mcp
-        payload = mcp.replay_read(shape, msg_id)
-        if payload is None:
-            return False
+        payload = reply.body or b""
+        if reply.headers is not head.reply_headers:
+            head.reply_headers, head.reply_block = reply.headers, _header_lines(reply.headers)
         self._write(
-            b"%s%s%sContent-Length: %d\r\n\r\n%s" % (_STATUS_200, _Date.now(), head.reply_block, len(payload), payload)
+            b"%s%s%sContent-Length: %d\r\n\r\n%s" % (_status_line(reply.status), _Date.now(), head.reply_block, len(payload), payload)
         )
-        mcp.replayed(shape)
+        if reply.after_send is not None:
+            reply.after_send()
         self._done(True)
         return True
 
@@ -533,15 +531,11 @@ class _Connection(asyncio.Protocol):
         self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admission ran on the head
         mcp = self.server.mcp
-        learn = admitted is not None and admitted.read_shape is None
-        fast = mcp.fast_read(req, learn)  # a cached read: answered here, in one step
-        if fast is not None:
-            if admitted is not None and req.read_shape is not None:
-                admitted.learn(req.read_shape)  # the next such request, with another id, is replayed
-            self._reply(head, fast)
-            return
-        if not mcp.may_run_user_code(req):
-            self._reply(head, mcp.handle(req))
+        reply = mcp.answer_inline(req, admitted is not None and admitted.replay is None)
+        if reply is not None:
+            if admitted is not None and req.replay is not None:
+                admitted.replay = req.replay  # the next such request, with another id, is replayed
+            self._reply(head, reply)
             return
         self.busy = True
         try:
@@ -580,6 +574,8 @@ class _Connection(asyncio.Protocol):
             body = b""
         out.append(body)
         self._write(b"".join(out))
+        if reply.after_send is not None:
+            reply.after_send()
         self._done(keep)
 
     def _status_and_headers(self, head: _Head, reply: HttpReply, keep: bool) -> list[bytes]:
@@ -761,22 +757,19 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 class _AdmittedHead:
-    """A head admitted under ``settings`` (``block``: its bytes with the blank line), and the
-    cached read last sent with it, if any, with that reply's encoded header lines."""
+    """A head admitted under ``settings`` (``block``: its bytes with the blank line), the protocol's
+    replay memo for requests sent with it, if any, and the encoded header lines of its replies."""
 
-    __slots__ = ("block", "keep_alive", "proto", "read_shape", "reply_block", "settings")
+    __slots__ = ("block", "keep_alive", "proto", "replay", "reply_block", "reply_headers", "settings")
 
     def __init__(self, block: bytes, proto: _Head, settings: object):
         self.block = block
         self.proto = proto
         self.settings = settings
         self.keep_alive = proto.keep_alive and proto.version == "HTTP/1.1"
-        self.read_shape: ReadShape | None = None
+        self.replay: object | None = None
+        self.reply_headers: dict[str, str] | None = None
         self.reply_block = b""
-
-    def learn(self, shape: ReadShape) -> None:
-        self.reply_block = _header_lines(shape.reply_headers)
-        self.read_shape = shape
 
 
 class HttpTransport:
