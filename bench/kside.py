@@ -82,7 +82,7 @@ def time_after_cell(mode: str, calls: int, budget_s: float, drain: bool = True) 
     their wall time reported separately (they run on the hub's worker thread)."""
     import mcp_notebook
 
-    hub = mcp_notebook.hub().hub
+    hub = mcp_notebook.hub().resources
     ns = _ip().user_ns
     ns["bench_tick"] = object()
     hub.after_cell()
@@ -139,7 +139,7 @@ def profile_after_cell(calls: int, top: int = 15) -> None:
 
     import mcp_notebook
 
-    hub = mcp_notebook.hub().hub
+    hub = mcp_notebook.hub().resources
     ns = _ip().user_ns
     prof = cProfile.Profile()
     for k in range(calls):
@@ -157,7 +157,7 @@ def profile_after_cell(calls: int, top: int = 15) -> None:
 def watch(uris: list[str]) -> None:
     import mcp_notebook
 
-    hub = mcp_notebook.hub().hub
+    hub = mcp_notebook.hub().resources
     for uri in uris:
         hub.watch(uri)
     hub.drain(30)
@@ -166,12 +166,12 @@ def watch(uris: list[str]) -> None:
 def unwatch(uris: list[str]) -> None:
     import mcp_notebook
 
-    hub = mcp_notebook.hub().hub
+    hub = mcp_notebook.hub().resources
     for uri in uris:
         hub.unwatch(uri)
 
 
-def _modern_request(token: str, kind: str, uri: str) -> Any:
+def _stateless_request(token: str, kind: str, uri: str) -> Any:
     """One stateless 2026-07-28 request for McpServer.handle(), as the HTTP layer would pass it."""
     from mcp_notebook.protocol.server import HttpRequest
 
@@ -202,7 +202,7 @@ def time_handle(kind: str, uri: str, calls: int, budget_s: float, flat: bool = F
 
     kh = mcp_notebook.hub()
     server = kh.server
-    req = _modern_request(kh.token, kind, uri)
+    req = _stateless_request(kh.token, kind, uri)
     reply = server.handle(req)
     assert reply.status == 200 and b'"result"' in (reply.body or b""), reply.body[:300]
     samples: list[int] = []
@@ -229,7 +229,7 @@ def profile_handle(kind: str, uri: str, calls: int, top: int = 12) -> None:
     import mcp_notebook
 
     kh = mcp_notebook.hub()
-    req = _modern_request(kh.token, kind, uri)
+    req = _stateless_request(kh.token, kind, uri)
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(calls):

@@ -20,9 +20,9 @@ from typing import Any
 
 import httpx
 
-MODERN = "2026-07-28"
+STATELESS = "2026-07-28"
 HANDSHAKE = "2025-11-25"
-META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
 BASE_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 _LUA = r"""
@@ -64,11 +64,11 @@ def wrk_version() -> str | None:
     return m.group(1) if m else "unknown"
 
 
-def modern_request(method: str, params: dict[str, Any] | None = None) -> tuple[dict[str, str], bytes]:
+def stateless_request(method: str, params: dict[str, Any] | None = None) -> tuple[dict[str, str], bytes]:
     """Headers and body of a stateless 2026-07-28 request."""
     p = dict(params or {})
     p["_meta"] = META
-    headers = {**BASE_HEADERS, "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    headers = {**BASE_HEADERS, "MCP-Protocol-Version": STATELESS, "Mcp-Method": method}
     if method == "resources/read":
         headers["Mcp-Name"] = p["uri"]
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": p}).encode()

@@ -29,9 +29,9 @@ sys.path.insert(0, str(HERE))
 from abuse import Reader, chunked_upload, trickle  # noqa: E402
 from kernel_harness import Kernel  # noqa: E402
 
-MODERN = "2026-07-28"
+STATELESS = "2026-07-28"
 sys.setrecursionlimit(20000)  # deeply nested bodies are built and encoded here
-META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
 
 SETUP = """
 import dataclasses, mcp_notebook, pandas as pd
@@ -303,8 +303,8 @@ class Probe:
         for n in range(cases):
             base = rng.choice(bases)
             msg = {"jsonrpc": "2.0", "id": n, **base}
-            modern = rng.random() < 0.5
-            if modern:
+            stateless = rng.random() < 0.5
+            if stateless:
                 msg["params"] = {**msg["params"], "_meta": META}
             msg = mutate(rng, msg) if rng.random() < 0.9 else msg
             params = msg.get("params")
@@ -317,8 +317,8 @@ class Probe:
             token = self.token if rng.random() < 0.8 else rng.choice([None, "wrong", self.token[:-1]])
             headers: dict[str, str] = {}
             method = msg.get("method") if isinstance(msg, dict) else None
-            if modern:
-                headers["MCP-Protocol-Version"] = MODERN
+            if stateless:
+                headers["MCP-Protocol-Version"] = STATELESS
                 if isinstance(method, str) and method.isascii():
                     headers["Mcp-Method"] = method
                 uri = params.get("uri") if isinstance(params, dict) else None
@@ -386,7 +386,7 @@ class Probe:
             "method": "resources/read",
             "params": {"uri": "nb://vars/small", "_meta": META},
         }
-        hdr = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "resources/read", "Mcp-Name": "nb://vars/small"}
+        hdr = {"MCP-Protocol-Version": STATELESS, "Mcp-Method": "resources/read", "Mcp-Name": "nb://vars/small"}
         c = Conn(self.port)
         try:
             status, _, reply = c.exchange(request_bytes(json.dumps(body).encode(), self.token, hdr))
@@ -430,7 +430,7 @@ class Probe:
         listen = request_bytes(
             json.dumps(listen_body).encode(),
             self.token,
-            {"MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"},
+            {"MCP-Protocol-Version": STATELESS, "Mcp-Method": "subscriptions/listen"},
         )
         read = request_bytes(
             json.dumps(
@@ -465,7 +465,7 @@ class Probe:
             "method": "resources/read",
             "params": {"uri": "nb://vars/small", "_meta": META},
         }
-        hdr = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "resources/read", "Mcp-Name": "nb://vars/small"}
+        hdr = {"MCP-Protocol-Version": STATELESS, "Mcp-Method": "resources/read", "Mcp-Name": "nb://vars/small"}
         raw = request_bytes(json.dumps(body).encode(), self.token, hdr)
         c = Conn(self.port)
         for _ in range(min(2000, reads // 10)):  # warm up (caches, allocator)

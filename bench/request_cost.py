@@ -67,9 +67,9 @@ def main() -> None:
     assert transport is not None
     auth = {"Authorization": f"Bearer {kh.token}", "Host": f"127.0.0.1:{transport.port}"}
     try:
-        for era in ("modern", "handshake"):
-            if era == "modern":
-                head, body = loadgen.modern_request("resources/read", {"uri": "nb://vars/x"})
+        for era in ("stateless", "handshake"):
+            if era == "stateless":
+                head, body = loadgen.stateless_request("resources/read", {"uri": "nb://vars/x"})
                 head.update(auth)
             else:
                 session = loadgen.handshake_session(transport.url, {"Authorization": auth["Authorization"]})

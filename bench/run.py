@@ -184,7 +184,7 @@ def render(res: dict[str, Any]) -> str:
     ih = hub.get("inprocess_handle", {})
     out.append(
         _table(
-            "In-process McpServer.handle() (no HTTP), modern era",
+            "In-process McpServer.handle() (no HTTP), stateless era",
             ["op", "median µs", "p99 µs", "resp bytes"],
             [[op, d.get("median_us"), d.get("p99_us"), d.get("bytes")] for op, d in ih.items()],
         )
@@ -260,7 +260,9 @@ def render(res: dict[str, Any]) -> str:
         rows.append(["error", big["error"][:80], "", "", "", ""])
     out.append(
         _table(
-            "Big reads (modern era, sequential)", ["resource", "status", "median ms", "p99 ms", "bytes", "note"], rows
+            "Big reads (stateless era, sequential)",
+            ["resource", "status", "median ms", "p99 ms", "bytes", "note"],
+            rows,
         )
     )
     ld = res.get("load", {})

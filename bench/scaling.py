@@ -46,7 +46,7 @@ def _pcts(values: list[float]) -> dict[str, Any]:
 
 
 def _read_headers(info: dict[str, Any], uri: str) -> tuple[dict[str, str], bytes]:
-    headers, body = loadgen.modern_request("resources/read", {"uri": uri})
+    headers, body = loadgen.stateless_request("resources/read", {"uri": uri})
     headers["Authorization"] = f"Bearer {info['token']}"
     return headers, body
 
@@ -91,7 +91,7 @@ async def _listen(
     body = {"jsonrpc": "2.0", "id": sub_id, "method": "subscriptions/listen", "params": params}
     headers = {
         **loadgen.BASE_HEADERS,
-        "MCP-Protocol-Version": loadgen.MODERN,
+        "MCP-Protocol-Version": loadgen.STATELESS,
         "Mcp-Method": "subscriptions/listen",
         "Authorization": f"Bearer {token}",
     }

@@ -90,7 +90,7 @@ def _load_matrix(
         for op, params in (("read", {"uri": read_uri}), ("list", None)):
             method = "resources/read" if op == "read" else "resources/list"
             if session is None:
-                headers, body = loadgen.modern_request(method, params)
+                headers, body = loadgen.stateless_request(method, params)
                 headers.update(auth)
             else:
                 headers, body = loadgen.handshake_request(session, method, params)
@@ -113,9 +113,9 @@ def _load_matrix(
 def hub_request_path(k: BenchKernel, info: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
     auth = {"Authorization": f"Bearer {info['token']}"}
     res = _load_matrix(
-        info["url"], auth, "nb://vars/x", ["modern", "handshake"], [1, 16], prof["wrk_s"], prof["warmup_s"]
+        info["url"], auth, "nb://vars/x", ["stateless", "handshake"], [1, 16], prof["wrk_s"], prof["warmup_s"]
     )
-    res["listed_resources"] = k.json("import mcp_notebook as _m; kside.emit(len(_m.hub().hub.list_resources()))")
+    res["listed_resources"] = k.json("import mcp_notebook as _m; kside.emit(len(_m.hub().resources.list_resources()))")
     res["inprocess_handle"] = {
         "read": guarded(k.json, f"kside.time_handle('resources/read', 'nb://vars/x', {prof['handle_calls']}, 3)"),
         "read, flat path": guarded(
@@ -137,7 +137,7 @@ def sdk_request_path(kind: str, prof: dict[str, Any]) -> dict[str, Any]:
     )
     try:
         _wait_port(port, proc)
-        eras = ["modern", "handshake"] if prof["sdk_handshake"] else ["modern"]
+        eras = ["stateless", "handshake"] if prof["sdk_handshake"] else ["stateless"]
         return _load_matrix(
             f"http://127.0.0.1:{port}/mcp", {}, SMALL_URI, eras, [1, 16], prof["wrk_s"], prof["warmup_s"]
         )
@@ -243,7 +243,7 @@ def busy_reads(k: BenchKernel, info: dict[str, Any], busy_s: float) -> dict[str,
             ("read", "resources/read", {"uri": "nb://vars/x"}),
             ("list", "resources/list", None),
         ):
-            headers, body = loadgen.modern_request(method, params)
+            headers, body = loadgen.stateless_request(method, params)
             headers.update(auth)
             out[f"{op}/idle"] = _read_loop(http, info["url"], headers, body, min(2.0, busy_s / 2))
             msg_id = k.execute_nowait(spin)
@@ -260,7 +260,7 @@ def busy_reads(k: BenchKernel, info: dict[str, Any], busy_s: float) -> dict[str,
 
 
 def _read_series(http: httpx.Client, url: str, auth: dict[str, str], uri: str, n: int) -> dict[str, Any]:
-    headers, body = loadgen.modern_request("resources/read", {"uri": uri})
+    headers, body = loadgen.stateless_request("resources/read", {"uri": uri})
     headers.update(auth)
     lat = []
     size = 0
@@ -284,7 +284,7 @@ def _read_series(http: httpx.Client, url: str, auth: dict[str, str], uri: str, n
 
 def _find_png_output(http: httpx.Client, url: str, auth: dict[str, str]) -> str | None:
     """The URI of a PNG cell output: from resources/list (mimeType image/png), else the cell index."""
-    headers, body = loadgen.modern_request("resources/list")
+    headers, body = loadgen.stateless_request("resources/list")
     headers.update(auth)
     r = http.post(url, content=body, headers=headers)
     if r.status_code == 200 and "result" in r.json():
@@ -295,7 +295,7 @@ def _find_png_output(http: httpx.Client, url: str, auth: dict[str, str]) -> str 
         ]
         if pngs:
             return pngs[0]
-    headers, body = loadgen.modern_request("resources/read", {"uri": "nb://cells"})
+    headers, body = loadgen.stateless_request("resources/read", {"uri": "nb://cells"})
     headers.update(auth)
     r = http.post(url, content=body, headers=headers)
     m = re.findall(r"nb://cells/\d+/outputs/\d+", r.text) if r.status_code == 200 else []

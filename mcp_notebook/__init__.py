@@ -9,62 +9,33 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__version__ = "0.1.0"
+from .version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
-_current: Any = None  # the running KernelHub, if any
 
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
+    from . import lifecycle
     from .frontend_comm import CHANNEL
     from .magics import register_magics
 
     register_magics(ipython)
     CHANNEL.register(ipython)  # the JupyterLab extension's comm target; unused without it
-    _start(ipython)
-
-
-def _start(ipython: Any) -> None:
-    """Start a hub in ``ipython`` (also ``%mcp start``)."""
-    global _current
-    from .kernel import KernelHub
-
-    if _current is not None and _current.running:
-        print(f"mcp-notebook is already serving at {_current.transport.url}")
-        return
-    kernel_hub = KernelHub(ipython)
-    kernel_hub.start()
-    _current = kernel_hub
-    from .widgets.live import recent_notifications  # no ipywidgets import
-
-    recent_notifications(kernel_hub.hub)  # the panel's ring buffer starts with the hub
-    print(
-        f"mcp-notebook: MCP server at {kernel_hub.transport.url} "
-        f"(token in {kernel_hub.runtime_file}; mcp_notebook.connection_info() has it)"
-        if kernel_hub.config.require_token
-        else f"mcp-notebook: MCP server at {kernel_hub.transport.url} (no token required)"
-    )
+    lifecycle.start(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext mcp_notebook``: stop everything the extension started, ``%mcp`` included."""
+    from . import lifecycle
     from .frontend_comm import CHANNEL
     from .kernel import unregister_configurable
     from .magics import unregister_magics
 
     unregister_magics(ipython)
-    _stop()
+    lifecycle.stop()
     unregister_configurable(ipython)
     CHANNEL.unregister()
-
-
-def _stop() -> None:
-    """Stop the running hub, if any (also ``%mcp stop``)."""
-    global _current
-    if _current is not None:
-        _current.stop()
-        _current = None
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
@@ -74,9 +45,12 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 def hub() -> Any:
     """The running :class:`~mcp_notebook.kernel.KernelHub` (raises if the extension is not loaded)."""
-    if _current is None:
+    from . import lifecycle
+
+    kernel_hub = lifecycle.current()
+    if kernel_hub is None:
         raise RuntimeError("mcp-notebook is not loaded: run %load_ext mcp_notebook first")
-    return _current
+    return kernel_hub
 
 
 def connection_info() -> dict[str, Any]:
@@ -86,8 +60,11 @@ def connection_info() -> dict[str, Any]:
 
 def notify(*uris: str, list_changed: bool = False) -> None:
     """Tell subscribers that resources changed (for custom resources changed outside cells)."""
-    if _current is not None:
-        _current.hub.changed(uris, list_changed=list_changed)
+    from . import lifecycle
+
+    kernel_hub = lifecycle.current()
+    if kernel_hub is not None:
+        kernel_hub.resources.changed(uris, list_changed=list_changed)
 
 
 def resource(
@@ -109,8 +86,7 @@ def resource(
     a binary blob, a dict/list for JSON. ``complete`` maps a template variable to a list of
     values or a ``callable(prefix) -> values`` for completion/complete.
     """
-    from .kernel import CUSTOM
-    from .providers.custom import make_registration
+    from .providers.custom import CUSTOM, make_registration
 
     def decorate(fn: F) -> F:
         CUSTOM.register(
@@ -161,7 +137,7 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 def remove_resource(uri: str) -> bool:
     """Unregister a resource registered with :func:`resource`."""
-    from .kernel import CUSTOM
+    from .providers.custom import CUSTOM
 
     return CUSTOM.unregister(uri)
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .clients_config import bridge_command, read_json_object
+
 EXTENSION = "mcp_notebook"
 CONFIG_NAME = "ipython_kernel_config.json"
 SECTION = "InteractiveShellApp"
@@ -56,14 +58,7 @@ def config_path(prefix: str | None = None, user: bool = False, profile: str = "d
 
 
 def _load(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        doc = json.loads(path.read_text() or "{}")
-    except ValueError as exc:
-        raise AutoloadError(f"{path} is not valid JSON ({exc}); fix or remove it first") from None
-    if not isinstance(doc, dict):
-        raise AutoloadError(f"{path} does not hold a JSON object")
+    doc = read_json_object(path, AutoloadError, "is not valid JSON", "fix or remove it first")
     section = doc.get(SECTION, {})
     if not isinstance(section, dict):
         raise AutoloadError(f"{path}: {SECTION!r} is not an object")
@@ -167,8 +162,6 @@ def run(action: str, prefix: str | None = None, user: bool = False, profile: str
 def _own_command() -> str:
     """This environment's ``mcp-notebook`` by absolute path: the undo line works without activation."""
     import shlex
-
-    from .clients_config import bridge_command
 
     command, args = bridge_command([])
     return shlex.join([command, *args[:-1]])

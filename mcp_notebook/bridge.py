@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from .protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
 from .runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
 
 NO_HUB = -32000  # implementation-defined range
-MODERN = ("2026-07-28",)
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_SUB_ID = "io.modelcontextprotocol/subscriptionId"
 STREAM_READ_TIMEOUT = 60.0  # the hub sends a keepalive every 15 s
 MAX_INFLIGHT = 32
 POLL_SECONDS = 0.25
@@ -152,12 +150,6 @@ def _error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, 
     return {"jsonrpc": "2.0", "id": msg_id, "error": err}
 
 
-def _is_modern(msg: dict[str, Any]) -> bool:
-    params = msg.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    return isinstance(meta, dict) and meta.get(META_VERSION) in MODERN and msg.get("method") != "initialize"
-
-
 class Bridge:
     """Reads stdin, writes stdout; one hub session at a time, replaced when the kernel restarts."""
 
@@ -184,7 +176,7 @@ class Bridge:
         self.initialized = False
         self.subscriptions: set[str] = set()
         self.generation = 0
-        # modern-era listen streams: request id -> open connection
+        # stateless-era listen streams: request id -> open connection
         self._listens: dict[Any, http.client.HTTPConnection | None] = {}
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
 
@@ -257,11 +249,11 @@ class Bridge:
             self.write(reply)
 
     def _handle(self, msg: dict[str, Any]) -> list[Any]:
-        if _is_modern(msg):
+        if classify({}, msg) == STATELESS:
             if msg.get("method") == "subscriptions/listen":
                 self._listen(msg)
                 return []
-            return self._modern(msg)
+            return self._stateless(msg)
         return self._forward(msg)
 
     # == handshake era ===========================================================================
@@ -417,17 +409,17 @@ class Bridge:
         except NoHub as exc:
             self.log(f"lost the hub: {exc}")
 
-    # == modern era (stateless) ===================================================================
-    def _modern_headers(self, msg: dict[str, Any]) -> dict[str, str]:
+    # == stateless era ===========================================================================
+    def _stateless_headers(self, msg: dict[str, Any]) -> dict[str, str]:
         method = str(msg.get("method"))
         params = msg.get("params") or {}
-        h = {"MCP-Protocol-Version": str(params["_meta"][META_VERSION]), "Mcp-Method": method}
+        h = {"MCP-Protocol-Version": header_value(str(params["_meta"][META_VERSION])), "Mcp-Method": method}
         named = {"resources/read": "uri", "tools/call": "name", "prompts/get": "name"}.get(method)
         if named and isinstance(params.get(named), str):
             h["Mcp-Name"] = header_value(params[named])
         return h
 
-    def _modern_up(self, wait: float) -> Upstream:
+    def _stateless_up(self, wait: float) -> Upstream:
         with self._conn_lock:
             if self.up is None:
                 self.up = Upstream(self.selector.find(None, wait, self._closing))
@@ -438,15 +430,15 @@ class Bridge:
             if self.up is up:
                 self.up = None
 
-    def _modern(self, msg: dict[str, Any]) -> list[Any]:
+    def _stateless(self, msg: dict[str, Any]) -> list[Any]:
         msg_id = msg.get("id")
         for attempt in range(2):
             try:
-                up = self._modern_up(self.reconnect_timeout if attempt else 0.0)
+                up = self._stateless_up(self.reconnect_timeout if attempt else 0.0)
             except NoHub as exc:
                 return [_error(msg_id, NO_HUB, str(exc))]
             try:
-                status, _, replies = up.call(self._modern_headers(msg), msg)
+                status, _, replies = up.call(self._stateless_headers(msg), msg)
             except (OSError, ValueError, http.client.HTTPException):
                 status, replies = 0, []
             if status not in (0, 401):
@@ -468,8 +460,8 @@ class Bridge:
                         return
                     time.sleep(POLL_SECONDS)
                 try:
-                    up = self._modern_up(self.reconnect_timeout if acknowledged else 0.0)
-                    conn, resp = up.open("POST", self._modern_headers(msg), json.dumps(msg).encode(), timeout=None)
+                    up = self._stateless_up(self.reconnect_timeout if acknowledged else 0.0)
+                    conn, resp = up.open("POST", self._stateless_headers(msg), json.dumps(msg).encode(), timeout=None)
                 except NoHub as exc:
                     self.write(_error(sub_id, NO_HUB, str(exc)))
                     return
@@ -494,28 +486,39 @@ class Bridge:
                     except ValueError:
                         self.write(_error(sub_id, NO_HUB, self.selector.no_hub_message()))
                     return
-                honoured: dict[str, Any] = {}
                 try:
-                    for message in sse_messages(resp):
-                        if message.get("method") == "notifications/subscriptions/acknowledged":
-                            honoured = (message.get("params") or {}).get("notifications") or {}
-                            retry_until = None
-                            if acknowledged:
-                                self._replay(sub_id, honoured)
-                                continue
-                            acknowledged = True
-                        self.write(message)
-                        if message.get("id") == sub_id:  # the hub ended the subscription gracefully
-                            return
-                except (OSError, http.client.HTTPException):
-                    pass
+                    saw_ack, ended = self._relay_listen(sub_id, resp, acknowledged)
                 finally:
                     conn.close()
+                if ended:
+                    return
+                if saw_ack:
+                    acknowledged, retry_until = True, None
                 self._drop(up)
                 if retry_until is None:
                     retry_until = time.monotonic() + self.reconnect_timeout
         finally:
             self._listens.pop(sub_id, None)
+
+    def _relay_listen(self, sub_id: Any, resp: http.client.HTTPResponse, acknowledged: bool) -> tuple[bool, bool]:
+        """Copy one listen stream to stdout until it breaks; (an acknowledgement came, the hub ended
+        the subscription gracefully). A listen re-established on a new hub is not acknowledged
+        twice: the client is told instead that what it watches may have changed."""
+        saw_ack = False
+        try:
+            for message in sse_messages(resp):
+                if message.get("method") == "notifications/subscriptions/acknowledged":
+                    saw_ack = True
+                    if acknowledged:
+                        self._replay(sub_id, (message.get("params") or {}).get("notifications") or {})
+                        continue
+                    acknowledged = True
+                self.write(message)
+                if message.get("id") == sub_id:
+                    return saw_ack, True
+        except (OSError, http.client.HTTPException):
+            pass
+        return saw_ack, False
 
     def _replay(self, sub_id: Any, honoured: dict[str, Any]) -> None:
         """After a re-listen on a new hub, say that what the client watches may have changed."""

@@ -133,16 +133,23 @@ def default_path(host: str) -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "Claude" / "claude_desktop_config.json"
 
 
+def read_json_object(path: Path, error: type[Exception], not_json: str, advice: str) -> dict[str, Any]:
+    """The JSON object in the file at ``path`` ({} when it is absent or empty), or ``error`` saying
+    what is wrong with the file and what to do about it."""
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text() or "{}")
+    except ValueError as exc:
+        raise error(f"{path} {not_json} ({exc}); {advice}") from None
+    if not isinstance(doc, dict):
+        raise error(f"{path} does not hold a JSON object; {advice}")
+    return doc
+
+
 def write(host: str, path: Path, name: str, server: dict[str, Any]) -> Path:
     """Merge the entry into the file at ``path`` (other entries stay); owner-only when it holds a token."""
-    doc: dict[str, Any] = {}
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text() or "{}")
-        except ValueError as exc:
-            raise ConfigError(f"{path} is not plain JSON ({exc}); add the snippet by hand") from None
-        if not isinstance(doc, dict):
-            raise ConfigError(f"{path} does not hold a JSON object; add the snippet by hand")
+    doc = read_json_object(path, ConfigError, "is not plain JSON", "add the snippet by hand")
     servers = doc.setdefault(top_key(host), {})
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: {top_key(host)!r} is not an object")

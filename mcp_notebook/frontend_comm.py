@@ -23,6 +23,9 @@ import threading
 import warnings
 from typing import Any
 
+from . import lifecycle
+from .version import __version__
+
 TARGET = "mcp_notebook.document"
 STATE_DELAY = 0.4  # seconds: hub events within this window make one state push
 MAX_VARIABLES = 500
@@ -103,15 +106,18 @@ class FrontendChannel:
         manager = _comm_manager(shell)
         if manager is None:
             return False
-        from .widgets.live import MainThread
+        from .activity import MainThread
 
         self._shell, self._main = shell, MainThread(shell)
         manager.register_target(TARGET, self._on_open)
         self._manager = manager
+        lifecycle.unfollow(self.attach)
+        lifecycle.follow(self.attach, self.detach)
         return True
 
     def unregister(self) -> None:
         """Close every link (the frontend shows "not loaded") and remove the target."""
+        lifecycle.unfollow(self.attach)
         with self._lock:
             links, self._links = list(self._links.values()), {}
             self._owner = None
@@ -135,13 +141,13 @@ class FrontendChannel:
             self._links[comm.comm_id] = link
         link.send(self._state_msg())
 
-    # -- the hub (kernel.py wires these into KernelHub.start/stop) -----------------------
+    # -- the hub (lifecycle calls these after a hub starts and before it stops) -----------
     def attach(self, kernel_hub: Any) -> None:
         """A hub started: replay the latest document and active cell, listen for changes."""
         with self._lock:
             self._hub = kernel_hub
             owner = self._owner
-        kernel_hub.hub.add_listener(self._on_hub_event)
+        kernel_hub.resources.add_listener(self._on_hub_event)
         kernel_hub.server.activity_listeners.append(self.poke)
         if owner is not None and owner.document is not None:
             with contextlib.suppress(Exception):
@@ -154,7 +160,7 @@ class FrontendChannel:
         with self._lock:
             if self._hub is kernel_hub:
                 self._hub = None
-        kernel_hub.hub.remove_listener(self._on_hub_event)
+        kernel_hub.resources.remove_listener(self._on_hub_event)
         with contextlib.suppress(ValueError):
             kernel_hub.server.activity_listeners.remove(self.poke)
         self.poke()
@@ -244,27 +250,21 @@ class FrontendChannel:
 
     # -- commands (main thread) ----------------------------------------------------------
     def _set_hidden(self, name: str, hidden: bool) -> str:
-        from .magics import set_hidden
-
         kh = self._running_hub()
         if kh is None:
             raise RuntimeError("the hub is stopped")
-        set_hidden(kh, [name], hidden)
+        kh.set_hidden([name], hidden)
         return f"{'hidden from' if hidden else 'exposed again to'} MCP clients: {name}"
 
     def _start(self) -> str:
-        import mcp_notebook
-
         out = io.StringIO()
         with contextlib.redirect_stdout(out), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            mcp_notebook._start(self._shell)
+            lifecycle.start(self._shell)
         return out.getvalue().strip()
 
     def _stop(self) -> str:
-        import mcp_notebook
-
-        mcp_notebook._stop()
+        lifecycle.stop()
         return "stopped; Start serves again"
 
     # -- state -----------------------------------------------------------------------------
@@ -332,9 +332,8 @@ class FrontendChannel:
 
 def hub_state(kh: Any) -> dict[str, Any]:
     """What the panel shows, as plain JSON: never the token."""
-    from . import __version__
     from .clients_config import setup_lines
-    from .protocol.versions import ALL_VERSIONS
+    from .revisions import ALL_VERSIONS
 
     state: dict[str, Any] = {
         "running": kh is not None,
@@ -353,7 +352,7 @@ def hub_state(kh: Any) -> dict[str, Any]:
     }
     if kh is None:
         return state
-    from .widgets.live import listen_rows, recent_notifications, session_rows
+    from .activity import listen_rows, recent_notifications, session_rows
 
     state["url"] = kh.transport.url if kh.transport is not None else None
     state["clients"] = session_rows(kh.server)
@@ -369,8 +368,8 @@ def hub_state(kh: Any) -> dict[str, Any]:
             }
         )
     state["listens"] = listen_rows(kh.server)
-    state["watched"] = sorted(kh.hub.watched())
-    recent = recent_notifications(kh.hub)
+    state["watched"] = sorted(kh.resources.watched())
+    recent = recent_notifications(kh.resources)
     state["recent"] = [n.line() for n in recent.items()[-20:]]
     state["notifications_total"] = recent.total
     hidden = set(list(kh.variables.user_hidden))

@@ -13,27 +13,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from .activity import recent_notifications
 from .capture import CellCapture
 from .config import MCPHub
-from .frontend_comm import CHANNEL as FRONTEND
 from .logs import HubLog, log
 from .protocol.server import McpServer, ServerSettings
-from .protocol.versions import ALL_VERSIONS
 from .providers.cells import CellsProvider
-from .providers.custom import CustomProvider
+from .providers.custom import CUSTOM
 from .providers.databases import DatabasesProvider
 from .providers.frames import FramesProvider
 from .providers.kernel import KernelProvider
 from .providers.notebook import NotebookProvider
 from .providers.variables import VariablesProvider
 from .redact import REDACTOR, NameFilter
-from .resource_hub import Hub
+from .resources import Resources
+from .revisions import ALL_VERSIONS
 from .runtime import discover, log_path, remove_runtime_file, write_runtime_file
 from .transport.http import HttpTransport
-
-# Registrations outlive hubs (a decorator may run before %load_ext, or across %reload_ext).
-CUSTOM = CustomProvider()
+from .version import __version__
 
 
 class ConnectionInfo(dict):
@@ -58,19 +55,19 @@ class KernelHub:
         REDACTOR.add([self.token])  # the hub's own token never leaves in any content
         register_configurable(shell, self.config)
         self.started_at = time.time()
-        self.hub = Hub()
+        self.resources = Resources()
         self._filter_cache: tuple[tuple, NameFilter] | None = None  # before VariablesProvider uses it
         self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
-        self.hub.add_provider(KernelProvider(self.summary))
-        self.hub.add_provider(self.variables)
-        self.hub.add_provider(FramesProvider(self.variables, cfg))
-        self.hub.add_provider(DatabasesProvider(self.variables, cfg))
+        self.resources.add_provider(KernelProvider(self.summary))
+        self.resources.add_provider(self.variables)
+        self.resources.add_provider(FramesProvider(self.variables, cfg))
+        self.resources.add_provider(DatabasesProvider(self.variables, cfg))
         self.capture = CellCapture(shell, cfg)
-        self.hub.add_provider(CellsProvider(self.capture, cfg))
+        self.resources.add_provider(CellsProvider(self.capture, cfg))
         self.notebook = NotebookProvider(self.notebook_path, cfg, self.capture.seq_for_cell_id)
-        self.hub.add_provider(self.notebook)
-        self.hub.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
-        self.server = McpServer(self.hub, self._settings())
+        self.resources.add_provider(self.notebook)
+        self.resources.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
+        self.server = McpServer(self.resources, self._settings())
         self.transport: HttpTransport | None = None
         self.runtime_file: Path | None = None
         self._hook_registered = False
@@ -131,22 +128,21 @@ class KernelHub:
             self.transport.stop()
             self.log.uninstall()
             raise
-        CUSTOM.on_change = lambda: self.hub.changed(list_changed=True)
+        CUSTOM.on_change = lambda: self.resources.changed(list_changed=True)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
         self._hook_registered = True
         self.capture.install()
-        self.notebook.watched, self.notebook.changed = self.hub.watched, self.hub.changed
+        self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
         self._install_sigterm()
+        recent_notifications(self.resources)  # what views show of notifications starts with the hub
         log.info("serving at %s", self.transport.url)
-        FRONTEND.attach(self)  # the JupyterLab extension's comm, when one is open
 
     def stop(self) -> None:
         """Leave nothing behind: hook, streams, server thread, socket, runtime file."""
         atexit.unregister(self.stop)
-        FRONTEND.detach(self)
         if self._hook_registered:
             for event, callback in (("pre_run_cell", self._pre_run_cell), ("post_run_cell", self._post_run_cell)):
                 try:
@@ -160,7 +156,7 @@ class KernelHub:
             CUSTOM.on_change = None
         if self.transport is not None:
             self.transport.stop()
-        self.hub.close()
+        self.resources.close()
         remove_runtime_file(self.runtime_file)
         self.runtime_file = None
         self._uninstall_sigterm()
@@ -206,6 +202,19 @@ class KernelHub:
     def running(self) -> bool:
         return self.transport is not None and self.transport.alive
 
+    @property
+    def url(self) -> str | None:
+        """Where the hub serves MCP (loopback HTTP), once started."""
+        return self.transport.url if self.transport is not None else None
+
+    def set_hidden(self, names: list[str], hidden: bool) -> None:
+        """Hide variables from clients (``%mcp hide``) or expose them again, and say so to clients."""
+        for name in names:
+            self.variables.set_hidden(name, hidden)
+        self.resources.changed(
+            [self.variables.uri_of(n) for n in names] + [self.variables.index_uri], list_changed=True
+        )
+
     # -- the hot path -------------------------------------------------------------------
     def _pre_run_cell(self, info: Any = None) -> None:
         if self.transport is not None:
@@ -217,7 +226,7 @@ class KernelHub:
             poll.window = max(0, self.config.busy_poll_us) * 1e-6  # %config after loading applies from here
             poll.enabled = True
         self.capture.post_run_cell(result)  # finish the cell record before change detection
-        self.hub.after_cell()
+        self.resources.after_cell()
 
     # -- facts --------------------------------------------------------------------------
     def connection_info(self) -> ConnectionInfo:
@@ -246,7 +255,7 @@ class KernelHub:
             "kernel_id": kernel_id(),
             "notebook_path": self.notebook_path(),
             "variables": len(self.variables.exposed_names()),
-            "cells_executed": self.hub.cells_seen,
+            "cells_executed": self.resources.cells_seen,
             "url": self.transport.url if self.transport else None,
         }
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from . import lifecycle
+
 USAGE = """\
 %mcp                 status: URL, clients, subscriptions, resources
 %mcp clients         connected clients and what they watch
@@ -22,24 +24,22 @@ USAGE = """\
 
 def mcp_magic(line: str) -> None:
     """Control the mcp-notebook hub: %mcp [clients|hide NAME|show NAME|stop|start|help]."""
-    import mcp_notebook
-
     words = line.split()
     cmd, args = (words[0].lower(), words[1:]) if words else ("status", [])
-    kernel_hub = mcp_notebook._current
+    kernel_hub = lifecycle.current()
     running = kernel_hub is not None and kernel_hub.running
     if cmd in ("help", "-h", "--help"):
         print(USAGE)
     elif cmd == "start":
         if running:
-            print(f"mcp-notebook is already serving at {kernel_hub.transport.url}")
+            print(f"mcp-notebook is already serving at {kernel_hub.url}")
         else:
             from IPython import get_ipython
 
-            mcp_notebook._start(get_ipython())
+            lifecycle.start(get_ipython())
     elif cmd == "stop":
         if running:
-            mcp_notebook._stop()
+            lifecycle.stop()
             print("mcp-notebook stopped; %mcp start serves again")
         else:
             print("mcp-notebook is not running")
@@ -52,13 +52,15 @@ def mcp_magic(line: str) -> None:
     elif cmd in ("panel", "browse"):
         from IPython.display import display
 
-        view = mcp_notebook.panel() if cmd == "panel" else mcp_notebook.browser(*args[:2])
+        from . import widgets
+
+        view = widgets.panel() if cmd == "panel" else widgets.browser(*args[:2])
         display(view)
     elif cmd in ("hide", "show"):
         if not args:
             print(f"usage: %mcp {cmd} NAME [NAME ...]")
             return
-        set_hidden(kernel_hub, args, cmd == "hide")
+        kernel_hub.set_hidden(args, cmd == "hide")
         shown = ", ".join(args)
         print(f"hidden from MCP clients: {shown}" if cmd == "hide" else f"exposed again: {shown}")
     else:
@@ -69,12 +71,12 @@ def status(kernel_hub: Any) -> str:
     server = kernel_hub.server
     sessions, listens = server.sessions(), server.listens()
     subs = sum(len(s.subscriptions) for s in sessions) + sum(len(li.uris) for li in listens)
-    resources = len(kernel_hub.hub.list_resources())
-    templates = len(kernel_hub.hub.list_templates())
+    resources = len(kernel_hub.resources.list_resources())
+    templates = len(kernel_hub.resources.list_templates())
     lines = [
-        f"mcp-notebook serving at {kernel_hub.transport.url}",
+        f"mcp-notebook serving at {kernel_hub.url}",
         f"clients: {len(sessions)} session(s), {len(listens)} listen stream(s); subscriptions: {subs}",
-        f"resources: {resources} (+{templates} templates); cells seen: {kernel_hub.hub.cells_seen}",
+        f"resources: {resources} (+{templates} templates); cells seen: {kernel_hub.resources.cells_seen}",
     ]
     hidden = sorted(kernel_hub.variables.user_hidden)
     if hidden:
@@ -118,14 +120,6 @@ def clients(kernel_hub: Any) -> str:
         watched = ", ".join(uris) or "nothing"
         lines.append(f"tool client {key}  idle {idle:.0f}s  watching (read through tools): {watched}")
     return "\n".join(lines) if lines else "no clients connected"
-
-
-def set_hidden(kernel_hub: Any, names: list[str], hidden: bool) -> None:
-    from .providers.variables import INDEX_URI, var_uri
-
-    for name in names:
-        kernel_hub.variables.set_hidden(name, hidden)
-    kernel_hub.hub.changed([var_uri(n) for n in names] + [INDEX_URI], list_changed=True)
 
 
 def register_magics(shell: Any) -> None:

@@ -19,8 +19,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any
 
-from .protocol.versions import knows
 from .redact import REDACTOR
+from .revisions import knows
 
 
 def _version() -> int:

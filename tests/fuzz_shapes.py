@@ -15,11 +15,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from mcp_notebook.protocol.versions import HANDSHAKE_VERSIONS
+from mcp_notebook.revisions import HANDSHAKE_VERSIONS
 
 TOKEN = "fuzz-token"
 SESSION = "fuzz-session-id"  # replaced by a live session id when a case is sent
-MODERN = "2026-07-28"
+STATELESS = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPS = "io.modelcontextprotocol/clientCapabilities"
 DEEP = "\x00deep\x00"  # replaced by a deeply nested array in the encoded body
@@ -45,7 +45,7 @@ EDGE_TEXT = [
     "%00%ff",
     "ref/resource",
     "ref/prompt",
-    MODERN,
+    STATELESS,
     "2025-11-25",
     "debug",
     "list_resources",
@@ -168,9 +168,9 @@ def message(draw: st.DrawFn) -> Case:
     name = draw(st.sampled_from(sorted(VALID)))
     method = name.split(":")[0]
     params = json.loads(json.dumps(VALID[name]))
-    era = draw(st.sampled_from(["handshake", "modern"])) if method != "initialize" else "handshake"
-    if era == "modern":
-        params["_meta"] = {META_VERSION: MODERN, META_CAPS: {}}
+    era = draw(st.sampled_from(["handshake", "stateless"])) if method != "initialize" else "handshake"
+    if era == "stateless":
+        params["_meta"] = {META_VERSION: STATELESS, META_CAPS: {}}
         if draw(st.booleans()):
             params["_meta"]["io.modelcontextprotocol/logLevel"] = "debug"
     msg: dict[str, Any] = {
@@ -220,8 +220,8 @@ def message(draw: st.DrawFn) -> Case:
         "accept": draw(header_value("application/json, text/event-stream")),
         "origin": draw(st.sampled_from([None, None, None, "http://localhost:1", "http://evil.example", "null"])),
     }
-    if era == "modern":
-        h["mcp-protocol-version"] = draw(header_value(MODERN))
+    if era == "stateless":
+        h["mcp-protocol-version"] = draw(header_value(STATELESS))
         h["mcp-method"] = draw(header_value(method))
         named = params.get("uri") or params.get("name")
         h["mcp-name"] = draw(header_value(named if isinstance(named, str) else None))

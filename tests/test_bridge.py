@@ -94,7 +94,7 @@ def test_list_read_subscribe_and_survive_restart(nb_kernel, runtime):
     anyio.run(go)
 
 
-def test_modern_era_through_the_bridge(nb_kernel, runtime):
+def test_stateless_era_through_the_bridge(nb_kernel, runtime):
     nb_kernel.run("mx = {'k': 1}")
 
     async def go():

@@ -78,7 +78,7 @@ class Target:
 def target(kernel: Kernel, hub: dict[str, Any]) -> Target:
     """The hub with the suite's fixture resources registered through the public API."""
     kernel.run((CONFORMANCE / "fixtures.py").read_text())
-    read = kernel.run("import mcp_notebook as _m; print(sorted(r.uri for r in _m.hub().hub.list_resources()))")
+    read = kernel.run("import mcp_notebook as _m; print(sorted(r.uri for r in _m.hub().resources.list_resources()))")
     assert "test://static-text" in read.stdout, read.stdout
     url = hub["url"].replace("//localhost:", "//127.0.0.1:")
     assert url.startswith("http://127.0.0.1:"), url

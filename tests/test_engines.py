@@ -254,7 +254,7 @@ def test_change_detection_by_identity_without_running_queries(engines, kernel, h
             await anyio.to_thread.run_sync(kernel.run, "ddf = ddf[['a', 'b']]\nplf = plf.select('id', 'g', 's', 'x')")
             await inbox.wait_for(lambda i: "nb://frames/ddf" in i.updated and "nb://frames/plf" in i.updated)
             await anyio.to_thread.run_sync(kernel.run, "unrelated = 9")
-            await anyio.to_thread.run_sync(kernel.run, "_m.hub().hub.drain(10)")
+            await anyio.to_thread.run_sync(kernel.run, "_m.hub().resources.drain(10)")
             assert sorted(inbox.updated) == ["nb://frames/ddf", "nb://frames/plf"], inbox.updated
             assert kernel.run("print(len(computed))").stdout.strip() == before  # the hook computed nothing
 

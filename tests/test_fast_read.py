@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_protocol import META, MODERN, TOKEN, make_server, open_session
+from test_protocol import META, STATELESS, TOKEN, make_server, open_session
 
 from mcp_notebook.protocol.server import HttpRequest
 
@@ -42,7 +42,7 @@ OLD_SID = open_session(SERVER, "2025-03-26")
 def warm() -> None:
     """Fill the read cache through the general path, in both eras and both session versions."""
     for uri in URIS:
-        h = {**base_headers(), "mcp-protocol-version": MODERN, "mcp-method": "resources/read", "mcp-name": uri}
+        h = {**base_headers(), "mcp-protocol-version": STATELESS, "mcp-method": "resources/read", "mcp-name": uri}
         SERVER.handle(
             request(h, {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri, "_meta": META}})
         )
@@ -60,7 +60,7 @@ def _mutations(uri: str) -> list[tuple[str, Any]]:
         ("header:mcp-protocol-version", None),
         ("header:mcp-protocol-version", "2025-11-25"),
         ("header:mcp-protocol-version", "2025-03-26"),
-        ("header:mcp-protocol-version", MODERN),
+        ("header:mcp-protocol-version", STATELESS),
         ("header:mcp-protocol-version", "bogus"),
         ("header:mcp-session-id", None),
         ("header:mcp-session-id", "nope"),
@@ -143,8 +143,8 @@ def _apply(headers: dict[str, str], body: dict[str, Any], what: str, value: Any)
 def well_formed(era: str, uri: str, msg_id: Any, old_header: bool) -> tuple[dict[str, str], dict[str, Any]]:
     headers = base_headers()
     params: dict[str, Any] = {"uri": uri}
-    if era == "modern":
-        headers.update({"mcp-protocol-version": MODERN, "mcp-method": "resources/read", "mcp-name": uri})
+    if era == "stateless":
+        headers.update({"mcp-protocol-version": STATELESS, "mcp-method": "resources/read", "mcp-name": uri})
         params["_meta"] = dict(META)
     else:
         headers["mcp-session-id"] = SID if era == "handshake" else OLD_SID
@@ -167,7 +167,7 @@ def mutated(era: str, uri: str, msg_id: Any, old_header: bool, mutations: list[t
     return request(headers, raw)
 
 
-ERAS = ["modern", "handshake", "old"]
+ERAS = ["stateless", "handshake", "old"]
 
 
 @st.composite
@@ -201,15 +201,15 @@ def test_every_single_departure_in_every_era():
 
 def test_the_plain_cached_read_of_each_era_takes_the_flat_path():
     warm()
-    modern_headers = {
+    stateless_headers = {
         **base_headers(),
-        "mcp-protocol-version": MODERN,
+        "mcp-protocol-version": STATELESS,
         "mcp-method": "resources/read",
         "mcp-name": "nb://vars/n",
     }
     body = {"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": "nb://vars/n", "_meta": META}}
-    fast = SERVER.fast_read(request(modern_headers, body))
-    assert fast is not None and answer(fast) == answer(SERVER.handle(request(modern_headers, body)))
+    fast = SERVER.fast_read(request(stateless_headers, body))
+    assert fast is not None and answer(fast) == answer(SERVER.handle(request(stateless_headers, body)))
     for sid in (SID, OLD_SID):
         h = {**base_headers(), "mcp-session-id": sid}
         body = {"jsonrpc": "2.0", "id": "x", "method": "resources/read", "params": {"uri": "nb://vars/s"}}

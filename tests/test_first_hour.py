@@ -52,7 +52,7 @@ def env_python(env: Path) -> str:
     return str(env / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
 
 
-STATE = "import sys, json, mcp_notebook as m; print(json.dumps([sys.prefix, m._current is not None]))"
+STATE = "import sys, json, mcp_notebook.lifecycle as lc; print(json.dumps([sys.prefix, lc.current() is not None]))"
 
 
 def test_autoload_then_connect_through_the_written_config(kernel_env, tmp_path):

@@ -403,7 +403,7 @@ def test_rebinding_to_a_view_notifies_once(frames, kernel, hub):
 
 
 def hub_drain(kernel):
-    kernel.run("import mcp_notebook as _m\n_m.hub().hub.drain(10)")
+    kernel.run("import mcp_notebook as _m\n_m.hub().resources.drain(10)")
 
 
 def test_credential_column_labels_are_masked(frames, kernel, mcp):

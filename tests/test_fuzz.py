@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from mcp_notebook.protocol.server import HttpRequest, McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
 from mcp_notebook.transport.http import HttpTransport
 
 _COMMON = {"deadline": None, "suppress_health_check": list(HealthCheck), "database": None}
@@ -99,7 +99,7 @@ def _registrations(custom: CustomProvider) -> None:
 def sans_io() -> Iterator[tuple[McpServer, str]]:
     custom = CustomProvider()
     _registrations(custom)
-    hub = Hub([custom])
+    hub = Resources([custom])
     server = McpServer(hub, ServerSettings(token=TOKEN, max_sessions=8))
     server.tools._waiters = threading.Semaphore(0)  # see _NO_LONG_POLLS
     sid = _initialize(server)
@@ -161,7 +161,7 @@ def test_fuzz_left_no_watch_or_stream_behind(sans_io):
 def transport() -> Iterator[HttpTransport]:
     custom = CustomProvider()
     _registrations(custom)
-    hub = Hub([custom])
+    hub = Resources([custom])
     t = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN, max_sessions=8)), "127.0.0.1", 0, 200_000)
     t.mcp.tools._waiters = threading.Semaphore(0)  # see _NO_LONG_POLLS
     t.start()

@@ -74,8 +74,8 @@ def broken_listener(kind, uris):
     raise RuntimeError("MARKER-listener-failed")
 
 _kh = mcp_notebook.hub()
-_kh.hub.add_listener(broken_listener)
-_kh.hub.add_provider(BrokenProvider())
+_kh.resources.add_listener(broken_listener)
+_kh.resources.add_provider(BrokenProvider())
 
 @mcp_notebook.resource("noisy://thing")
 def noisy():

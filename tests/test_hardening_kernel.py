@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 from conftest import Mcp
 
-MODERN_META = {
+STATELESS_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
@@ -64,7 +64,7 @@ def test_two_hundred_dropped_streams_and_requests_leak_nothing(kernel, hub):
             "jsonrpc": "2.0",
             "id": "L",
             "method": "subscriptions/listen",
-            "params": {"notifications": {"resourceSubscriptions": ["nb://vars/x"]}, "_meta": MODERN_META},
+            "params": {"notifications": {"resourceSubscriptions": ["nb://vars/x"]}, "_meta": STATELESS_META},
         },
         "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n",
     )

@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 import pytest
-from test_protocol import META, MODERN, TOKEN, make_server, open_session, req, rpc
+from test_protocol import META, STATELESS, TOKEN, make_server, open_session, req, rpc
 
 from mcp_notebook.protocol import jsonrpc
 from mcp_notebook.protocol.server import HttpRequest
@@ -25,9 +25,9 @@ def call(server, sid, method, params=None, **headers) -> dict[str, Any]:
     return answer(server.handle(req(rpc(method, params), mcp_session_id=sid, **headers)))
 
 
-def modern(server, method, params, **headers) -> Any:
+def stateless(server, method, params, **headers) -> Any:
     body = rpc(method, {**params, "_meta": META})
-    h = {"mcp_protocol_version": MODERN, "mcp_method": method, **headers}
+    h = {"mcp_protocol_version": STATELESS, "mcp_method": method, **headers}
     return server.handle(req(body, **h))
 
 
@@ -160,7 +160,7 @@ def test_wrong_param_types_are_invalid_params_naming_the_param(method, params, p
     assert not caplog.records  # an expected input error, not an internal failure
 
 
-MODERN_WRONG = [
+STATELESS_WRONG = [
     ("resources/read", {"uri": ""}, "uri", {"mcp_name": ""}),
     ("resources/list", {"cursor": 5}, "cursor", {}),
     ("tools/call", {"name": "list_resources", "arguments": 5}, "arguments", {"mcp_name": "list_resources"}),
@@ -176,10 +176,10 @@ MODERN_WRONG = [
 ]
 
 
-@pytest.mark.parametrize(("method", "params", "param", "headers"), MODERN_WRONG, ids=[m[2] for m in MODERN_WRONG])
-def test_modern_era_wrong_param_types(method, params, param, headers):
+@pytest.mark.parametrize(("method", "params", "param", "headers"), STATELESS_WRONG, ids=[m[2] for m in STATELESS_WRONG])
+def test_stateless_era_wrong_param_types(method, params, param, headers):
     server, _, _ = make_server()
-    reply = modern(server, method, params, **headers)
+    reply = stateless(server, method, params, **headers)
     body = answer(reply)
     assert body["error"]["code"] == -32602, body
     assert param in body["error"]["message"], body
@@ -189,15 +189,15 @@ def test_modern_era_wrong_param_types(method, params, param, headers):
     "meta",
     [
         {"io.modelcontextprotocol/protocolVersion": {}, "io.modelcontextprotocol/clientCapabilities": {}},
-        {"io.modelcontextprotocol/protocolVersion": [MODERN], "io.modelcontextprotocol/clientCapabilities": {}},
+        {"io.modelcontextprotocol/protocolVersion": [STATELESS], "io.modelcontextprotocol/clientCapabilities": {}},
         {**META, "io.modelcontextprotocol/logLevel": ["debug"]},
         {**META, "io.modelcontextprotocol/logLevel": {}},
     ],
 )
-def test_modern_meta_of_the_wrong_type(meta):
+def test_stateless_meta_of_the_wrong_type(meta):
     server, _, _ = make_server()
     body = rpc("server/discover", {"_meta": meta})
-    reply = server.handle(req(body, mcp_protocol_version=MODERN, mcp_method="server/discover"))
+    reply = server.handle(req(body, mcp_protocol_version=STATELESS, mcp_method="server/discover"))
     assert reply.status == 400
     assert json.loads(reply.body)["error"]["code"] in (-32602, -32020)
 

@@ -15,10 +15,10 @@ from test_http_transport import INIT, TOKEN, closed_by_peer, connect, read_respo
 
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
 from mcp_notebook.transport.http import ChunkedBody, HttpTransport
 
-MODERN_META = {
+STATELESS_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
@@ -31,7 +31,7 @@ def server() -> Iterator[HttpTransport]:
         "test://hello", lambda: "hello", name="hello", title=None, description=None, mime_type=None, annotations=None
     )
     custom.register(reg)
-    hub = Hub([custom])
+    hub = Resources([custom])
     transport = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, 2_000_000)
     transport.start()
     try:
@@ -194,7 +194,7 @@ def test_trickling_connections_at_the_cap_do_not_lock_out_a_real_client(server):
                 s.sendall(request(INIT))
                 assert read_response(s)[0] == 200
         assert server.streams  # the stream was not dropped to make room
-        server.mcp.hub.changed(["test://hello"])
+        server.mcp.resources.changed(["test://hello"])
         for t in tricklers:
             t.close()
 
@@ -224,7 +224,7 @@ def _open_get_stream(server: HttpTransport, sid: str) -> socket.socket:
 
 
 def _open_listen(server: HttpTransport, i: int) -> socket.socket:
-    params = {"notifications": {"resourceSubscriptions": ["test://hello"]}, "_meta": MODERN_META}
+    params = {"notifications": {"resourceSubscriptions": ["test://hello"]}, "_meta": STATELESS_META}
     body = json.dumps({"jsonrpc": "2.0", "id": f"L{i}", "method": "subscriptions/listen", "params": params})
     s = connect(server)
     s.sendall(request(body.encode(), extra="MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n"))
@@ -258,7 +258,7 @@ def test_two_hundred_dropped_streams_leak_nothing(server):
     assert wait_for(lambda: not server.connections and not server.streams and not server.tasks)
     session = server.mcp.sessions()[0]
     assert wait_for(lambda: not session.streams and not server.mcp.listens())
-    assert "test://hello" not in server.mcp.hub.watched()
+    assert "test://hello" not in server.mcp.resources.watched()
     assert wait_for(lambda: me.num_fds() <= fds0 + 5)
     assert threading.active_count() <= threads0 + 4  # at most the request pool grew to its size
 
@@ -282,7 +282,7 @@ def test_a_stream_whose_client_half_closes_at_once_is_released_at_once(server):
 
 def test_a_listen_answered_after_the_client_half_closed_ends_with_what_it_has(server):
     """subscriptions/listen runs on the worker pool; the client's FIN can arrive before the stream exists."""
-    params = {"notifications": {"resourceSubscriptions": ["test://hello"]}, "_meta": MODERN_META}
+    params = {"notifications": {"resourceSubscriptions": ["test://hello"]}, "_meta": STATELESS_META}
     body = json.dumps({"jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": params}).encode()
     for _ in range(5):
         s = connect(server)

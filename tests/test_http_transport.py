@@ -12,7 +12,7 @@ import pytest
 
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
 from mcp_notebook.transport.http import BadRequest, HttpTransport, parse_chunked, parse_head
 
 TOKEN = "tok"
@@ -33,7 +33,7 @@ def server() -> Iterator[HttpTransport]:
             annotations=None,
         )
     )
-    hub = Hub([custom])
+    hub = Resources([custom])
     transport = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, LIMIT)
     transport.start()
     try:
@@ -206,7 +206,7 @@ def test_get_stream_delivers_and_releases(server):
     while b"\r\n\r\n" not in data and time.monotonic() < deadline:
         data += stream.recv(4096)
     assert b"text/event-stream" in data and b"chunked" in data.lower()
-    server.mcp.hub.changed(["test://hello"])
+    server.mcp.resources.changed(["test://hello"])
     while b"resources/updated" not in data and time.monotonic() < deadline:
         data += stream.recv(4096)
     assert b'"uri":"test://hello"' in data
@@ -257,7 +257,7 @@ def test_parsers_raise_only_bad_request():
 
 
 def test_stop_with_open_connections_and_streams_is_prompt():
-    hub = Hub([CustomProvider()])
+    hub = Resources([CustomProvider()])
     transport = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, LIMIT)
     transport.start()
     s = connect(transport)

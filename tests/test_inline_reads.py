@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from test_protocol import TOKEN, call, make_server, modern, open_session, req
+from test_protocol import TOKEN, call, make_server, open_session, req, stateless
 
 from mcp_notebook.protocol.server import HttpRequest
 
@@ -41,7 +41,7 @@ def test_builtin_scalars_and_the_index_are_read_inline_everything_else_on_the_po
 def test_an_inline_read_answers_in_both_eras():
     server, _, _ = make_server(ns={"n": 3})
     assert server.may_run_user_code(read_request("nb://vars/n")) is False
-    status, body = modern(server, "resources/read", {"uri": "nb://vars/n"})
+    status, body = stateless(server, "resources/read", {"uri": "nb://vars/n"})
     assert status == 200 and json.loads(body["result"]["contents"][0]["text"])["repr"] == "3"
     sid = open_session(server)
     reply = call(server, sid, "resources/read", {"uri": "nb://vars/n"})
@@ -51,7 +51,7 @@ def test_an_inline_read_answers_in_both_eras():
 def test_cached_reads_splice_the_id_and_follow_the_value():
     ns = {"n": 3}
     server, _, hub = make_server(ns=ns)
-    first = modern(server, "resources/read", {"uri": "nb://vars/n"})[1]
+    first = stateless(server, "resources/read", {"uri": "nb://vars/n"})[1]
     body = {"jsonrpc": "2.0", "id": "abc", "method": "resources/read", "params": {"uri": "nb://vars/n"}}
     sid = open_session(server)
     again = json.loads(server.handle(req(body, mcp_session_id=sid)).body)

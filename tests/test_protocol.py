@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 
 from mcp_notebook.protocol.server import HttpRequest, McpServer, ServerSettings
-from mcp_notebook.protocol.versions import HANDSHAKE_VERSIONS
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.providers.variables import VariablesProvider
 from mcp_notebook.redact import DEFAULT_SECRET_WORDS, NameFilter
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
+from mcp_notebook.revisions import HANDSHAKE_VERSIONS
 
 TOKEN = "t0ken"
-MODERN = "2026-07-28"
-META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+STATELESS = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
-def make_server(page_size: int = 500, ns: dict[str, Any] | None = None) -> tuple[McpServer, dict[str, Any], Hub]:
+def make_server(page_size: int = 500, ns: dict[str, Any] | None = None) -> tuple[McpServer, dict[str, Any], Resources]:
     ns = {} if ns is None else ns
     limits = SimpleNamespace(max_read_chars=60_000, repr_timeout=2.0)
     variables = VariablesProvider(ns, {}, lambda: NameFilter(DEFAULT_SECRET_WORDS, [], []), limits)
@@ -50,7 +50,7 @@ def make_server(page_size: int = 500, ns: dict[str, Any] | None = None) -> tuple
             complete={"id": ["apple", "apricot", "banana"]},
         )
     )
-    hub = Hub([variables, custom])
+    hub = Resources([variables, custom])
     server = McpServer(hub, ServerSettings(token=TOKEN, page_size=page_size))
     return server, ns, hub
 
@@ -84,8 +84,8 @@ def call(server: McpServer, sid: str, method: str, params: dict[str, Any] | None
     return json.loads(reply.body)
 
 
-def modern(server: McpServer, method: str, params: dict[str, Any] | None = None, **headers: str):
-    h = {"mcp_protocol_version": MODERN, "mcp_method": method}
+def stateless(server: McpServer, method: str, params: dict[str, Any] | None = None, **headers: str):
+    h = {"mcp_protocol_version": STATELESS, "mcp_method": method}
     if method == "resources/read":
         h["mcp_name"] = (params or {}).get("uri", "")
     h.update(headers)
@@ -251,26 +251,26 @@ def test_subscriptions_reach_only_subscribers():
     assert "nb://vars/a" not in hub.watched()
 
 
-# -- the modern era -----------------------------------------------------------------------------
-def test_discover_and_modern_results():
+# -- the stateless era -----------------------------------------------------------------------------
+def test_discover_and_stateless_results():
     server, _, _ = make_server()
-    status, body = modern(server, "server/discover")
+    status, body = stateless(server, "server/discover")
     result = body["result"]
     assert status == 200 and "2026-07-28" in result["supportedVersions"]
     assert result["resultType"] == "complete" and result["cacheScope"] in ("public", "private")
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-notebook"
     for method in ("resources/list", "resources/templates/list"):
-        status, body = modern(server, method)
+        status, body = stateless(server, method)
         assert status == 200 and body["result"]["ttlMs"] == 0 and body["result"]["resultType"] == "complete"
-    status, body = modern(server, "resources/read", {"uri": "test://static"})
+    status, body = stateless(server, "resources/read", {"uri": "test://static"})
     assert body["result"]["contents"][0]["text"] == "hello" and "cacheScope" in body["result"]
 
 
-def test_modern_errors():
+def test_stateless_errors():
     server, _, _ = make_server()
-    status, body = modern(server, "resources/read", {"uri": "test://missing"})
+    status, body = stateless(server, "resources/read", {"uri": "test://missing"})
     assert body["error"]["code"] == -32602 and body["error"]["data"]["uri"] == "test://missing"
-    no_meta = server.handle(req(rpc("resources/list"), mcp_protocol_version=MODERN, mcp_method="resources/list"))
+    no_meta = server.handle(req(rpc("resources/list"), mcp_protocol_version=STATELESS, mcp_method="resources/list"))
     assert no_meta.status == 400 and json.loads(no_meta.body)["error"]["code"] == -32602
     old_meta = {**META, "io.modelcontextprotocol/protocolVersion": "2031-01-01"}
     unsupported = server.handle(
@@ -278,11 +278,11 @@ def test_modern_errors():
     )
     err = json.loads(unsupported.body)["error"]
     assert unsupported.status == 400 and err["code"] == -32022 and err["data"]["requested"] == "2031-01-01"
-    status, body = modern(server, "resources/list", mcp_method="resources/read")
+    status, body = stateless(server, "resources/list", mcp_method="resources/read")
     assert status == 400 and body["error"]["code"] == -32020
-    status, body = modern(server, "resources/read", {"uri": "test://static"}, mcp_name="test://other")
+    status, body = stateless(server, "resources/read", {"uri": "test://static"}, mcp_name="test://other")
     assert status == 400 and body["error"]["code"] == -32020
-    status, body = modern(server, "initialize")
+    status, body = stateless(server, "initialize")
     assert status == 404 and body["error"]["code"] == -32601
     assert server.handle(req(b"", "GET")).status == 405
     assert server.handle(req(b"", "DELETE")).status == 405
@@ -292,7 +292,7 @@ def test_mcp_name_base64_form():
     server, _, _ = make_server()
     uri = "test://item/é"
     encoded = "=?base64?" + base64.b64encode(uri.encode()).decode() + "?="
-    status, body = modern(server, "resources/read", {"uri": uri}, mcp_name=encoded)
+    status, body = stateless(server, "resources/read", {"uri": uri}, mcp_name=encoded)
     assert status == 200 and body["result"]["contents"][0]["text"] == "item é"
 
 
@@ -302,7 +302,7 @@ def test_listen_stream_acknowledges_then_notifies_and_releases():
     hub.after_cell()
     params = {"notifications": {"resourcesListChanged": True, "resourceSubscriptions": ["nb://vars/w"]}, "_meta": META}
     body = rpc("subscriptions/listen", params, id="listen-1")
-    reply = server.handle(req(body, mcp_protocol_version=MODERN, mcp_method="subscriptions/listen"))
+    reply = server.handle(req(body, mcp_protocol_version=STATELESS, mcp_method="subscriptions/listen"))
     stream = reply.stream
     events = [json.loads(e.split(b"data: ", 1)[1]) for e in stream.drain()]
     assert events[0]["method"] == "notifications/subscriptions/acknowledged"
@@ -324,7 +324,9 @@ def test_listen_ends_gracefully_on_close():
     server, _, _ = make_server()
     params = {"notifications": {"resourceSubscriptions": ["test://static"]}, "_meta": META}
     reply = server.handle(
-        req(rpc("subscriptions/listen", params, id=7), mcp_protocol_version=MODERN, mcp_method="subscriptions/listen")
+        req(
+            rpc("subscriptions/listen", params, id=7), mcp_protocol_version=STATELESS, mcp_method="subscriptions/listen"
+        )
     )
     server.close()
     events = [json.loads(e.split(b"data: ", 1)[1]) for e in reply.stream.drain()]
@@ -368,7 +370,7 @@ def test_per_request_log_level_puts_logs_on_the_response_stream():
     accept = "application/json, text/event-stream"
     meta = {**META, "io.modelcontextprotocol/logLevel": "warning"}
     body = rpc("resources/read", {"uri": "nb://vars/boom", "_meta": meta})
-    headers = {"mcp_protocol_version": MODERN, "mcp_method": "resources/read", "mcp_name": "nb://vars/boom"}
+    headers = {"mcp_protocol_version": STATELESS, "mcp_method": "resources/read", "mcp_name": "nb://vars/boom"}
     reply = server.handle(req(body, accept=accept, **headers))
     messages = _sse_messages(reply)
     assert messages[0]["method"] == "notifications/message" and messages[0]["params"]["level"] == "error"
@@ -381,7 +383,7 @@ def test_per_request_log_level_puts_logs_on_the_response_stream():
     bad = server.handle(
         req(
             rpc("resources/list", {"_meta": {**META, "io.modelcontextprotocol/logLevel": "loud"}}),
-            mcp_protocol_version=MODERN,
+            mcp_protocol_version=STATELESS,
             mcp_method="resources/list",
         )
     )

@@ -8,8 +8,8 @@ import secrets
 
 import pytest
 
-from mcp_notebook.protocol.models import Contents, Resource
 from mcp_notebook.redact import MASK, REDACTOR, hidden_strings, mask_secrets
+from mcp_notebook.types import Contents, Resource
 
 HIDDEN = "hunter2-" + secrets.token_hex(6)
 ODD = 'we"ird\\value-' + secrets.token_hex(3)

@@ -18,7 +18,7 @@ import test_fast_read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fast_read import ERAS, _mutations, mutated
-from test_protocol import META, MODERN, TOKEN, make_server, open_session
+from test_protocol import META, STATELESS, TOKEN, make_server, open_session
 
 from mcp_notebook.protocol.server import HttpRequest
 from mcp_notebook.transport.http import HttpTransport
@@ -70,19 +70,19 @@ def same(got: tuple[int, dict[str, str], bytes], want: tuple[int, dict[str, str]
         assert got[1].get(name) == want[1].get(name), (name, got, want)
 
 
-def read_body(uri: str, msg_id: int, modern: bool) -> bytes:
+def read_body(uri: str, msg_id: int, stateless: bool) -> bytes:
     params: dict[str, Any] = {"uri": uri}
-    if modern:
+    if stateless:
         params["_meta"] = META
     return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "resources/read", "params": params}).encode()
 
 
-def modern_head(uri: str) -> dict[str, str]:
+def stateless_head(uri: str) -> dict[str, str]:
     return {
         "Host": "127.0.0.1",
         "Authorization": f"Bearer {TOKEN}",
         "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
+        "MCP-Protocol-Version": STATELESS,
         "Mcp-Method": "resources/read",
         "Mcp-Name": uri,
     }
@@ -90,7 +90,7 @@ def modern_head(uri: str) -> dict[str, str]:
 
 def test_repeated_reads_follow_the_value_and_the_session(transport):
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        head = modern_head("nb://vars/n")
+        head = stateless_head("nb://vars/n")
         for msg_id in (11, 12, 13):  # same digit count: same head bytes, so replayed after the first
             got = exchange(s, head, read_body("nb://vars/n", msg_id, True))
             same(got, general(head, read_body("nb://vars/n", msg_id, True)))
@@ -122,7 +122,7 @@ def test_repeated_reads_follow_the_value_and_the_session(transport):
 def test_another_token_is_not_replayed(transport):
     import dataclasses
 
-    head = modern_head("nb://vars/n")
+    head = stateless_head("nb://vars/n")
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
         for msg_id in (31, 32):
             assert exchange(s, head, read_body("nb://vars/n", msg_id, True))[0] == 200
@@ -135,7 +135,7 @@ def test_another_token_is_not_replayed(transport):
 
 
 def test_bodies_that_only_look_alike_take_the_general_path(transport):
-    head = modern_head("nb://vars/n")
+    head = stateless_head("nb://vars/n")
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
         for msg_id in (41, 42):
             exchange(s, head, read_body("nb://vars/n", msg_id, True))
@@ -159,7 +159,7 @@ def test_every_reply_equals_the_general_paths(transport, era, old_header, mutati
             head = {"Host": "127.0.0.1", **{k: v for k, v in req.headers.items() if k != "host"}}
             if "mcp-session-id" in head:  # the builder names test_fast_read's sessions: use ours
                 head["mcp-session-id"] = SESSIONS.get(head["mcp-session-id"], head["mcp-session-id"])
-            if era != "modern" and not mutations:
+            if era != "stateless" and not mutations:
                 assert exchange(s, head, req.body)[0] == 200  # (the fixture's sessions are alive)
             same(exchange(s, head, req.body), general(head, req.body))
 
@@ -174,7 +174,7 @@ def test_a_body_is_split_around_its_id_only_when_that_is_provably_the_id():
     plain = b'{"jsonrpc":"2.0","id":12,"method":"resources/read","params":{"uri":"nb://vars/n"}}'
     prefix, suffix = shape(plain)
     assert prefix.endswith(b'"id":') and suffix.startswith(b',"method"')
-    assert id_between(plain.replace(b"12", b"345"), prefix, suffix) == 345
+    assert id_between(plain.replace(b"12", b"345"), prefix, suffix) == b"345"
     for odd in (b"012", b"-12", b"1.5", b"", b"12 ", b"1" * 16):
         assert id_between(prefix + odd + suffix, prefix, suffix) is None, odd
     assert shape(b'{"id":5,"params":{"x":{"id":5}}}') is None  # twice: which one is the id?

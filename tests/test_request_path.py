@@ -19,7 +19,7 @@ from kernel_harness import Kernel
 from mcp_notebook.protocol import jsonrpc as rpc
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
 from mcp_notebook.transport.http import HttpTransport
 
 TOKEN = "tok"
@@ -39,7 +39,7 @@ def server(request: pytest.FixtureRequest) -> Iterator[HttpTransport]:
             annotations=None,
         )
     )
-    hub = Hub([custom])
+    hub = Resources([custom])
     transport = HttpTransport(
         McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, 100_000, loop_kind=request.param
     )

@@ -19,14 +19,14 @@ import pytest
 from mcp_notebook.bridge import Bridge, Selector
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
 from mcp_notebook.runtime import write_runtime_file
 from mcp_notebook.transport.http import HttpTransport
 
 TOKEN = "bridge-review-token"
 KERNEL = "review-kernel"
-MODERN = "2026-07-28"
-META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+STATELESS = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
 @pytest.fixture(autouse=True)
@@ -58,11 +58,11 @@ def wait_for(check: Callable[[], Any], seconds: float = 10.0) -> Any:
     return check()
 
 
-def start_hub(fn: Callable[[], str]) -> tuple[HttpTransport, Hub]:
+def start_hub(fn: Callable[[], str]) -> tuple[HttpTransport, Resources]:
     custom = CustomProvider()
     reg = make_registration("test://r", fn, name="r", title=None, description=None, mime_type=None, annotations=None)
     custom.register(reg)
-    hub = Hub([custom])
+    hub = Resources([custom])
     transport = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, 100_000)
     transport.start()
     advertise(transport.url)
@@ -116,7 +116,7 @@ def test_a_non_mcp_answer_is_a_json_rpc_error_not_a_crash(not_mcp):
     bridge.dispatch({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
     bridge.dispatch({"jsonrpc": "2.0", "id": 2, "method": "resources/list", "params": {}})
     assert wait_for(lambda: len(out.messages()) >= 2)
-    bridge.dispatch(listen_msg("L0"))  # modern era: a listen gets the same treatment
+    bridge.dispatch(listen_msg("L0"))  # stateless era: a listen gets the same treatment
     replies = wait_for(lambda: len(out.messages()) >= 3 and out.messages())
     assert [r["id"] for r in replies] == [1, 2, "L0"], replies
     assert all("error" in r for r in replies)

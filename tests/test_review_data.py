@@ -17,7 +17,7 @@ from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.providers.frames import FramesProvider
 from mcp_notebook.providers.variables import VariablesProvider
 from mcp_notebook.redact import NameFilter
-from mcp_notebook.resource_hub import UPDATED, Hub
+from mcp_notebook.resources import UPDATED, Resources
 
 GH_TOKEN = "ghp_" + "A1b2C3d4E5" * 4  # credential-shaped (GitHub), 44 characters
 
@@ -27,10 +27,10 @@ def _filter() -> NameFilter:
     return NameFilter(cfg.secret_words, cfg.include_names, cfg.exclude_names)
 
 
-def _hub(ns: dict) -> tuple[Hub, VariablesProvider, list]:
+def _hub(ns: dict) -> tuple[Resources, VariablesProvider, list]:
     limits = MCPHub()
     variables = VariablesProvider(ns, {}, _filter, limits)
-    hub = Hub([variables, FramesProvider(variables, limits)])
+    hub = Resources([variables, FramesProvider(variables, limits)])
     events: list = []
     hub.add_listener(lambda kind, uris: events.append((kind, uris)))
     return hub, variables, events

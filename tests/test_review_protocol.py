@@ -8,19 +8,19 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from test_protocol import META, MODERN, TOKEN, req, rpc
+from test_protocol import META, STATELESS, TOKEN, req, rpc
 
 from mcp_notebook import clients_config as cc
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
 
 
-def _server_with(uri: str, fn: Any) -> tuple[McpServer, Hub]:
+def _server_with(uri: str, fn: Any) -> tuple[McpServer, Resources]:
     custom = CustomProvider()
     reg = make_registration(uri, fn, name="r", title=None, description=None, mime_type=None, annotations=None)
     custom.register(reg)
-    hub = Hub([custom])
+    hub = Resources([custom])
     return McpServer(hub, ServerSettings(token=TOKEN)), hub
 
 
@@ -38,7 +38,7 @@ def _session(server: McpServer) -> str:
 def test_listen_acknowledgement_comes_before_a_concurrent_change():
     """A change reported while the listen is being set up (here: by the resource's own code, run for the
     baseline digest) must not reach the stream before the acknowledgement."""
-    holder: dict[str, Hub] = {}
+    holder: dict[str, Resources] = {}
 
     def noisy() -> str:
         holder["hub"].changed(list_changed=True)  # e.g. mcp_notebook.notify() from another thread
@@ -48,7 +48,11 @@ def test_listen_acknowledgement_comes_before_a_concurrent_change():
     holder["hub"] = hub
     params = {"notifications": {"resourcesListChanged": True, "resourceSubscriptions": ["test://noisy"]}, "_meta": META}
     reply = server.handle(
-        req(rpc("subscriptions/listen", params, id="L"), mcp_protocol_version=MODERN, mcp_method="subscriptions/listen")
+        req(
+            rpc("subscriptions/listen", params, id="L"),
+            mcp_protocol_version=STATELESS,
+            mcp_method="subscriptions/listen",
+        )
     )
     events = _events(reply.stream)
     assert events[0]["method"] == "notifications/subscriptions/acknowledged", [e["method"] for e in events]

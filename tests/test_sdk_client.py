@@ -52,7 +52,7 @@ def test_handshake_subscription_gets_update_after_cell(kernel, hub):
     run(go)
 
 
-def test_modern_listen_gets_update_after_cell(kernel, hub):
+def test_stateless_listen_gets_update_after_cell(kernel, hub):
     kernel.run("df_like = {'a': 1}")
 
     async def go():

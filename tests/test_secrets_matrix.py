@@ -131,7 +131,7 @@ def write_notebook(path: Path) -> None:
     nbformat.write(nb, str(path))
 
 
-class Modern:
+class Stateless:
     """Stateless 2026-07-28 requests over plain HTTP."""
 
     def __init__(self, info: dict[str, Any]):
@@ -310,9 +310,9 @@ def test_no_secret_served_through_any_resource_template_completion_or_tool(plant
     assert_nothing_served(served, info["token"])
 
 
-def test_no_secret_served_in_the_modern_era(planted):
+def test_no_secret_served_in_the_stateless_era(planted):
     _, info = planted
-    client = Modern(info)
+    client = Stateless(info)
     served = []
     listed = client.call("resources/list")
     served.append(listed.text)

@@ -170,7 +170,7 @@ def test_handshake_subscription_gets_updated_through_the_get_stream(server, kern
     anyio.run(go)
 
 
-def test_modern_listen_streams_through_the_server(server, kernel):
+def test_stateless_listen_streams_through_the_server(server, kernel):
     run(kernel["kc"], "remote_listened = {'a': 1}")
 
     async def go():
@@ -216,7 +216,7 @@ def test_session_delete_and_headers_pass_through(server, kernel):
     assert r.status_code == 404  # the hub's answer for an ended session, passed through
     r = http.post(kernel["url"], headers={**ACCEPT, "MCP-Protocol-Version": "1999-01-01"}, json={"jsonrpc": "2.0"})
     assert r.status_code == 400  # the hub's status codes pass through
-    # modern era: GET is not part of it; the hub's 405 and its Allow header come back
+    # stateless era: GET is not part of it; the hub's 405 and its Allow header come back
     r = http.get(kernel["url"], headers={"Accept": "text/event-stream", "MCP-Protocol-Version": "2026-07-28"})
     assert r.status_code in (400, 405)
 

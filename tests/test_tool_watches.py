@@ -10,7 +10,7 @@ import pytest
 from sdk import connect
 
 from mcp_notebook.protocol.tool_watch import Facts, ToolWatches, change_line
-from mcp_notebook.resource_hub import Hub
+from mcp_notebook.resources import Resources
 
 
 def text_doc(result) -> dict:
@@ -19,7 +19,7 @@ def text_doc(result) -> dict:
 
 
 def watched(kernel) -> set[str]:
-    out = kernel.run("import mcp_notebook as _m; print(sorted(_m.hub().hub.watched()))").stdout
+    out = kernel.run("import mcp_notebook as _m; print(sorted(_m.hub().resources.watched()))").stdout
     return set(eval(out.strip()))
 
 
@@ -81,7 +81,7 @@ def test_unread_in_place_edits_are_not_tracked_but_rebinds_are(kernel, hub):
 
 
 def test_watch_bookkeeping_lru_idle_and_forget():
-    hub = Hub()  # no providers: watch() of any URI just counts
+    hub = Resources()  # no providers: watch() of any URI just counts
     try:
         watches = ToolWatches(hub, idle_seconds=60, max_per_client=2)
         a = watches.client("client:a")
@@ -103,11 +103,11 @@ def test_watch_bookkeeping_lru_idle_and_forget():
 
 def test_change_lines():
     df = Facts("DataFrame", (3, 2), 1)
-    assert change_line("nb://frames/df", df, Facts("DataFrame", (3, 2), 1)) == (
+    assert change_line("nb://frames/df", df, Facts("DataFrame", (3, 2), 1), variable=True) == (
         "nb://frames/df: changed in place, DataFrame shape (3, 2)"
     )
-    assert change_line("nb://vars/x", None, None) == "nb://vars/x: removed (or no longer exposed)"
-    assert change_line("nb://cells/3", None, None) == "nb://cells/3: changed"
+    assert change_line("nb://vars/x", None, None, variable=True) == "nb://vars/x: removed (or no longer exposed)"
+    assert change_line("nb://cells/3", None, None, variable=False) == "nb://cells/3: changed"
 
 
 def test_magics_and_browser_say_what_they_show(kernel, hub):

@@ -92,28 +92,28 @@ def test_old_revision_gets_text_instead_of_links(mcp):
     assert unknown["error"]["code"] == -32602
 
 
-def modern_post(mcp, method, params, **headers):
+def stateless_post(mcp, method, params, **headers):
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
     h = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, **headers}
     return mcp.http.post(mcp.url, json=body, headers={**mcp.headers(), **h})
 
 
-def test_modern_tools_headers_and_cache_hints(hub):
+def test_stateless_tools_headers_and_cache_hints(hub):
     from conftest import Mcp
 
     mcp = Mcp(hub)
     try:
-        listed = modern_post(mcp, "tools/list", {})
+        listed = stateless_post(mcp, "tools/list", {})
         assert listed.status_code == 200
         result = listed.json()["result"]
         assert result["resultType"] == "complete" and result["cacheScope"] == "public" and result["ttlMs"] > 0
         args = {"name": "list_resources", "arguments": {}}
-        ok = modern_post(mcp, "tools/call", args, **{"Mcp-Name": "list_resources"})
+        ok = stateless_post(mcp, "tools/call", args, **{"Mcp-Name": "list_resources"})
         assert ok.status_code == 200 and ok.json()["result"]["resultType"] == "complete"
         assert "ttlMs" not in ok.json()["result"]
-        missing = modern_post(mcp, "tools/call", args)
+        missing = stateless_post(mcp, "tools/call", args)
         assert missing.status_code == 400 and missing.json()["error"]["code"] == -32020
-        wrong = modern_post(mcp, "tools/call", args, **{"Mcp-Name": "read_resource"})
+        wrong = stateless_post(mcp, "tools/call", args, **{"Mcp-Name": "read_resource"})
         assert wrong.status_code == 400 and wrong.json()["error"]["code"] == -32020
     finally:
         mcp.close()

@@ -367,8 +367,8 @@ def test_loading_does_not_import_pydantic(tmp_path):
 
 def test_contents_objects_still_pass_through():
     """Contents is itself a dataclass: it must not be dumped as a structured value."""
-    from mcp_notebook.protocol.models import Contents
     from mcp_notebook.providers.custom import CustomProvider, make_registration
+    from mcp_notebook.types import Contents
 
     provider = CustomProvider()
 

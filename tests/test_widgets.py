@@ -43,7 +43,7 @@ def test_watch_view_follows_a_dataframe_changed_by_a_cell(kernel, hub):
     kernel.run('wview = mcp_notebook.watch("nb://vars/wdf")')  # not in the cell that binds wdf (that is an update)
     before = state(kernel, "{'updates': wview.updates, 'text': wview.text, 'deferred': wview._main.deferred}")
     assert before["updates"] == 0 and before["deferred"] is True  # updates go through the kernel's io_loop
-    assert "nb://vars/wdf" in state(kernel, "sorted(mcp_notebook.hub().hub.watched())")
+    assert "nb://vars/wdf" in state(kernel, "sorted(mcp_notebook.hub().resources.watched())")
 
     kernel.run('wdf.loc[0, "x"] = 99')  # in place, same shape: found by the hub's exact check
     wait_in_kernel(kernel, "wview.updates >= 1")
@@ -57,7 +57,7 @@ def test_watch_view_follows_a_dataframe_changed_by_a_cell(kernel, hub):
     assert '"z"' in state(kernel, "wview.text") or " z" in state(kernel, "wview.text")
 
     kernel.run("wview.stop_button.click()")  # the view's own close button
-    after_close = state(kernel, "{'closed': wview.closed, 'watched': sorted(mcp_notebook.hub().hub.watched())}")
+    after_close = state(kernel, "{'closed': wview.closed, 'watched': sorted(mcp_notebook.hub().resources.watched())}")
     assert after_close == {"closed": True, "watched": []}
     kernel.run('wdf.loc[1, "x"] = -1')
     assert state(kernel, "wview.updates") == 2  # a closed view no longer listens
@@ -86,7 +86,7 @@ def test_browser_filters_previews_and_subscribes(kernel, hub):
     assert "{'n': 1}" in shown["text"] and "application/json" in shown["text"]
 
     kernel.run("b.subscribe.value = True")  # the Subscribe toggle
-    assert state(kernel, "sorted(mcp_notebook.hub().hub.watched())") == ["nb://vars/bcounts"]
+    assert state(kernel, "sorted(mcp_notebook.hub().resources.watched())") == ["nb://vars/bcounts"]
     kernel.run('bcounts["n"] = 2')
     wait_in_kernel(kernel, "b.updates >= 1")
     assert "{'n': 2}" in state(kernel, "b.text")
@@ -100,9 +100,9 @@ def test_browser_filters_previews_and_subscribes(kernel, hub):
     kernel.run('b.uri.value = "nb://vars/nope"; b.read_button.click()')
     assert "ResourceNotFound" in state(kernel, "b.text")
     # the subscription follows the preview (a name not defined yet may be watched, as with a client)
-    assert state(kernel, "sorted(mcp_notebook.hub().hub.watched())") == ["nb://vars/nope"]
+    assert state(kernel, "sorted(mcp_notebook.hub().resources.watched())") == ["nb://vars/nope"]
     kernel.run("b.close()")
-    assert state(kernel, "sorted(mcp_notebook.hub().hub.watched())") == []
+    assert state(kernel, "sorted(mcp_notebook.hub().resources.watched())") == []
 
 
 def test_panel_shows_clients_subscriptions_and_notifications(kernel, hub, mcp):
@@ -185,12 +185,12 @@ def test_in_process_watch_of_a_dataframe(shell):
     view = mcp_notebook.watch("nb://vars/idf")
     assert view._main.deferred is False
     run(shell, "idf.loc[1, 'v'] = 7.25")
-    assert mcp_notebook.hub().hub.drain()
+    assert mcp_notebook.hub().resources.drain()
     assert view.updates == 1 and "7.25" in view.text
     bundle = view._repr_mimebundle_()
     assert bundle["text/plain"].startswith("watching nb://vars/idf · 1 update\n")
     view.close()
-    assert "nb://vars/idf" not in mcp_notebook.hub().hub.watched()
+    assert "nb://vars/idf" not in mcp_notebook.hub().resources.watched()
 
 
 def test_in_process_custom_resources_render_tables_and_images(shell):
@@ -223,7 +223,7 @@ def test_in_process_custom_resources_render_tables_and_images(shell):
         mcp_notebook.notify("wtest://image")
         assert b.updates == 1
         b.close()
-        assert "wtest://image" not in mcp_notebook.hub().hub.watched()
+        assert "wtest://image" not in mcp_notebook.hub().resources.watched()
     finally:
         mcp_notebook.remove_resource("wtest://table")
         mcp_notebook.remove_resource("wtest://image")
@@ -232,9 +232,9 @@ def test_in_process_custom_resources_render_tables_and_images(shell):
 
 def test_in_process_recent_notifications_are_bounded(shell):
     import mcp_notebook
-    from mcp_notebook.widgets.live import MAX_RECENT, recent_notifications
+    from mcp_notebook.activity import MAX_RECENT, recent_notifications
 
-    hub = mcp_notebook.hub().hub
+    hub = mcp_notebook.hub().resources
     log = recent_notifications(hub)
     start = log.total
     for _ in range(MAX_RECENT + 5):

@@ -1,45 +1,33 @@
 /** The side panel: the current notebook's hub, its clients, variables and set-up lines. */
 import { Clipboard } from '@jupyterlab/apputils';
-import { Widget } from '@lumino/widgets';
-
 import { HubConnection, IHubState } from './connection';
 import { button, h } from './dom';
 import { ISetupLine, SETUP_LINES } from './setup';
+import { ConnectionView } from './view';
 
 const SHOWN_VARIABLES = 200;
 const COPIED_MS = 1500;
 
-export class HubPanel extends Widget {
+export class HubPanel extends ConnectionView {
   constructor() {
     super();
     this.id = 'mcp-notebook-panel';
     this.addClass('mcp-nb-panel');
     this.title.caption = 'mcp-notebook: the MCP hub of this notebook';
-    this._render();
-  }
-
-  /** Show another notebook's connection (null: no notebook is current). */
-  setConnection(conn: HubConnection | null): void {
-    if (conn === this._conn) {
-      return;
-    }
-    this._conn?.changed.disconnect(this._render, this);
-    this._conn = conn;
-    conn?.changed.connect(this._render, this);
-    this._render();
+    this.render();
   }
 
   protected onAfterShow(): void {
-    this._render();
+    this.render();
   }
 
-  private _render(): void {
+  protected render(): void {
     if (!this.isVisible && this.isAttached) {
       this._stale = true;
       return;
     }
     this._stale = false;
-    const conn = this._conn;
+    const conn = this.conn;
     const body = h('div', { class: 'mcp-nb-body' });
     body.appendChild(h('div', { class: 'mcp-nb-title' }, 'MCP hub'));
     if (!conn) {
@@ -202,8 +190,8 @@ export class HubPanel extends Widget {
         () => {
           Clipboard.copyToSystem(s.line);
           this._copiedUntil.set(s.line, Date.now() + COPIED_MS);
-          this._render();
-          window.setTimeout(() => this._render(), COPIED_MS + 50);
+          this.render();
+          window.setTimeout(() => this.render(), COPIED_MS + 50);
         },
         `Copy the ${s.client} set-up line`
       );
@@ -225,11 +213,10 @@ export class HubPanel extends Widget {
 
   protected onAfterAttach(): void {
     if (this._stale) {
-      this._render();
+      this.render();
     }
   }
 
-  private _conn: HubConnection | null = null;
   private _stale = false;
   private _copiedUntil = new Map<string, number>();
 }

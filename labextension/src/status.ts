@@ -1,29 +1,17 @@
 /** The status-bar item: is the current notebook's hub on, and how many clients are connected. */
-import { Widget } from '@lumino/widgets';
+import { ConnectionView } from './view';
 
-import { HubConnection } from './connection';
-
-export class HubStatus extends Widget {
+export class HubStatus extends ConnectionView {
   constructor(private readonly _open: () => void) {
     super();
     this.addClass('mcp-nb-status');
     this.node.title = 'mcp-notebook hub (click for the panel)';
     this.node.addEventListener('click', () => this._open());
-    this._render();
+    this.render();
   }
 
-  setConnection(conn: HubConnection | null): void {
-    if (conn === this._conn) {
-      return;
-    }
-    this._conn?.changed.disconnect(this._render, this);
-    this._conn = conn;
-    conn?.changed.connect(this._render, this);
-    this._render();
-  }
-
-  private _render(): void {
-    const conn = this._conn;
+  protected render(): void {
+    const conn = this.conn;
     const state = conn?.state;
     let text = 'MCP: –';
     if (conn?.status === 'connected' && state) {
@@ -35,6 +23,4 @@ export class HubStatus extends Widget {
     this.node.textContent = text;
     this.node.dataset.status = conn?.status ?? 'none';
   }
-
-  private _conn: HubConnection | null = null;
 }

@@ -1,27 +1,21 @@
-"""What every layer of request handling shares: settings, the HTTP request/reply pair, the
-per-request context, the ``_meta`` keys and the small status replies."""
+"""What carriers and the protocol share, and what every request is handled under: settings, the
+HTTP request/reply pair (the carrier seam), the per-request context and the small status replies."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import jsonrpc as rpc
+from .eras import META_CLIENT_INFO, META_LOG_LEVEL
 from .jsonrpc import RpcError
 from .params import LOG_LEVELS
 from .streams import Stream
 
-if TYPE_CHECKING:
-    from .handshake import Session
-
-META_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CAPS = "io.modelcontextprotocol/clientCapabilities"
-META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-META_SUB_ID = "io.modelcontextprotocol/subscriptionId"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 SESSION_NOT_FOUND = -32001
+# Bodies up to this size are parsed on the carrier's thread to decide where a request is answered.
+INLINE_BODY_LIMIT = 16384
 
 
 @dataclass(frozen=True)
@@ -76,19 +70,39 @@ class HttpReply:
         return cls.json(rpc.error(msg_id, err), err.status if err.status != 200 else 400, headers)
 
 
+class SessionView(Protocol):
+    """What a request's context needs of a handshake-era session."""
+
+    id: str
+    log_level: str | None
+
+
+def session_key(session_id: str) -> str:
+    """The key a handshake-era session's tool watches are kept under."""
+    return f"session:{session_id}"
+
+
 @dataclass
 class Ctx:
-    """What one request is handled under."""
+    """What one request is handled under: its revision, and its session (handshake era) or its
+    ``_meta`` (stateless era)."""
 
     version: str
-    session: Session | None = None
+    session: SessionView | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     logs: list[tuple[str, Any]] = field(default_factory=list)
 
     @property
-    def modern(self) -> bool:
-        return self.session is None
+    def client_key(self) -> str:
+        """Who is asking, for per-client tool watches: the session, or the clientInfo a stateless
+        request carries (there is no session to end)."""
+        if self.session is not None:
+            return session_key(self.session.id)
+        info = self.meta.get(META_CLIENT_INFO)
+        if isinstance(info, dict):
+            return f"client:{info.get('name', '?')}/{info.get('version', '?')}"
+        return "client:anonymous"
 
     @property
     def log_level(self) -> str | None:

@@ -1,23 +1,29 @@
 """The handshake era (2024-11-05 … 2025-11-25): initialize and sessions, JSON-RPC batches,
-notifications, the session's GET stream, resources/subscribe and logging/setLevel, DELETE."""
+notifications, the session's GET stream, resources/subscribe and logging/setLevel, DELETE.
+
+:class:`HandshakeEra` owns its method table, its (empty) result decoration, the session check
+of the flat read path, and the fan-out of changes to its sessions' streams.
+"""
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, cast
 
-from ..resource_hub import LIST_CHANGED, UPDATED
+from ..resources import LIST_CHANGED, UPDATED
+from ..revisions import HANDSHAKE_VERSIONS, allows_batch, negotiate
 from ..types import ResourceNotFound
 from . import jsonrpc as rpc
-from .dispatch import LIST_METHODS, Dispatch, _uri_param
-from .exchange import SESSION_NOT_FOUND, Ctx, HttpReply, HttpRequest
+from .core import Core, Handler, uri_param
+from .eras import HANDSHAKE
+from .exchange import SESSION_NOT_FOUND, Ctx, HttpReply, HttpRequest, session_key, status_reply
 from .jsonrpc import RpcError
 from .params import LOG_LEVELS, check_params
 from .streams import Stream
-from .tool_watch import session_key
-from .versions import HANDSHAKE_VERSIONS, allows_batch, negotiate
 
 
 @dataclass
@@ -33,12 +39,37 @@ class Session:
     last_used: float = field(default_factory=time.monotonic)
 
 
-class HandshakeEra(Dispatch):
+class ReadAccess(NamedTuple):
+    """How a session's cached read is answered: under its revision, with its session header."""
+
+    version: str
+    reply_headers: dict[str, str]
+    session_id: str
+
+
+class HandshakeEra:
     """Requests of a session opened by initialize, and the streams it holds."""
 
-    _sessions: dict[str, Session]
+    name = HANDSHAKE
+    not_found = rpc.RESOURCE_NOT_FOUND
 
-    def _handshake_post(self, req: HttpRequest, body: Any) -> HttpReply:
+    def __init__(self, core: Core):
+        self.core = core
+        self._sessions: dict[str, Session] = {}
+        self.methods: dict[str, Handler] = {
+            **core.handlers,
+            "ping": core.ping,
+            "logging/setLevel": self._set_level,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
+        }
+
+    def decorate(self, ctx: Ctx, method: str, value: dict[str, Any]) -> dict[str, Any]:
+        return value  # results are plain in this era
+
+    # -- requests -----------------------------------------------------------------------
+    def post(self, req: HttpRequest, body: Any) -> HttpReply:
+        """One JSON-RPC message (initialize, a request, a notification or a response)."""
         msg_id = rpc.request_id_of(body)
         try:
             msg = rpc.to_message(body)
@@ -54,41 +85,20 @@ class HandshakeEra(Dispatch):
             self._notification(session, msg)
             return HttpReply(202)
         ctx = Ctx(session.version, session, headers=req.headers)
-        if msg.method in LIST_METHODS:
-            fast = self._list_reply(ctx, msg, {"Mcp-Session-Id": session.id})
-            if fast is not None:
-                return fast
-        if msg.method == "resources/read":
-            return self._read_reply(ctx, msg, {"Mcp-Session-Id": session.id})
-        return self._answer(ctx, self._dispatch(ctx, msg), {"Mcp-Session-Id": session.id})
+        return self.core.request(self, ctx, msg, {"Mcp-Session-Id": session.id})
 
-    def _batch(self, req: HttpRequest, items: list[Any]) -> HttpReply:
-        if not items:
-            return HttpReply.error(RpcError(rpc.INVALID_REQUEST, "Invalid Request: empty batch", status=400))
-        if len(items) > self.settings.max_batch:
-            return HttpReply.error(
-                RpcError(
-                    rpc.INVALID_REQUEST,
-                    f"Invalid Request: batch of {len(items)} exceeds {self.settings.max_batch}",
-                    status=400,
-                )
-            )
-        if any(isinstance(i, dict) and i.get("method") == "initialize" for i in items):
-            return HttpReply.error(
-                RpcError(rpc.INVALID_REQUEST, "Invalid Request: initialize must not be batched", status=400)
-            )
-        session, problem = self._session_of(req.headers)
+    def batch(self, req: HttpRequest, items: list[Any]) -> HttpReply:
+        """A JSON-RPC batch (2025-03-26 and before), answered as one array."""
+        problem = self._batch_problem(items)
         if problem is not None:
-            return problem
+            return HttpReply.error(RpcError(rpc.INVALID_REQUEST, f"Invalid Request: {problem}", status=400))
+        session, refusal = self._session_of(req.headers)
+        if refusal is not None:
+            return refusal
         assert session is not None
         if not allows_batch(session.version):
-            return HttpReply.error(
-                RpcError(
-                    rpc.INVALID_REQUEST,
-                    f"Invalid Request: JSON-RPC batches are not part of MCP {session.version}",
-                    status=400,
-                )
-            )
+            text = f"Invalid Request: JSON-RPC batches are not part of MCP {session.version}"
+            return HttpReply.error(RpcError(rpc.INVALID_REQUEST, text, status=400))
         replies = []
         ctx = Ctx(session.version, session, headers=req.headers)
         for item in items:
@@ -98,56 +108,103 @@ class HandshakeEra(Dispatch):
                 replies.append(rpc.error(rpc.request_id_of(item), err))
                 continue
             if msg.is_request:
-                replies.append(self._dispatch(ctx, msg))
+                replies.append(self.core.run(self, ctx, msg))
             else:
                 self._notification(session, msg)
         if not replies:
             return HttpReply(202)
         return HttpReply.json(replies, headers={"Mcp-Session-Id": session.id})
 
+    def _batch_problem(self, items: list[Any]) -> str | None:
+        if not items:
+            return "empty batch"
+        if len(items) > self.core.settings.max_batch:
+            return f"batch of {len(items)} exceeds {self.core.settings.max_batch}"
+        if any(isinstance(i, dict) and i.get("method") == "initialize" for i in items):
+            return "initialize must not be batched"
+        return None
+
+    def get(self, req: HttpRequest) -> HttpReply:
+        """GET: open the session's stream of notifications."""
+        if "mcp-session-id" not in req.headers:
+            return status_reply(
+                405, "Method not allowed: GET opens the stream of a handshake-era session", {"Allow": "POST"}
+            )
+        accept = req.headers.get("accept", "")
+        if "text/event-stream" not in accept and "*/*" not in accept:
+            return status_reply(406, "Not Acceptable: GET needs 'Accept: text/event-stream'")
+        session, problem = self._session_of(req.headers)
+        if problem is not None:
+            return problem
+        assert session is not None
+        stream = Stream("session", session.id)
+        with self.core.lock:
+            session.streams.append(stream)
+        self.core.touch()
+        return HttpReply(200, headers={"Mcp-Session-Id": session.id}, stream=stream)
+
+    def delete(self, req: HttpRequest) -> HttpReply:
+        """DELETE: end the session."""
+        if "mcp-session-id" not in req.headers:
+            return status_reply(405, "Method not allowed: DELETE ends a handshake-era session", {"Allow": "POST"})
+        session, problem = self._session_of(req.headers)
+        if problem is not None:
+            return problem
+        assert session is not None
+        with self.core.lock:
+            self._end_session(session)
+        return HttpReply(200)
+
+    # -- sessions -----------------------------------------------------------------------
     def _session_of(self, headers: dict[str, str]) -> tuple[Session | None, HttpReply | None]:
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_VERSIONS:
-            return None, self._status(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
+            return None, status_reply(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
         sid = headers.get("mcp-session-id")
         if not sid:
-            return None, self._status(400, "Bad Request: Mcp-Session-Id header is required (send initialize first)")
-        with self._lock:
-            session = self._sessions.get(sid)
-            if session is not None:
-                session.last_used = time.monotonic()
+            return None, status_reply(400, "Bad Request: Mcp-Session-Id header is required (send initialize first)")
+        session = self._touch_session(sid)
         if session is None:
             err = RpcError(SESSION_NOT_FOUND, "Session not found: it ended or never existed; initialize again")
             return None, HttpReply.json(rpc.error(None, err), 404)
         return session, None
 
+    def _touch_session(self, sid: str) -> Session | None:
+        """The live session ``sid``, marked as used now; None when it ended or never existed."""
+        with self.core.lock:
+            session = self._sessions.get(sid)
+            if session is not None:
+                session.last_used = time.monotonic()
+        return session
+
     def _initialize(self, msg: rpc.Message) -> HttpReply:
         if msg.id is None:
-            return self._status(400, "Invalid Request: initialize must be a request with an id")
+            return status_reply(400, "Invalid Request: initialize must be a request with an id")
         params = msg.params
         try:
             check_params("initialize", params)
         except RpcError as err:
             return HttpReply.json(rpc.error(msg.id, err), 400)
         version = negotiate(params["protocolVersion"])
-        client_info = params.get("clientInfo") or {}
-        caps = params.get("capabilities") or {}
-        session = Session(secrets.token_urlsafe(24), version, client_info, caps)
-        with self._lock:
+        session = Session(
+            secrets.token_urlsafe(24), version, params.get("clientInfo") or {}, params.get("capabilities") or {}
+        )
+        with self.core.lock:
             self._sessions[session.id] = session
             self._evict_sessions()
+        core = self.core
         result: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": self._capabilities(version),
-            "serverInfo": self._server_info(version),
+            "capabilities": core.capabilities(version),
+            "serverInfo": core.server_info(version),
         }
-        if self.settings.instructions:
-            result["instructions"] = self.settings.instructions
-        self._touch()
+        if core.settings.instructions:
+            result["instructions"] = core.settings.instructions
+        core.touch()
         return HttpReply.json(rpc.result(msg.id, result), headers={"Mcp-Session-Id": session.id})
 
     def _evict_sessions(self) -> None:
-        excess = len(self._sessions) - self.settings.max_sessions
+        excess = len(self._sessions) - self.core.settings.max_sessions
         if excess <= 0:
             return
         oldest = sorted(self._sessions.values(), key=lambda s: (bool(s.streams), s.last_used))
@@ -157,135 +214,130 @@ class HandshakeEra(Dispatch):
     def _notification(self, session: Session, msg: rpc.Message) -> None:
         if msg.method == "notifications/initialized":
             session.initialized = True
-            self._touch()
-
-    def _delete(self, req: HttpRequest) -> HttpReply:
-        if "mcp-session-id" not in req.headers:
-            return self._status(405, "Method not allowed: DELETE ends a handshake-era session", {"Allow": "POST"})
-        session, problem = self._session_of(req.headers)
-        if problem is not None:
-            return problem
-        assert session is not None
-        with self._lock:
-            self._end_session(session)
-        return HttpReply(200)
+            self.core.touch()
 
     def _end_session(self, session: Session) -> None:
+        """Forget ``session``: its tool watches, subscriptions and streams (the caller holds the lock)."""
+        resources = self.core.resources
         self._sessions.pop(session.id, None)
-        self.tools.watches.forget(session_key(session.id))
+        self.core.tools.watches.forget(session_key(session.id))
         for uri in session.subscriptions:
-            self.hub.unwatch(uri)
+            resources.unwatch(uri)
         session.subscriptions.clear()
         for stream in session.streams:
             stream.close()
         session.streams.clear()
-        self._touch()
+        self.core.touch()
 
-    def _get(self, req: HttpRequest) -> HttpReply:
-        if "mcp-session-id" not in req.headers:
-            return self._status(
-                405, "Method not allowed: GET opens the stream of a handshake-era session", {"Allow": "POST"}
-            )
-        accept = req.headers.get("accept", "")
-        if "text/event-stream" not in accept and "*/*" not in accept:
-            return self._status(406, "Not Acceptable: GET needs 'Accept: text/event-stream'")
-        session, problem = self._session_of(req.headers)
-        if problem is not None:
-            return problem
-        assert session is not None
-        stream = Stream("session", session.id)
-        with self._lock:
-            session.streams.append(stream)
-        self._touch()
-        return HttpReply(200, headers={"Mcp-Session-Id": session.id}, stream=stream)
+    def sessions(self) -> list[Session]:
+        with self.core.lock:
+            return list(self._sessions.values())
 
+    # -- handlers of this era -------------------------------------------------------------
     def _set_level(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
         if level not in LOG_LEVELS:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
-        assert ctx.session is not None
-        ctx.session.log_level = level
+        cast(Session, ctx.session).log_level = level
         return {}
 
     def _subscribe(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
-        uri = _uri_param(params)
-        self.hub.provider_for(uri)  # ResourceNotFound for URIs nothing serves
+        uri = uri_param(params)
+        resources = self.core.resources
+        resources.provider_for(uri)  # ResourceNotFound for URIs nothing serves
         if ctx.log_level is not None:  # only pay for the existence check when someone listens
             try:
-                self.hub.read(uri)
+                resources.read(uri)
             except ResourceNotFound:
                 ctx.log("info", {"message": f"{uri} does not exist yet; an update follows when it appears", "uri": uri})
             except Exception:
                 pass
-        session = ctx.session
-        assert session is not None
-        self.hub.watch(uri)  # before the check below: the session may end (DELETE, eviction) meanwhile
-        with self._lock:
+        session = cast(Session, ctx.session)
+        resources.watch(uri)  # before the check below: the session may end (DELETE, eviction) meanwhile
+        with self.core.lock:
             live = self._sessions.get(session.id) is session
             new = live and uri not in session.subscriptions
             if new:
                 session.subscriptions.add(uri)
         if not new:
-            self.hub.unwatch(uri)
+            resources.unwatch(uri)
         if not live:
             raise RpcError(SESSION_NOT_FOUND, "Session not found: it ended while subscribing; initialize again")
-        self._touch()
+        self.core.touch()
         return {}
 
     def _unsubscribe(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
-        uri = _uri_param(params)
-        assert ctx.session is not None
-        with self._lock:
-            had = uri in ctx.session.subscriptions
-            ctx.session.subscriptions.discard(uri)
+        uri = uri_param(params)
+        session = cast(Session, ctx.session)
+        with self.core.lock:
+            had = uri in session.subscriptions
+            session.subscriptions.discard(uri)
         if had:
-            self.hub.unwatch(uri)
-        self._touch()
+            self.core.resources.unwatch(uri)
+        self.core.touch()
         return {}
 
-    @staticmethod
-    def _send(session: Session, message: dict[str, Any]) -> None:
-        """Each message goes on exactly one stream: the newest one still open."""
-        for stream in reversed(session.streams):
-            if stream.push(message):
-                return
+    # -- the flat read path -------------------------------------------------------------
+    def read_access(self, headers: dict[str, str], meta: Any, uri: str) -> ReadAccess | None:
+        """A plainly well-formed read of a live session (no ``_meta``, a handshake revision or none
+        in the header); None: let the general path answer (and report any error)."""
+        header_version = headers.get("mcp-protocol-version")
+        if meta is not None or (header_version is not None and header_version not in HANDSHAKE_VERSIONS):
+            return None
+        sid = headers.get("mcp-session-id")
+        session = self._touch_session(sid) if sid else None
+        if session is None:
+            return None
+        return ReadAccess(
+            session.version, {"Content-Type": "application/json", "Mcp-Session-Id": session.id}, session.id
+        )
+
+    def after_read(self, access: ReadAccess) -> None:
+        """Nothing to record once a session's flat read is answered (its use was marked)."""
+
+    def replay_checks(self, access: ReadAccess) -> tuple[Callable[[], bool], None]:
+        """A replayed read's session must still be there (it is marked as used); nothing after."""
+        return functools.partial(self._still_open, access.session_id), None
+
+    def _still_open(self, sid: str) -> bool:
+        return self._touch_session(sid) is not None
+
+    # -- notifications --------------------------------------------------------------------
+    def notify(self, kind: str, uris: tuple[str, ...]) -> None:
+        """A change of the resources, sent on the stream of every session that asked for it."""
+        for session in self.sessions():
+            if not session.streams:
+                continue
+            if kind == LIST_CHANGED:
+                _send(session, rpc.notification("notifications/resources/list_changed"))
+            elif kind == UPDATED:
+                for uri in uris:
+                    if uri in session.subscriptions:
+                        _send(session, rpc.notification("notifications/resources/updated", {"uri": uri}))
 
     def log(self, level: str, data: Any, logger: str = "mcp-notebook") -> None:
-        """Send a log message to sessions whose level admits it (handshake era)."""
+        """Send a log message to sessions whose level admits it."""
         rank = LOG_LEVELS.index(level)
-        with self._lock:
-            sessions = list(self._sessions.values())
-        for session in sessions:
+        for session in self.sessions():
             if session.log_level is not None and rank >= LOG_LEVELS.index(session.log_level):
-                self._send(
+                _send(
                     session, rpc.notification("notifications/message", {"level": level, "logger": logger, "data": data})
                 )
 
-    def sessions(self) -> list[Session]:
-        with self._lock:
-            return list(self._sessions.values())
-
-    def _end_sessions(self) -> None:
-        """Shutdown: end every session and its streams (the caller holds the lock)."""
-        for session in list(self._sessions.values()):
-            self._end_session(session)
-
-    def _session_stream_closed(self, stream: Stream) -> None:
+    def stream_closed(self, stream: Stream) -> None:
         """A session's GET stream went away (the caller holds the lock)."""
         session = self._sessions.get(stream.key)
         if session is not None and stream in session.streams:
             session.streams.remove(stream)
 
-    def _notify_sessions(self, kind: str, uris: tuple[str, ...]) -> None:
-        """A hub change, sent on the stream of every session that asked for it."""
-        with self._lock:
-            sessions = list(self._sessions.values())
-        for session in sessions:
-            if not session.streams:
-                continue
-            if kind == LIST_CHANGED:
-                self._send(session, rpc.notification("notifications/resources/list_changed"))
-            elif kind == UPDATED:
-                for uri in uris:
-                    if uri in session.subscriptions:
-                        self._send(session, rpc.notification("notifications/resources/updated", {"uri": uri}))
+    def end(self) -> None:
+        """Shutdown: end every session and its streams (the caller holds the lock)."""
+        for session in list(self._sessions.values()):
+            self._end_session(session)
+
+
+def _send(session: Session, message: dict[str, Any]) -> None:
+    """Each message goes on exactly one stream: the newest one still open."""
+    for stream in reversed(session.streams):
+        if stream.push(message):
+            return

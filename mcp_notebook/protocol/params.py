@@ -80,7 +80,7 @@ def check_object(value: dict[str, Any], fields: Mapping[str, F], path: str = "")
 
 URI = F(str, required=True, nonempty=True, max_len=MAX_URI)
 CURSOR = F(str, max_len=MAX_TEXT)
-META = F(dict)  # its known keys are checked where they are used (the modern era's version and capabilities)
+META = F(dict)  # its known keys are checked where they are used (the stateless era's version and capabilities)
 _IMPLEMENTATION = {"name": F(str, max_len=MAX_TEXT), "version": F(str, max_len=MAX_TEXT), "title": F(str)}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 

@@ -1,34 +1,37 @@
-"""The stateless era (2026-07-28): every request carries ``_meta`` (revision, capabilities,
-log level) mirrored in headers; server/discover; subscriptions/listen streams; clients are
-remembered by clientInfo since there is no session to list them by."""
+"""The stateless era (2026-07-28): every request carries ``_meta`` (revision, capabilities, log
+level) mirrored in headers; server/discover; subscriptions/listen streams; clients are
+remembered by clientInfo since there is no session to list them by.
+
+:class:`StatelessEra` owns its method table, its result decoration (``resultType``, serverInfo,
+cache hints), the checks of the flat read path, and the fan-out of changes to listen streams.
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from ..resource_hub import LIST_CHANGED, UPDATED
+from ..resources import LIST_CHANGED, UPDATED
+from ..revisions import ALL_VERSIONS, STATELESS_VERSIONS
 from . import jsonrpc as rpc
-from .dispatch import LIST_METHODS, Dispatch
-from .exchange import (
-    META_CAPS,
-    META_CLIENT_INFO,
-    META_LOG_LEVEL,
-    META_SUB_ID,
-    META_VERSION,
-    Ctx,
-    HttpReply,
-    HttpRequest,
-)
+from .core import Core, Handler
+from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_SUB_ID, META_VERSION, STATELESS
+from .exchange import Ctx, HttpReply, HttpRequest, status_reply
 from .jsonrpc import RpcError
 from .params import LOG_LEVELS, check_params
 from .streams import Stream
-from .versions import ALL_VERSIONS, MODERN_VERSIONS
 
-MAX_STATELESS_CLIENTS = 50
+MAX_CLIENTS = 50  # clients remembered by clientInfo (for the panel's list)
+# Results a client may cache (they carry ttlMs and cacheScope).
+CACHEABLE = frozenset({"server/discover", "resources/list", "resources/templates/list", "resources/read", "tools/list"})
+# Methods whose request names its target in an Mcp-Name header: the param it must equal.
+_NAMED = {"resources/read": "uri", "tools/call": "name"}
+_JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 @dataclass
@@ -39,128 +42,76 @@ class Listen:
     list_changed: bool
 
 
-# Methods whose request names its target in an Mcp-Name header: the param it must equal.
-_NAMED = {"resources/read": "uri", "tools/call": "name"}
+class ReadAccess(NamedTuple):
+    """How a stateless cached read is answered, and by whom it was asked."""
+
+    version: str
+    reply_headers: dict[str, str]
+    client_info: Any
 
 
-class StatelessEra(Dispatch):
+class StatelessEra:
     """Stateless requests and the listen streams subscriptions/listen opens."""
 
-    _listens: dict[int, Listen]
-    _stateless: dict[tuple[str, str], tuple[float, str]]
-    closed: bool
+    name = STATELESS
+    not_found = rpc.INVALID_PARAMS
 
-    def _modern_post(self, req: HttpRequest, body: Any) -> HttpReply:
+    def __init__(self, core: Core):
+        self.core = core
+        self._listens: dict[int, Listen] = {}
+        self._clients: dict[tuple[str, str], tuple[float, str]] = {}  # (name, version) -> (last seen, revision)
+        self.methods: dict[str, Handler] = {**core.handlers, "server/discover": self._discover}
+
+    def decorate(self, ctx: Ctx, method: str, value: dict[str, Any]) -> dict[str, Any]:
+        """Every result says it is complete and who answered; cacheable ones carry cache hints."""
+        value["resultType"] = "complete"
+        value.setdefault("_meta", {})[META_SERVER_INFO] = self.core.server_info(ctx.version)
+        if method in CACHEABLE:
+            value.setdefault("ttlMs", 0)
+            value.setdefault("cacheScope", "private")
+        return value
+
+    # -- requests -----------------------------------------------------------------------
+    def post(self, req: HttpRequest, body: Any) -> HttpReply:
         msg_id = rpc.request_id_of(body)
         try:
             msg = rpc.to_message(body)
             if msg.is_response:
                 return HttpReply(202)
-            ctx = self._modern_ctx(req.headers, msg)
+            ctx = self._ctx(req.headers, msg)
         except RpcError as err:
             return HttpReply.error(err, msg_id)
         if msg.is_notification:
             return HttpReply(202)
         if msg.method == "subscriptions/listen":
             return self._listen(ctx, msg)
-        if msg.method not in self._modern:
+        if msg.method not in self.methods:
             err = RpcError(rpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
             return HttpReply.json(rpc.error(msg.id, err), 404)
-        if msg.method in LIST_METHODS:
-            fast = self._list_reply(ctx, msg)
-            if fast is not None:
-                return fast
-        if msg.method == "resources/read":
-            return self._read_reply(ctx, msg)
-        return self._answer(ctx, self._dispatch(ctx, msg))
+        return self.core.request(self, ctx, msg)
 
-    def _modern_ctx(self, headers: dict[str, str], msg: rpc.Message) -> Ctx:
+    def _ctx(self, headers: dict[str, str], msg: rpc.Message) -> Ctx:
+        """The request's context, once its ``_meta`` and headers pass this era's checks."""
         meta = msg.params.get("_meta")
         if not isinstance(meta, dict) or META_VERSION not in meta:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] is required", status=400)
         version = meta[META_VERSION]
         header_version = headers.get("mcp-protocol-version")
-        if header_version == version and version in MODERN_VERSIONS and isinstance(meta.get(META_CAPS), dict):
-            # The usual request: versions agree and are ours, capabilities present. Same checks, fewer steps.
-            level = meta.get(META_LOG_LEVEL)
-            if level is not None and (not isinstance(level, str) or level not in LOG_LEVELS):
-                self._bad_level()
-            if msg.is_request:
-                if headers.get("mcp-method") != msg.method or msg.method in _NAMED:
-                    self._check_modern_headers(headers, msg, version)
-                self._seen_stateless(meta.get(META_CLIENT_INFO), version)
-            return Ctx(version, None, meta, headers)
-        if not isinstance(version, str):
-            raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string", status=400)
-        if header_version is not None and header_version != version:  # a mismatch wins over an unsupported version
-            raise RpcError(
-                rpc.HEADER_MISMATCH,
-                f"Header mismatch: MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}",
-                status=400,
-            )
-        if version not in MODERN_VERSIONS:
-            raise RpcError(
-                rpc.UNSUPPORTED_VERSION,
-                f"Unsupported protocol version {version!r}",
-                {"supported": list(MODERN_VERSIONS), "requested": version},
-                status=400,
-            )
-        if not isinstance(meta.get(META_CAPS), dict):
-            raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_CAPS!r}] (object) is required", status=400)
+        usual = header_version == version and version in STATELESS_VERSIONS and isinstance(meta.get(META_CAPS), dict)
+        if not usual:  # the usual request (versions agree and are ours) needs none of these checks
+            _check_version(version, header_version, meta)
         level = meta.get(META_LOG_LEVEL)
         if level is not None and (not isinstance(level, str) or level not in LOG_LEVELS):
-            self._bad_level()
+            raise RpcError(
+                rpc.INVALID_PARAMS,
+                f"Invalid params: _meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}",
+                status=400,
+            )
         if msg.is_request:
-            self._check_modern_headers(headers, msg, version)
-            self._seen_stateless(meta.get(META_CLIENT_INFO), version)
+            if not usual or headers.get("mcp-method") != msg.method or msg.method in _NAMED:
+                _check_headers(headers, msg, version)
+            self.seen(meta.get(META_CLIENT_INFO), version)
         return Ctx(version, None, meta, headers)
-
-    @staticmethod
-    def _bad_level() -> None:
-        raise RpcError(
-            rpc.INVALID_PARAMS,
-            f"Invalid params: _meta[{META_LOG_LEVEL!r}] must be one of {', '.join(LOG_LEVELS)}",
-            status=400,
-        )
-
-    def _seen_stateless(self, info: Any, version: str) -> None:
-        """Remember a modern-era client by its clientInfo (no session to list it by); O(1) per request."""
-        info = info if isinstance(info, dict) else {}
-        key = (str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50])
-        now = time.monotonic()
-        seen = self._stateless.get(key)
-        if seen is not None and seen[1] == version and now - seen[0] < 1.0:
-            return  # seen within the last second: the idle time shown is good enough without the lock
-        with self._lock:
-            new = key not in self._stateless
-            self._stateless[key] = (now, version)
-            if new and len(self._stateless) > MAX_STATELESS_CLIENTS:
-                del self._stateless[min(self._stateless, key=lambda k: self._stateless[k][0])]
-        if new:
-            self._touch()
-
-    def stateless_clients(self, within: float = 300.0) -> list[tuple[str, str, str, float]]:
-        """(name, version, revision, seconds idle) of modern-era clients seen in the last ``within`` seconds."""
-        now = time.monotonic()
-        with self._lock:
-            seen = list(self._stateless.items())
-        return [(k[0], k[1], rev, now - at) for k, (at, rev) in seen if now - at <= within]
-
-    @staticmethod
-    def _check_modern_headers(headers: dict[str, str], msg: rpc.Message, version: str) -> None:
-        def mismatch(text: str) -> RpcError:
-            return RpcError(rpc.HEADER_MISMATCH, f"Header mismatch: {text}", status=400)
-
-        header_version = headers.get("mcp-protocol-version")
-        if header_version != version:
-            raise mismatch(f"MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}")
-        if headers.get("mcp-method") != msg.method:
-            raise mismatch(f"Mcp-Method {headers.get('mcp-method')!r} must equal the method {msg.method!r}")
-        named = _NAMED.get(msg.method or "")
-        if named is not None:
-            name = headers.get("mcp-name")
-            if name is None or decode_header_value(name) != msg.params.get(named):
-                raise mismatch(f"Mcp-Name {name!r} must equal params.{named}")
 
     def _listen(self, ctx: Ctx, msg: rpc.Message) -> HttpReply:
         try:
@@ -177,57 +128,91 @@ class StatelessEra(Dispatch):
         assert msg.id is not None
         stream = Stream("listen", msg.id)
         listen = Listen(stream, msg.id, frozenset(uris), bool(honoured.get("resourcesListChanged")))
-        # The acknowledgement goes first, before any hub event can reach the stream.
+        # The acknowledgement goes first, before any change can reach the stream.
         stream.push(
             rpc.notification(
                 "notifications/subscriptions/acknowledged",
                 {"_meta": {META_SUB_ID: msg.id}, "notifications": honoured},
             )
         )
-        with self._lock:
-            if self.closed:
-                return self._status(503, "Service unavailable: the hub is stopping")
+        core = self.core
+        with core.lock:
+            if core.closed:
+                return status_reply(503, "Service unavailable: the hub is stopping")
             self._listens[id(stream)] = listen
         for uri in listen.uris:
-            self.hub.watch(uri)
-        self._touch()
+            core.resources.watch(uri)
+        core.touch()
         return HttpReply(200, stream=stream)
 
     def _discover(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {
             "supportedVersions": list(reversed(ALL_VERSIONS)),
-            "capabilities": self._capabilities(ctx.version),
+            "capabilities": self.core.capabilities(ctx.version),
             "ttlMs": 60_000,
         }
-        if self.settings.instructions:
-            out["instructions"] = self.settings.instructions
+        if self.core.settings.instructions:
+            out["instructions"] = self.core.settings.instructions
         return out
 
+    # -- clients, remembered by clientInfo --------------------------------------------------
+    def seen(self, info: Any, version: str) -> None:
+        """Remember a client by its clientInfo (no session to list it by); O(1) per request."""
+        info = info if isinstance(info, dict) else {}
+        key = (str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50])
+        now = time.monotonic()
+        last = self._clients.get(key)
+        if last is not None and last[1] == version and now - last[0] < 1.0:
+            return  # seen within the last second: the idle time shown is good enough without the lock
+        with self.core.lock:
+            new = key not in self._clients
+            self._clients[key] = (now, version)
+            if new and len(self._clients) > MAX_CLIENTS:
+                del self._clients[min(self._clients, key=lambda k: self._clients[k][0])]
+        if new:
+            self.core.touch()
+
+    def clients(self, within: float = 300.0) -> list[tuple[str, str, str, float]]:
+        """(name, version, revision, seconds idle) of the clients seen in the last ``within`` seconds."""
+        now = time.monotonic()
+        with self.core.lock:
+            seen = list(self._clients.items())
+        return [(k[0], k[1], rev, now - at) for k, (at, rev) in seen if now - at <= within]
+
+    # -- the flat read path -------------------------------------------------------------
+    def read_access(self, headers: dict[str, str], meta: Any, uri: str) -> ReadAccess | None:
+        """A plainly well-formed stateless read (revisions agree and are ours, capabilities present,
+        no log level, Mcp-Method and Mcp-Name as sent); None: let the general path answer."""
+        version = headers.get("mcp-protocol-version")
+        if (
+            type(meta) is not dict
+            or meta.get(META_VERSION) != version
+            or version not in STATELESS_VERSIONS
+            or type(meta.get(META_CAPS)) is not dict
+            or META_LOG_LEVEL in meta
+            or headers.get("mcp-method") != "resources/read"
+            or headers.get("mcp-name") != uri
+        ):
+            return None
+        return ReadAccess(version, _JSON_HEADERS, meta.get(META_CLIENT_INFO))
+
+    def after_read(self, access: ReadAccess) -> None:
+        """Bookkeeping once a flat read is answered: the client was seen."""
+        self.seen(access.client_info, access.version)
+
+    def replay_checks(self, access: ReadAccess) -> tuple[None, Callable[[], None]]:
+        """Nothing can end between stateless requests; once a replayed reply is written, the client
+        was seen."""
+        return None, functools.partial(self.seen, access.client_info, access.version)
+
+    # -- notifications --------------------------------------------------------------------
     def listens(self) -> list[Listen]:
-        with self._lock:
+        with self.core.lock:
             return list(self._listens.values())
 
-    def _end_listens(self) -> None:
-        """Shutdown: close every listen stream with its final result (the caller holds the lock)."""
-        for listen in list(self._listens.values()):
-            final = rpc.result(listen.sub_id, {"resultType": "complete", "_meta": {META_SUB_ID: listen.sub_id}})
-            listen.stream.close(final)
-            for uri in listen.uris:
-                self.hub.unwatch(uri)
-        self._listens.clear()
-
-    def _listen_stream_closed(self, stream: Stream) -> None:
-        """A listen stream went away (the caller holds the lock)."""
-        listen = self._listens.pop(id(stream), None)
-        if listen is not None:
-            for uri in listen.uris:
-                self.hub.unwatch(uri)
-
-    def _notify_listens(self, kind: str, uris: tuple[str, ...]) -> None:
-        """A hub change, sent on every listen stream that asked for it."""
-        with self._lock:
-            listens = list(self._listens.values())
-        for listen in listens:
+    def notify(self, kind: str, uris: tuple[str, ...]) -> None:
+        """A change of the resources, sent on every listen stream that asked for it."""
+        for listen in self.listens():
             meta = {META_SUB_ID: listen.sub_id}
             if kind == LIST_CHANGED and listen.list_changed:
                 listen.stream.push(rpc.notification("notifications/resources/list_changed", {"_meta": meta}))
@@ -237,6 +222,62 @@ class StatelessEra(Dispatch):
                         listen.stream.push(
                             rpc.notification("notifications/resources/updated", {"_meta": meta, "uri": uri})
                         )
+
+    def stream_closed(self, stream: Stream) -> None:
+        """A listen stream went away (the caller holds the lock)."""
+        listen = self._listens.pop(id(stream), None)
+        if listen is not None:
+            for uri in listen.uris:
+                self.core.resources.unwatch(uri)
+
+    def end(self) -> None:
+        """Shutdown: close every listen stream with its final result (the caller holds the lock)."""
+        for listen in list(self._listens.values()):
+            final = rpc.result(listen.sub_id, {"resultType": "complete", "_meta": {META_SUB_ID: listen.sub_id}})
+            listen.stream.close(final)
+            for uri in listen.uris:
+                self.core.resources.unwatch(uri)
+        self._listens.clear()
+
+
+def _check_version(version: Any, header_version: str | None, meta: dict[str, Any]) -> None:
+    """The revision checks of an unusual request: a mismatch is reported before an unsupported
+    revision (as the conformance suite expects), then missing capabilities."""
+    if not isinstance(version, str):
+        raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] must be a string", status=400)
+    if header_version is not None and header_version != version:
+        raise RpcError(
+            rpc.HEADER_MISMATCH,
+            f"Header mismatch: MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}",
+            status=400,
+        )
+    if version not in STATELESS_VERSIONS:
+        raise RpcError(
+            rpc.UNSUPPORTED_VERSION,
+            f"Unsupported protocol version {version!r}",
+            {"supported": list(STATELESS_VERSIONS), "requested": version},
+            status=400,
+        )
+    if not isinstance(meta.get(META_CAPS), dict):
+        raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_CAPS!r}] (object) is required", status=400)
+
+
+def _check_headers(headers: dict[str, str], msg: rpc.Message, version: str) -> None:
+    """MCP-Protocol-Version, Mcp-Method and Mcp-Name must say what the body says (-32020)."""
+
+    def mismatch(text: str) -> RpcError:
+        return RpcError(rpc.HEADER_MISMATCH, f"Header mismatch: {text}", status=400)
+
+    header_version = headers.get("mcp-protocol-version")
+    if header_version != version:
+        raise mismatch(f"MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}")
+    if headers.get("mcp-method") != msg.method:
+        raise mismatch(f"Mcp-Method {headers.get('mcp-method')!r} must equal the method {msg.method!r}")
+    named = _NAMED.get(msg.method or "")
+    if named is not None:
+        name = headers.get("mcp-name")
+        if name is None or decode_header_value(name) != msg.params.get(named):
+            raise mismatch(f"Mcp-Name {name!r} must equal params.{named}")
 
 
 def decode_header_value(value: str) -> str:

@@ -1,7 +1,7 @@
 """Watches held for tool-only clients, so ``changes_since`` sees in-place edits of what they read.
 
 Hosts such as Claude Code and Codex never subscribe: they call ``read_resource`` and poll
-``changes_since``. Every resource such a client reads is watched for it through the hub's watch
+``changes_since``. Every resource such a client reads is watched for it through the watch
 refcounts, exactly as a subscription would be (cheap fingerprint after each cell, exact digest
 off the main thread), so ``df["sales"] *= 1.5`` reaches the change journal.
 
@@ -19,27 +19,13 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..resource_hub import Hub
+from ..providers.base import Facts, shape_text
+from ..resources import Resources
 
 IDLE_SECONDS = 30 * 60.0
 MAX_PER_CLIENT = 32
 MAX_CLIENTS = 64
-VARS_PREFIX = "nb://vars/"
-FRAMES_PREFIX = "nb://frames/"
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What a client saw of a variable: its type, len/shape, and identity."""
-
-    type: str
-    shape: tuple | int | None
-    ident: int
-
-    def text(self) -> str:
-        return f"{self.type} {_shape_text(self.shape)}".strip()
 
 
 @dataclass
@@ -51,96 +37,39 @@ class ClientWatches:
     names: frozenset[str] | None = None  # exposed variable names at the client's last look ("added")
 
 
-def canonical(uri: str) -> str:
-    """One watch per resource, not per page: nb:// URIs without their query (pages, formats)."""
-    if uri.startswith("nb://"):
-        return uri.split("?", 1)[0].split("#", 1)[0]
-    return uri
-
-
-def variable_name(uri: str) -> str | None:
-    """The variable behind nb://vars/NAME, nb://frames/NAME and nb://frames/NAME/schema."""
-    uri = canonical(uri)
-    for prefix in (VARS_PREFIX, FRAMES_PREFIX):
-        if uri.startswith(prefix):
-            name = uri[len(prefix) :]
-            name = name.removesuffix("/schema")
-            return name or None
-    return None
-
-
-def _variables(hub: Hub) -> Any:
-    for provider in hub.providers():
-        if hasattr(provider, "value") and hasattr(provider, "exposed_names"):
-            return provider
-    return None
-
-
-def exposed_names(hub: Hub) -> frozenset[str] | None:
-    """The exposed variable names (one C-level copy; no values touched)."""
-    variables = _variables(hub)
-    return frozenset(variables.exposed_names()) if variables is not None else None
-
-
-def facts_of(hub: Hub, uri: str) -> Facts | None:
-    """Cheap facts of the variable behind ``uri``, or None (not a variable, gone, or hidden). No user code."""
-    name = variable_name(uri)
-    variables = _variables(hub) if name is not None else None
-    if variables is None:
-        return None
-    try:
-        value = variables.value(name)
-    except Exception:
-        return None
-    from ..providers.variables import cheap_shape
-
-    try:
-        shape = cheap_shape(value)
-    except Exception:
-        shape = None
-    return Facts(type(value).__name__, shape, id(value))
-
-
-def change_line(uri: str, before: Facts | None, after: Facts | None, added: bool = False) -> str:
+def change_line(uri: str, before: Facts | None, after: Facts | None, *, added: bool = False, variable: bool) -> str:
     """One line saying what happened to ``uri``, given what the client saw before (if anything);
-    ``added``: the variable did not exist at the client's last look."""
+    ``added``: the variable did not exist at the client's last look; ``variable``: ``uri`` shows a
+    namespace variable (so no facts now means it is gone)."""
     if after is None:
-        return f"{uri}: removed (or no longer exposed)" if variable_name(uri) is not None else f"{uri}: changed"
+        return f"{uri}: removed (or no longer exposed)" if variable else f"{uri}: changed"
     if before is None:
         return f"{uri}: {'added' if added else 'now'} {after.text()}"
     if before.ident == after.ident:
         if before.shape != after.shape:
-            return f"{uri}: changed in place, {after.type} {_shape_text(before.shape)} → {_shape_text(after.shape)}"
+            return f"{uri}: changed in place, {after.type} {shape_text(before.shape)} → {shape_text(after.shape)}"
         return f"{uri}: changed in place, {after.text()}"
     return f"{uri}: rebound, {before.text()} → {after.text()}"
 
 
-def _shape_text(shape: tuple | int | None) -> str:
-    if shape is None:
-        return ""
-    if isinstance(shape, int):
-        return f"len {shape}"
-    return f"shape {tuple(shape)}"
-
-
 class ToolWatches:
-    """Per-client watches on the hub for resources read through tools."""
+    """Per-client watches on the resources read through tools."""
 
     def __init__(
         self,
-        hub: Hub,
+        resources: Resources,
         idle_seconds: float = IDLE_SECONDS,
         max_per_client: int = MAX_PER_CLIENT,
         max_clients: int = MAX_CLIENTS,
     ):
-        self.hub = hub
+        self.resources = resources
         self.idle_seconds = idle_seconds
         self.max_per_client = max(1, max_per_client)
         self.max_clients = max(1, max_clients)
         self._clients: OrderedDict[str, ClientWatches] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
-        hub.add_listener(self._on_hub_event)
+        resources.add_listener(self._on_change)
 
     # -- clients ------------------------------------------------------------------------
     def client(self, key: str) -> ClientWatches:
@@ -177,7 +106,7 @@ class ToolWatches:
             self._release(record)
 
     def close(self) -> None:
-        self.hub.remove_listener(self._on_hub_event)
+        self.resources.remove_listener(self._on_change)
         with self._lock:
             records = list(self._clients.values())
             self._clients.clear()
@@ -199,9 +128,10 @@ class ToolWatches:
     # -- watches ------------------------------------------------------------------------
     def note_read(self, record: ClientWatches, uri: str) -> None:
         """The client read ``uri``: watch it (most recently read last) and remember what it saw."""
-        uri = canonical(uri)
-        facts = facts_of(self.hub, uri)
-        names = exposed_names(self.hub) if record.names is None else None
+        resources = self.resources
+        uri = resources.canonical(uri)
+        facts = resources.facts(uri)
+        names = resources.variable_names() if record.names is None else None
         with self._lock:
             if self._closed or self._clients.get(record.key) is not record:
                 return
@@ -214,47 +144,32 @@ class ToolWatches:
             while len(record.uris) > self.max_per_client:
                 evicted.append(record.uris.popitem(last=False)[0])
         if new:
-            self.hub.watch(uri)
+            resources.watch(uri)
         for old in evicted:
-            self.hub.unwatch(old)
+            resources.unwatch(old)
 
     def describe(self, record: ClientWatches, uris: list[str]) -> list[str]:
         """One line per changed URI; the client's remembered facts move on to the current state."""
+        resources = self.resources
         lines = []
-        known_names, now_names = record.names, exposed_names(self.hub)
+        known_names, now_names = record.names, resources.variable_names()
         for uri in uris:
-            after = facts_of(self.hub, uri)
+            after = resources.facts(uri)
             with self._lock:
                 before = record.uris.get(uri)
                 if uri in record.uris:
                     record.uris[uri] = after
-            name = variable_name(uri)
+            name = resources.variable_name(uri)
             added = known_names is not None and name is not None and name not in known_names
-            lines.append(change_line(uri, before, after, added))
+            lines.append(change_line(uri, before, after, added=added, variable=name is not None))
         record.names = now_names
         return lines
 
     def _release(self, record: ClientWatches) -> None:
         for uri in list(record.uris):
-            self.hub.unwatch(uri)
+            self.resources.unwatch(uri)
         record.uris.clear()
 
-    def _on_hub_event(self, kind: str, uris: tuple[str, ...]) -> None:
+    def _on_change(self, kind: str, uris: tuple[str, ...]) -> None:
         if self._clients:
             self.sweep()
-
-
-def session_key(session_id: str) -> str:
-    return f"session:{session_id}"
-
-
-def client_key(ctx: Any) -> str:
-    """The session id, or in the stateless era the clientInfo the request carries."""
-    session = getattr(ctx, "session", None)
-    if session is not None:
-        return session_key(session.id)
-    meta = getattr(ctx, "meta", None) or {}
-    info = meta.get("io.modelcontextprotocol/clientInfo")
-    if isinstance(info, dict):
-        return f"client:{info.get('name', '?')}/{info.get('version', '?')}"
-    return "client:anonymous"

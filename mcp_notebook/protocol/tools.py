@@ -1,6 +1,6 @@
 """A few tools for hosts that only call tools: list_resources, read_resource, changes_since.
 
-They serve the same hub as the resource methods, with the same bounds and paging. Results link
+They serve the same resources as the resource methods, with the same bounds and paging. Results link
 the resources they mention: ``resource_link`` content items for revisions that know them
 (2025-06-18+), a text line otherwise. Bad arguments give ``isError`` results, an unknown tool a
 JSON-RPC error (-32602), as the spec asks.
@@ -13,29 +13,27 @@ import json
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any
 
 from ..redact import REDACTOR
-from ..resource_hub import LIST_CHANGED, Hub
+from ..resources import LIST_CHANGED, Resources
+from ..revisions import knows
 from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError, masked_blob
 from . import jsonrpc as rpc
 from .cursors import decode_cursor, encode_cursor
+from .exchange import Ctx
 from .jsonrpc import RpcError
-from .tool_watch import ClientWatches, ToolWatches, client_key
-from .versions import knows
+from .params import MAX_URI
+from .tool_watch import ClientWatches, ToolWatches
 
 MAX_WAIT_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 20.0
-SETTLE_SECONDS = 5.0  # at most this long for the exact checks of a cell that just ended  # changes_since waits this long for a change unless told otherwise
+SETTLE_SECONDS = 5.0  # changes_since waits at most this long for the exact checks of a cell that just ended
 MAX_WAITERS = 2  # each waiting call holds a request worker; the rest answer at once
 MAX_CHANGES = 200  # journal entries per changes_since answer
 MAX_LINKS = 50
 TOOL_PAGE = 100  # list_resources: resources per page (tool outputs must stay small)
 TOOLS_TTL_MS = 3_600_000  # the tool set never changes while a hub runs
-
-
-class HasVersion(Protocol):
-    version: str
 
 
 @dataclass(frozen=True)
@@ -141,24 +139,24 @@ def _name_of(uri: str) -> str:
 class Tools:
     """tools/list and tools/call for both eras; handlers take (ctx, params) like the server's."""
 
-    def __init__(self, hub: Hub, page_size: int = TOOL_PAGE):
-        self.hub = hub
+    def __init__(self, resources: Resources, page_size: int = TOOL_PAGE):
+        self.resources = resources
         self.page_size = max(1, min(page_size, TOOL_PAGE))
         self._by_name = {t.name: t for t in TOOLS}
         self._waiters = threading.BoundedSemaphore(MAX_WAITERS)
-        self.watches = ToolWatches(hub)
+        self.watches = ToolWatches(resources)
 
     # -- methods ------------------------------------------------------------------------
-    def list_tools(self, ctx: HasVersion, params: dict[str, Any]) -> dict[str, Any]:
+    def list_tools(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         if params.get("cursor") is not None:
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: invalid cursor")
         out: dict[str, Any] = {"tools": [t.to_json(ctx.version) for t in TOOLS]}
-        if knows(ctx.version, "modern"):
+        if knows(ctx.version, "stateless"):
             out["ttlMs"] = TOOLS_TTL_MS
             out["cacheScope"] = "public"
         return out
 
-    def call_tool(self, ctx: HasVersion, params: dict[str, Any]) -> dict[str, Any]:
+    def call_tool(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: name (string) is required")
@@ -168,7 +166,7 @@ class Tools:
         try:
             args = check_arguments(tool.schema, params.get("arguments"))
             handler = getattr(self, f"_{name}")
-            return handler(ctx.version, args, self.watches.client(client_key(ctx)))
+            return handler(ctx.version, args, self.watches.client(ctx.client_key))
         except ArgumentError as exc:
             return _error(f"Invalid arguments for {name}: {exc}")
         except ResourceNotFound as exc:
@@ -184,14 +182,14 @@ class Tools:
             offset = decode_cursor(args.get("cursor"))
         except RpcError:
             raise ArgumentError("invalid cursor") from None
-        resources = self.hub.list_resources()
+        resources = self.resources.list_resources()
         page = resources[offset : offset + self.page_size]
         doc: dict[str, Any] = {
             "resources": [_brief(r.to_json(version)) for r in page],
             "total": len(resources),
         }
         if offset == 0:
-            doc["templates"] = [_brief(t.to_json(version)) for t in self.hub.list_templates()]
+            doc["templates"] = [_brief(t.to_json(version)) for t in self.resources.list_templates()]
         if offset + self.page_size < len(resources):
             doc["nextCursor"] = encode_cursor(offset + self.page_size)
         links = [(r.uri, r.name, r.mime_type) for r in page]
@@ -199,11 +197,11 @@ class Tools:
 
     def _read_resource(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
         uri = args["uri"]
-        if not uri or len(uri) > 8192:
-            raise ArgumentError("uri must be a non-empty string of at most 8192 characters")
+        if not uri or len(uri) > MAX_URI:
+            raise ArgumentError(f"uri must be a non-empty string of at most {MAX_URI} characters")
         if client.seen_seq is None:  # cursor-less changes_since starts from the client's first read
-            client.seen_seq = self.hub.journal.seq
-        contents = self.hub.read(uri)
+            client.seen_seq = self.resources.journal.seq
+        contents = self.resources.read(uri)
         if not contents:
             raise ResourceNotFound(uri)
         self.watches.note_read(client, uri)
@@ -225,13 +223,13 @@ class Tools:
         return {"content": items}
 
     def _changes_since(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
-        journal = self.hub.journal
+        journal = self.resources.journal
         wait = float(args.get("wait_seconds", DEFAULT_WAIT_SECONDS))
         seq, reset = self._parse_cursor(args.get("cursor"))
         if seq is None:  # no cursor: since this client's previous look, else from now on
             seq = client.seen_seq if client.seen_seq is not None else journal.seq
         # A cell that just ended may still have exact checks queued (in-place edits): let them land first.
-        self.hub.settle(SETTLE_SECONDS)
+        self.resources.settle(SETTLE_SECONDS)
         entries, gap = journal.since(seq)
         waited = False
         if not entries and wait > 0 and not reset:
@@ -241,7 +239,7 @@ class Tools:
                     waited = True
                 finally:
                     self._waiters.release()
-                self.hub.settle(SETTLE_SECONDS)
+                self.resources.settle(SETTLE_SECONDS)
                 entries, gap = journal.since(seq)
         more = len(entries) > MAX_CHANGES
         entries = entries[:MAX_CHANGES]
@@ -277,7 +275,7 @@ class Tools:
         epoch, _, seq = cursor.partition(".")
         if not (seq.isascii() and seq.isdigit()):
             raise ArgumentError("invalid cursor")
-        if epoch != self.hub.journal.epoch:
+        if epoch != self.resources.journal.epoch:
             return 0, True
         return int(seq), False
 

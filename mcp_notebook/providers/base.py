@@ -12,6 +12,7 @@ from ..uri import UriTemplate
 
 __all__ = [
     "ChangeSet",
+    "Facts",
     "IndexPage",
     "InvalidResourceParams",
     "Provider",
@@ -83,6 +84,26 @@ def index_page(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What can be told of a value without running user code: its type, len/shape, and identity."""
+
+    type: str
+    shape: tuple | int | None
+    ident: int
+
+    def text(self) -> str:
+        return f"{self.type} {shape_text(self.shape)}".strip()
+
+
+def shape_text(shape: tuple | int | None) -> str:
+    if shape is None:
+        return ""
+    if isinstance(shape, int):
+        return f"len {shape}"
+    return f"shape {tuple(shape)}"
+
+
 @dataclass(slots=True)
 class ChangeSet:
     """What one provider saw change during a cell execution (computed in O(names))."""
@@ -95,8 +116,16 @@ class ChangeSet:
 class Provider:
     """A family of resources. Subclasses override what they support."""
 
+    # True when listing reads names and types only: no user code, no live value (answered on the loop).
+    list_is_pure = False
+
     def owns(self, uri: str) -> bool:
         raise NotImplementedError
+
+    def list_token(self) -> Hashable | None:
+        """A cheap token that changes whenever ``list_resources()`` may answer differently (read it
+        before listing), or None (the default): the listing is compared item by item instead."""
+        return None
 
     def list_resources(self) -> list[Resource]:
         return []
@@ -131,4 +160,22 @@ class Provider:
 
     def digest(self, uri: str) -> bytes | None:
         """An exact fingerprint of a watched resource (runs off the main thread)."""
+        return None
+
+    # -- what tool-only clients are told of the values behind URIs (no user code) ------------
+    def canonical(self, uri: str) -> str:
+        """The URI one watch of ``uri`` is kept under: pages and formats of a resource share one
+        (its query and fragment dropped)."""
+        return uri.split("?", 1)[0].split("#", 1)[0]
+
+    def variable_name(self, uri: str) -> str | None:
+        """The namespace name ``uri`` is about (whether or not it still exists), or None."""
+        return None
+
+    def facts(self, uri: str) -> Facts | None:
+        """Cheap facts of the value behind ``uri``, or None (not a value, gone, or hidden)."""
+        return None
+
+    def variable_names(self) -> frozenset[str] | None:
+        """The exposed namespace names, from the one provider that holds the namespace; else None."""
         return None

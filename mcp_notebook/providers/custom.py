@@ -53,6 +53,18 @@ class Registration:
     completers: dict[str, Completer] = field(default_factory=dict)
     timeout: float = 10.0
     typed: typed.TypedSignature | None = None  # set when the function's hints are used
+
+    def described(self) -> dict[str, Any]:
+        """The descriptor fields a listed resource or template of this registration carries."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "mime_type": self.mime_type,
+            "annotations": self.annotations,
+            "icons": self.icons,
+            "meta": self.meta,
+        }
     returned: tuple[type, bool] | None = None  # structured class last returned, and whether a list
 
 
@@ -100,21 +112,16 @@ class CustomProvider(Provider):
                     return reg, args
         return None
 
+    def canonical(self, uri: str) -> str:
+        """A user's URIs are watched as they are: a query may name another resource."""
+        return uri
+
     def owns(self, uri: str) -> bool:
         return self._find(uri) is not None or (uri.startswith(SCHEMA_PREFIX) and _SCHEMA.match(uri) is not None)
 
     def list_resources(self) -> list[Resource]:
         return [
-            Resource(
-                uri=r.uri,
-                name=r.name,
-                title=r.title,
-                description=r.description,
-                mime_type=r.mime_type,
-                annotations=r.annotations,
-                icons=r.icons,
-                meta=r.meta,
-            )
+            Resource(uri=r.uri, **r.described())
             for r in self.registrations()
             if r.template is None
         ] + [
@@ -130,16 +137,7 @@ class CustomProvider(Provider):
 
     def list_templates(self) -> list[ResourceTemplate]:
         return [
-            ResourceTemplate(
-                uri_template=r.uri,
-                name=r.name,
-                title=r.title,
-                description=r.description,
-                mime_type=r.mime_type,
-                annotations=r.annotations,
-                icons=r.icons,
-                meta=r.meta,
-            )
+            ResourceTemplate(uri_template=r.uri, **r.described())
             for r in self.registrations()
             if r.template is not None
         ] + (
@@ -339,3 +337,8 @@ def _read_schema_doc(reg: Registration) -> dict[str, Any]:
     raise ResourceNotFound(
         schema_uri(reg.name), f"{reg.name} has no return annotation and has not returned a model yet"
     )
+
+
+# The user's registrations: one set per process, outliving hubs (a decorator may run before
+# %load_ext, or across %reload_ext); every hub serves it.
+CUSTOM = CustomProvider()

@@ -40,7 +40,7 @@ from ..redact import mask_secrets
 from ..render import RenderTimeout, call_guarded, safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
+from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 from .engines import EngineFrame, engine_of_type, is_connection_type
 from .tabular import CellRenderer, Table, adapter_for_type, cell_text, quiet, table_for
 from .variables import rank_completions
@@ -147,6 +147,13 @@ class FramesProvider(Provider):
     def list_token(self) -> int:
         """Listing follows the variables (exposure, types); shapes only change in cells (hub generation)."""
         return self._vars.list_token()
+
+    def variable_name(self, uri: str) -> str | None:
+        return self.canonical(uri)[len(PREFIX) :].removesuffix("/schema") or None
+
+    def facts(self, uri: str) -> Facts | None:
+        name = self.variable_name(uri)
+        return None if name is None else self._vars.facts_of(name)
 
     def list_resources(self) -> list[Resource]:
         out = []
@@ -279,9 +286,6 @@ class FramesProvider(Provider):
             return engine_of_type(type(self._vars.value(name))) is not None
         except Exception:
             return False
-
-    def _positions(self, table: Table, raw: str | None, name: str) -> tuple[list[int], bool]:
-        return column_positions(table, raw, name, self._limits.frame_max_columns)
 
     def _read_page(self, uri: str, params: dict[str, str]) -> list[Contents]:
         name = params["name"]

@@ -342,16 +342,6 @@ def schema_for_annotation(annotation: Any) -> dict[str, Any]:
     return TypeAdapter(annotation).json_schema(mode="serialization", by_alias=False)
 
 
-def schema_for_value(value: Any) -> dict[str, Any] | None:
-    """JSON Schema of a structured value's class (or of the list it forms), or None."""
-    if value_kind(value) is not None:
-        return schema_for_class(type(value))
-    item = list_item_class(value)
-    if item is not None:
-        return schema_for_class(item, many=True)
-    return None
-
-
 def _attrs_model(cls: type) -> Any:
     """A pydantic model mirroring an attrs class's fields (types from its annotations)."""
     import pydantic

@@ -23,7 +23,7 @@ from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_n
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import structured
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
+from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 
 PREFIX = "nb://vars"
 INDEX_URI = "nb://vars"
@@ -81,6 +81,7 @@ class VariablesProvider(Provider):
     """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
 
     list_is_pure = True  # listing reads names and types only: no user code, no live values
+    index_uri = INDEX_URI
 
     def __init__(
         self,
@@ -281,6 +282,36 @@ class VariablesProvider(Provider):
     def list_token(self) -> int:
         """Changes whenever list_resources() may answer differently (read it before listing)."""
         return self._list_version
+
+    @staticmethod
+    def uri_of(name: str) -> str:
+        """The URI of variable ``name``."""
+        return var_uri(name)
+
+    # -- what tool-only clients are told (no user code) ---------------------------------
+    def variable_name(self, uri: str) -> str | None:
+        if not uri.startswith(PREFIX + "/"):
+            return None
+        return self.canonical(uri)[len(PREFIX) + 1 :].removesuffix("/schema") or None
+
+    def facts(self, uri: str) -> Facts | None:
+        name = self.variable_name(uri)
+        return None if name is None else self.facts_of(name)
+
+    def facts_of(self, name: str) -> Facts | None:
+        """Type, cheap shape and identity of an exposed variable, or None (gone or hidden)."""
+        try:
+            value = self.value(name)
+        except Exception:
+            return None
+        try:
+            shape = cheap_shape(value)
+        except Exception:
+            shape = None
+        return Facts(type(value).__name__, shape, id(value))
+
+    def variable_names(self) -> frozenset[str]:
+        return frozenset(self._exposed)
 
     def list_resources(self) -> list[Resource]:
         version = self._list_version

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .live import recent_notifications
+from .. import lifecycle
 
-__all__ = ["browser", "panel", "recent_notifications", "watch"]
+__all__ = ["browser", "panel", "watch"]
 
 
 def _views() -> Any:
@@ -31,21 +31,22 @@ def _shell() -> Any:
 
 def panel() -> Any:
     """The hub panel: endpoint, revisions, clients, subscriptions, recent notifications, start/stop."""
-    import mcp_notebook
-
-    current = mcp_notebook._current
+    current = lifecycle.current()
     return _views().PanelView(current.shell if current is not None else _shell())
 
 
 def browser(kind: str = "all", text: str = "") -> Any:
     """A resource browser: filter by kind or text, preview, subscribe to watch one change."""
-    import mcp_notebook
-
-    return _views().BrowserView(mcp_notebook.hub(), kind=kind, text=text)
+    return _views().BrowserView(_running(), kind=kind, text=text)
 
 
 def watch(uri: str) -> Any:
     """A view of one resource that re-renders whenever a cell changes it; ``close()`` stops watching."""
-    import mcp_notebook
+    return _views().WatchView(_running(), uri)
 
-    return _views().WatchView(mcp_notebook.hub(), uri)
+
+def _running() -> Any:
+    kernel_hub = lifecycle.current()
+    if kernel_hub is None:
+        raise RuntimeError("mcp-notebook is not loaded: run %load_ext mcp_notebook first")
+    return kernel_hub

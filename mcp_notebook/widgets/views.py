@@ -1,7 +1,7 @@
 """ipywidgets views of the hub: the panel, the resource browser and a single watched resource.
 
 Each view is a VBox built from the hub's own state. Hub notifications and server activity reach
-it through :class:`~mcp_notebook.widgets.live.MainThread`, so widgets only change on the
+it through :class:`~mcp_notebook.activity.MainThread`, so widgets only change on the
 kernel's main thread. ``close()`` releases what the view holds (hub watches, listeners, hooks).
 Every view also has a plain-text summary for frontends without widgets.
 """
@@ -15,11 +15,12 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..protocol.versions import ALL_VERSIONS
-from ..resource_hub import LIST_CHANGED, UPDATED
+from .. import lifecycle
+from ..activity import MainThread, listen_rows, recent_notifications, session_rows
+from ..resources import LIST_CHANGED, UPDATED
+from ..revisions import ALL_VERSIONS
 from ..types import Contents
 from . import content
-from .live import MainThread, listen_rows, recent_notifications, session_rows
 
 _NOTICES_SHOWN = 10
 
@@ -35,7 +36,7 @@ class _View(W.VBox):
         super().__init__(**kwargs)
         self._shell = shell
         self._main = MainThread(shell)
-        self._hub: Any = None  # the resource_hub.Hub listened to
+        self._hub: Any = None  # the Resources listened to
         self._released = False
 
     # -- hub listener -------------------------------------------------------------------
@@ -138,7 +139,7 @@ class WatchView(_View):
     """``mcp_notebook.watch(uri)``: one resource, re-rendered whenever the hub reports it changed."""
 
     def __init__(self, kernel_hub: Any, uri: str):
-        kernel_hub.hub.provider_for(uri)  # ResourceNotFound for a URI nothing serves
+        kernel_hub.resources.provider_for(uri)  # ResourceNotFound for a URI nothing serves
         self.uri = uri
         self.updates = 0
         self._kh = kernel_hub
@@ -147,8 +148,8 @@ class WatchView(_View):
         self.stop_button = W.Button(description="Stop watching", icon="eye-slash")
         self.stop_button.on_click(lambda _button: self.close())
         super().__init__(kernel_hub.shell, children=[W.HBox([self.title, self.stop_button]), self._contents.box])
-        self._listen(kernel_hub.hub)
-        kernel_hub.hub.watch(uri)
+        self._listen(kernel_hub.resources)
+        kernel_hub.resources.watch(uri)
         self.refresh()
 
     def _on_hub_event(self, kind: str, uris: tuple[str, ...]) -> None:
@@ -162,7 +163,7 @@ class WatchView(_View):
 
     def refresh(self) -> None:
         """Read the resource again and re-render it."""
-        self._contents.show(self._kh.hub, self.uri)
+        self._contents.show(self._kh.resources, self.uri)
         plural = "" if self.updates == 1 else "s"
         self.title.value = f"<b>watching</b> <code>{_esc(self.uri)}</code> · {self.updates} update{plural}"
 
@@ -173,7 +174,7 @@ class WatchView(_View):
 
     def _release(self) -> None:
         super()._release()
-        self._kh.hub.unwatch(self.uri)
+        self._kh.resources.unwatch(self.uri)
 
     def summary(self) -> str:
         if self._released:
@@ -211,7 +212,7 @@ class BrowserView(_View):
                 self._contents.box,
             ],
         )
-        self._listen(kernel_hub.hub)
+        self._listen(kernel_hub.resources)
         self.reload()
         if kind in self.kind.options:
             self.kind.value = kind
@@ -222,14 +223,14 @@ class BrowserView(_View):
         self.read_button.on_click(lambda _b: self.show(self.uri.value.strip() or None))
         self.refresh_button.on_click(lambda _b: self.reload())
         self.subscribe.observe(lambda _c: self._sync_watch(), names="value")
-        self._contents.show(kernel_hub.hub, None)
+        self._contents.show(kernel_hub.resources, None)
         self._status()
 
     # -- listing ------------------------------------------------------------------------
     def reload(self) -> None:
         """Fetch the resource list again (kinds and filtered options follow)."""
         try:
-            self._resources = self._kh.hub.list_resources()
+            self._resources = self._kh.resources.list_resources()
         except Exception as exc:  # a failing provider: keep the last list, say why
             self.status.value = f"<i>could not list resources: {_esc(content.error_text(exc))}</i>"
             return
@@ -286,7 +287,7 @@ class BrowserView(_View):
         self.current = uri
         self.uri.value = uri or ""
         self._sync_watch()
-        self._contents.show(self._kh.hub, uri)
+        self._contents.show(self._kh.resources, uri)
         self._status()
 
     def _sync_watch(self) -> None:
@@ -295,16 +296,16 @@ class BrowserView(_View):
             self._status()
             return
         if self.watching is not None:
-            self._kh.hub.unwatch(self.watching)
+            self._kh.resources.unwatch(self.watching)
             self.watching = None
         if want is not None:
             try:
-                self._kh.hub.provider_for(want)
+                self._kh.resources.provider_for(want)
             except Exception as exc:
                 self.status.value = f"<i>cannot subscribe: {_esc(content.error_text(exc))}</i>"
                 self.subscribe.value = False
                 return
-            self._kh.hub.watch(want)
+            self._kh.resources.watch(want)
             self.watching = want
         self._status()
 
@@ -326,7 +327,7 @@ class BrowserView(_View):
         if self._released or self.watching is None:
             return
         self.updates += 1
-        self._contents.show(self._kh.hub, self.watching)
+        self._contents.show(self._kh.resources, self.watching)
         self._status()
 
     @property
@@ -337,7 +338,7 @@ class BrowserView(_View):
     def _release(self) -> None:
         super()._release()
         if self.watching is not None:
-            self._kh.hub.unwatch(self.watching)
+            self._kh.resources.unwatch(self.watching)
             self.watching = None
 
     def summary(self) -> str:
@@ -390,9 +391,7 @@ class PanelView(_View):
     # -- binding to the running hub (it changes on stop/start and %reload_ext) ----------
     @staticmethod
     def _current() -> Any:
-        import mcp_notebook
-
-        return mcp_notebook._current
+        return lifecycle.current()
 
     def _bind(self) -> None:
         kh = self._current()
@@ -401,8 +400,8 @@ class PanelView(_View):
         self._unbind()
         self._kh = kh
         if kh is not None:
-            recent_notifications(kh.hub)
-            self._listen(kh.hub)
+            recent_notifications(kh.resources)
+            self._listen(kh.resources)
             self._server = kh.server
             self._server.activity_listeners.append(self._on_activity)
 
@@ -434,12 +433,10 @@ class PanelView(_View):
 
     def start(self) -> None:
         """Start the hub (as %mcp start would)."""
-        import mcp_notebook
-
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out):
-                getattr(mcp_notebook, "_start", mcp_notebook.load_ipython_extension)(self._shell)
+                lifecycle.start(self._shell)
         except Exception as exc:
             self.message.value = f"<b>could not start:</b> {_esc(content.error_text(exc))}"
         else:
@@ -448,12 +445,7 @@ class PanelView(_View):
 
     def stop(self) -> None:
         """Stop the hub (as %mcp stop would): clients are disconnected, %mcp stays."""
-        import mcp_notebook
-
-        if hasattr(mcp_notebook, "_stop"):
-            mcp_notebook._stop()
-        else:
-            mcp_notebook.unload_ipython_extension(self._shell)
+        lifecycle.stop()
         self.message.value = "stopped"
         self.refresh()
 
@@ -475,8 +467,8 @@ class PanelView(_View):
             return state
         state["clients"] = session_rows(kh.server)
         state["listens"] = listen_rows(kh.server)
-        state["watched"] = sorted(kh.hub.watched())
-        recent = recent_notifications(kh.hub)
+        state["watched"] = sorted(kh.resources.watched())
+        recent = recent_notifications(kh.resources)
         state["recent"] = [n.line() for n in recent.items()[-_NOTICES_SHOWN:]]
         state["notifications_total"] = recent.total
         return state

@@ -1,7 +1,8 @@
-"""Live plumbing for the views, without ipywidgets: main-thread scheduling and recent notifications.
+"""What views show of a running hub, without ipywidgets: recent notifications, rows of sessions
+and listen streams, and main-thread scheduling (used by the widgets and the JupyterLab comm).
 
-Hub listeners and server activity callbacks run on the kernel's main thread, the hub worker or
-the HTTP thread. Widgets must change on the main thread, so :class:`MainThread` hands callbacks
+Change listeners and server activity callbacks run on the kernel's main thread, the exact-check
+worker or the HTTP thread. Widgets must change on the main thread, so :class:`MainThread` hands callbacks
 to the kernel's event loop (``kernel.io_loop``, a tornado IOLoop on the main thread in ipykernel
 6.29+ and 7.x; ``add_callback`` is thread-safe). Without a kernel (plain IPython, an
 InteractiveShell in tests) there are no comms to protect, so callbacks run at once.
@@ -101,7 +102,7 @@ _RECENT: weakref.WeakKeyDictionary[Any, RecentNotifications] = weakref.WeakKeyDi
 
 
 def recent_notifications(hub: Any) -> RecentNotifications:
-    """The ring buffer of ``hub`` (a resource_hub.Hub), attached as a listener on first use."""
+    """The ring buffer of ``hub`` (a Resources), attached as a listener on first use."""
     buffer = _RECENT.get(hub)
     if buffer is None:
         buffer = _RECENT[hub] = RecentNotifications()

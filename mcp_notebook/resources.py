@@ -1,8 +1,8 @@
-"""The hub: provider registry, URI routing, watched URIs, and change fan-out.
+"""The kernel's resources: provider registry, URI routing, watched URIs, and change fan-out.
 
 Usable in-process without any transport. Thread model: reads may come from any thread;
 ``after_cell`` runs on the kernel's main thread and stays O(number of names); exact change
-checks for watched resources run on the hub's own worker thread. Listeners are called from
+checks for watched resources run on a worker thread of their own. Listeners are called from
 whichever thread detected the change and must hand work to their own thread themselves.
 """
 
@@ -15,9 +15,9 @@ import secrets
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 
-from .providers.base import ChangeSet, Provider, ResourceNotFound
+from .providers.base import ChangeSet, Facts, Provider, ResourceNotFound
 from .redact import REDACTOR
 from .render import guarding
 from .types import Contents, Resource, ResourceTemplate
@@ -33,7 +33,8 @@ JournalEntry = tuple[int, float, str, tuple[str, ...]]  # (seq, unix time, kind,
 class ChangeJournal:
     """A bounded ring buffer of recent changes, for clients that poll instead of subscribing.
 
-    ``epoch`` is new for every hub, so a cursor from a previous kernel is recognised as stale.
+    ``epoch`` is new for every set of resources (every hub), so a cursor from a previous kernel is
+    recognised as stale.
     """
 
     def __init__(self, maxlen: int = 1000):
@@ -61,7 +62,7 @@ class ChangeJournal:
             return entries, gap
 
     def wait(self, seq: int, timeout: float) -> bool:
-        """Block until something newer than ``seq`` arrives (or the hub closes); bounded by ``timeout``."""
+        """Block until something newer than ``seq`` arrives (or the resources close); bounded by ``timeout``."""
         with self._cond:
             return self._cond.wait_for(lambda: self._seq > seq or self.closed, timeout=max(0.0, timeout))
 
@@ -71,7 +72,7 @@ class ChangeJournal:
             self._cond.notify_all()
 
 
-class Hub:
+class Resources:
     """Routes URIs to providers and tells listeners what changed."""
 
     def __init__(self, providers: Iterable[Provider] = ()):
@@ -104,10 +105,11 @@ class Hub:
         return list(self._providers)
 
     def provider_for(self, uri: str) -> Provider:
-        for provider in self._providers:
-            if provider.owns(uri):
-                return provider
-        raise ResourceNotFound(uri)
+        """The provider that serves ``uri``; ResourceNotFound when none does."""
+        provider = self.owner(uri)
+        if provider is None:
+            raise ResourceNotFound(uri)
+        return provider
 
     def list_resources(self) -> list[Resource]:
         out: list[Resource] = []
@@ -121,30 +123,60 @@ class Hub:
             out.extend(provider.list_templates())
         return out
 
-    def read(self, uri: str) -> list[Contents]:
-        provider = self.provider_for(uri)
+    def read(self, uri: str, provider: Provider | None = None) -> list[Contents]:
+        """Contents of ``uri`` (from ``provider`` when the caller already looked it up)."""
+        if provider is None:
+            provider = self.provider_for(uri)
         with guarding(("read", uri.split("?", 1)[0])):  # a stuck read blocks only this resource
             return provider.read(uri)
 
-    def read_token(self, uri: str) -> Hashable | None:
-        """The provider's read token for ``uri`` (see Provider.read_token), or None."""
+    def owner(self, uri: str) -> Provider | None:
+        """The provider that serves ``uri``, or None."""
         for provider in self._providers:
             if provider.owns(uri):
-                try:
-                    return provider.read_token(uri)
-                except Exception:
-                    return None
+                return provider
         return None
 
     def may_run_user_code(self, uri: str) -> bool:
         """Whether reading ``uri`` may run user code (see Provider.may_run_user_code); unknown: True."""
+        provider = self.owner(uri)
+        if provider is None:
+            return True  # nothing serves it: keep the general path
+        try:
+            return provider.may_run_user_code(uri)
+        except Exception:
+            return True
+
+    def list_is_pure(self) -> bool:
+        """Whether listing runs no user code and touches no live value (every provider declares so)."""
+        return all(provider.list_is_pure for provider in self._providers)
+
+    # -- what the tools tell about the values behind URIs ---------------------------------
+    def canonical(self, uri: str) -> str:
+        """The URI a watch of ``uri`` is kept under (pages of one resource share one watch)."""
+        provider = self.owner(uri)
+        return uri if provider is None else provider.canonical(uri)
+
+    def variable_name(self, uri: str) -> str | None:
+        """The namespace name ``uri`` is about (it may be gone since), or None."""
+        provider = self.owner(uri)
+        return None if provider is None else provider.variable_name(uri)
+
+    def facts(self, uri: str) -> Facts | None:
+        """Cheap facts of the value behind ``uri`` (no user code), or None."""
+        provider = self.owner(uri)
+        try:
+            return None if provider is None else provider.facts(uri)
+        except Exception:
+            return None
+
+    def variable_names(self) -> frozenset[str] | None:
+        """The exposed namespace names (one C-level copy), from the provider that declares them."""
         for provider in self._providers:
-            if provider.owns(uri):
-                try:
-                    return provider.may_run_user_code(uri)
-                except Exception:
-                    return True
-        return True  # nothing serves it: keep the general path
+            names = provider.variable_names()
+            if names is not None:
+                return names
+        return None
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         """Completion values, or None when no provider knows the template; values holding a secret are left out."""

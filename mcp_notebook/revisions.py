@@ -1,14 +1,15 @@
-"""MCP revisions this server speaks, and which fields and rules each one knows."""
+"""The MCP revisions this server speaks, grouped by era, and which fields and rules each one knows.
+
+Two eras (named in :mod:`mcp_notebook.protocol.eras`): the handshake era (initialize, sessions)
+and the stateless era (2026-07-28: every request carries its revision and capabilities).
+"""
 
 from __future__ import annotations
 
 HANDSHAKE_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
-ALL_VERSIONS: tuple[str, ...] = HANDSHAKE_VERSIONS + MODERN_VERSIONS
+STATELESS_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+ALL_VERSIONS: tuple[str, ...] = HANDSHAKE_VERSIONS + STATELESS_VERSIONS
 LATEST_HANDSHAKE = HANDSHAKE_VERSIONS[-1]
-LATEST = ALL_VERSIONS[-1]
-# What a handshake-era request means when it carries no MCP-Protocol-Version header.
-DEFAULT_HEADER_VERSION = "2025-03-26"
 
 # Revision in which each optional wire feature first appears (revisions sort as dates).
 _SINCE = {
@@ -18,7 +19,7 @@ _SINCE = {
     "meta": "2025-06-18",
     "last_modified": "2025-06-18",
     "icons": "2025-11-25",
-    "modern": "2026-07-28",
+    "stateless": "2026-07-28",
 }
 
 
@@ -30,10 +31,6 @@ def knows(version: str, feature: str) -> bool:
 def allows_batch(version: str) -> bool:
     """JSON-RPC batches exist up to 2025-03-26; 2025-06-18 removed them."""
     return version <= "2025-03-26"
-
-
-def is_modern(version: str) -> bool:
-    return version in MODERN_VERSIONS
 
 
 def negotiate(requested: object) -> str:

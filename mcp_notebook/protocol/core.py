@@ -1,0 +1,335 @@
+"""What both eras share: the resources, settings and tools, the lock, the encoded-reply caches,
+the activity callbacks, and the handlers of the methods both eras serve.
+
+An era object (:mod:`.handshake`, :mod:`.stateless`) holds one :class:`Core` and hands it its
+own rules (:class:`EraRules`: its method table, its not-found code, how it decorates a result);
+the core never asks which era a request belongs to.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Protocol
+
+from ..providers.base import Provider
+from ..redact import REDACTOR
+from ..resources import Resources
+from ..revisions import knows
+from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError
+from . import jsonrpc as rpc
+from .cursors import decode_cursor, encode_cursor
+from .eras import META_SERVER_INFO
+from .exchange import Ctx, HttpReply, ServerSettings
+from .jsonrpc import RpcError
+from .params import MAX_URI, check_params
+from .streams import Stream
+from .tools import Tools
+
+log = logging.getLogger("mcp_notebook.protocol")
+
+MAX_COMPLETIONS = 100
+# Listing methods answered from cached JSON, and the bytes between the id and the first item.
+LIST_METHODS = {
+    "resources/list": b',"result":{"resources":[',
+    "resources/templates/list": b',"result":{"resourceTemplates":[',
+}
+READ_CACHE_SIZE = 4096  # encoded read replies kept (cleared when full)
+REPLY_START = b'{"jsonrpc":"2.0","id":'
+
+Handler = Callable[[Ctx, dict[str, Any]], dict[str, Any]]
+ReadKey = tuple[str, str]  # (revision, uri): the revision also names the era
+
+
+class EraRules(Protocol):
+    """What the core needs of an era to run one of its requests."""
+
+    methods: Mapping[str, Handler]
+    not_found: int  # the JSON-RPC code of a resource that does not exist
+
+    def decorate(self, ctx: Ctx, method: str, value: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Core:
+    """Shared state and shared handlers of both eras."""
+
+    def __init__(self, resources: Resources, settings: ServerSettings):
+        self.resources = resources
+        self.settings = settings
+        self.tools = Tools(resources, settings.page_size)
+        self.lock = threading.RLock()
+        self.closed = False
+        self.on_activity: Callable[[], None] | None = None
+        self.activity_listeners: list[Callable[[], None]] = []  # e.g. widgets; called like on_activity
+        # The handlers both eras serve, by method; each era adds its own to make its table.
+        self.handlers: dict[str, Handler] = {
+            "resources/list": self.list_resources,
+            "resources/templates/list": self.list_templates,
+            "resources/read": self.read,
+            "completion/complete": self.complete,
+            "tools/list": self.tools.list_tools,
+            "tools/call": self.tools.call_tool,
+        }
+        self._read_cache: dict[ReadKey, tuple[Any, bytes]] = {}
+        # (method, revision, id(provider)) -> (token, items when untokened, encoded items)
+        self._listings: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]] = {}
+
+    # -- running one request ------------------------------------------------------------
+    def run(self, era: EraRules, ctx: Ctx, msg: rpc.Message, handler: Handler | None = None) -> dict[str, Any]:
+        """The JSON-RPC reply to one request under ``era``'s rules (``handler`` overrides its table's)."""
+        assert msg.method is not None and msg.id is not None
+        handler = handler or era.methods.get(msg.method)
+        if handler is None:
+            return rpc.error(msg.id, RpcError(rpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}"))
+        try:
+            check_params(msg.method, msg.params)
+            value = handler(ctx, msg.params)
+        except RpcError as err:
+            return rpc.error(msg.id, err)
+        except ResourceNotFound as exc:
+            return rpc.error(msg.id, RpcError(era.not_found, str(exc), {"uri": exc.uri}))
+        except InvalidResourceParams as exc:
+            return rpc.error(msg.id, RpcError(rpc.INVALID_PARAMS, f"Invalid params: {exc}"))
+        except ResourceReadError as exc:
+            ctx.log("error", {"message": str(exc), "method": msg.method})
+            return rpc.error(msg.id, RpcError(rpc.INTERNAL_ERROR, str(exc)))
+        except Exception as exc:
+            log.exception("%s failed", msg.method)
+            return rpc.error(msg.id, RpcError(rpc.INTERNAL_ERROR, f"Internal error: {type(exc).__name__}: {exc}"))
+        return rpc.result(msg.id, era.decorate(ctx, msg.method, value))
+
+    @staticmethod
+    def answer(ctx: Ctx, reply: dict[str, Any], headers: dict[str, str] | None = None) -> HttpReply:
+        """JSON, or an SSE response carrying this request's log messages before its result."""
+        if not ctx.logs or "text/event-stream" not in ctx.headers.get("accept", ""):
+            return HttpReply.json(reply, headers=headers)
+        stream = Stream("response")
+        for level, data in ctx.logs:
+            stream.push(
+                rpc.notification("notifications/message", {"level": level, "logger": "mcp-notebook", "data": data})
+            )
+        stream.close(reply)
+        return HttpReply(200, headers=dict(headers or {}), stream=stream)
+
+    def request(self, era: EraRules, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None) -> HttpReply:
+        """One request's HTTP reply: listings and reads through their caches, the rest through ``run``."""
+        if msg.method in LIST_METHODS:
+            cached = self.list_reply(era, ctx, msg, headers)
+            if cached is not None:
+                return cached
+        elif msg.method == "resources/read":
+            return self.read_reply(era, ctx, msg, headers)
+        return self.answer(ctx, self.run(era, ctx, msg), headers)
+
+    # -- listings from cached JSON ------------------------------------------------------
+    def list_reply(
+        self, era: EraRules, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None
+    ) -> HttpReply | None:
+        """resources/list and templates/list from cached per-item JSON; None: take ``run``.
+
+        Equivalent to ``answer(ctx, run(era, ctx, msg))`` for these methods (they never log), but
+        every listed item is encoded once per provider state and revision, not once per request.
+        """
+        method = msg.method or ""
+        try:
+            check_params(method, msg.params)
+            items = self.encoded_listing(method, ctx.version)
+            offset = decode_cursor(msg.params.get("cursor"))
+        except Exception:  # errors are reported (and logged) by run()
+            return None
+        size = self.settings.page_size
+        rest: dict[str, Any] = {}
+        if offset + size < len(items):
+            rest["nextCursor"] = encode_cursor(offset + size)
+        rest = era.decorate(ctx, method, rest)
+        tail = b"," + rpc.dumps(rest)[1:] if rest else b"}"
+        page = b",".join(items[offset : offset + size])
+        body = b"".join((REPLY_START, rpc.dumps(msg.id), LIST_METHODS[method], page, b"]", tail, b"}"))
+        return HttpReply(200, body, {"Content-Type": "application/json", **(headers or {})})
+
+    def encoded_listing(self, method: str, version: str) -> list[bytes]:
+        """Every listed item of every provider as compact JSON, in listing order.
+
+        A provider with a ``list_token()`` is re-listed only when its token or the resources'
+        generation moves (both read before listing); any other provider is listed every time and
+        its items are re-encoded only when they differ from the previous listing.
+        """
+        templates = method == "resources/templates/list"
+        generation = self.resources.generation
+        out: list[bytes] = []
+        for provider in self.resources.providers():
+            key = (method, version, id(provider))
+            entry = self._listings.get(key)
+            token = None if templates else provider.list_token()
+            if token is not None:
+                token = (generation, token)
+                if entry is not None and entry[0] == token:
+                    out.extend(entry[2])
+                    continue
+                listed: list[Any] = provider.list_resources()
+            else:
+                listed = provider.list_templates() if templates else provider.list_resources()
+                if entry is not None and entry[0] is None and entry[1] == listed:
+                    out.extend(entry[2])
+                    continue
+            encoded = [rpc.dumps(item.to_json(version)) for item in listed]
+            self._listings[key] = (token, listed if token is None else None, encoded)
+            out.extend(encoded)
+        return out
+
+    # -- reads through the encoded-reply cache --------------------------------------------
+    def read_reply(self, era: EraRules, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None) -> HttpReply:
+        """resources/read, from the encoded reply of an earlier read while its stamp holds (only
+        the id is spliced in); through ``run`` otherwise. The URI's provider is looked up once."""
+        uri = msg.params.get("uri")
+        provider = self.resources.owner(uri) if isinstance(uri, str) and len(uri) <= MAX_URI else None
+
+        def read(ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+            return self.read_with(provider, ctx, params)
+
+        stamp = self.read_stamp(provider, uri) if provider is not None else None
+        if stamp is None:
+            return self.answer(ctx, self.run(era, ctx, msg, read), headers)
+        key = (ctx.version, uri)
+        entry = self._read_cache.get(key)
+        if entry is None or entry[0] != stamp:
+            reply = self.run(era, ctx, msg, read)
+            if "result" not in reply or ctx.logs:
+                return self.answer(ctx, reply, headers)
+            if len(self._read_cache) >= READ_CACHE_SIZE:
+                self._read_cache.clear()
+            entry = (stamp, b',"result":' + rpc.dumps(reply["result"]) + b"}")
+            self._read_cache[key] = entry
+        else:
+            try:
+                check_params("resources/read", msg.params)
+            except RpcError:  # reported by run()
+                return self.answer(ctx, self.run(era, ctx, msg, read), headers)
+        return HttpReply(
+            200, REPLY_START + rpc.dumps(msg.id) + entry[1], {"Content-Type": "application/json", **(headers or {})}
+        )
+
+    def read_stamp(self, provider: Provider, uri: str) -> tuple[Hashable, ...] | None:
+        """What a cached encoded read of ``uri`` must match to be served again: the provider's
+        read token, the resources' generation (settings change in cells) and the redactor's
+        version; None: reads of ``uri`` are not cached."""
+        try:
+            token = provider.read_token(uri)
+        except Exception:
+            return None
+        return None if token is None else (token, self.resources.generation, REDACTOR.version)
+
+    def cached_read(self, key: ReadKey) -> bytes | None:
+        """The encoded result tail of a cached read still valid for ``key``, or None."""
+        entry = self._read_cache.get(key)
+        if entry is None:
+            return None
+        uri = key[1]
+        provider = self.resources.owner(uri)
+        if provider is None:
+            return None
+        try:  # read_stamp, inlined: this runs for every cached read
+            token = provider.read_token(uri)
+        except Exception:
+            return None
+        if token is None or entry[0] != (token, self.resources.generation, REDACTOR.version):
+            return None
+        return entry[1]
+
+    # -- handlers both eras serve ---------------------------------------------------------
+    def ping(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def list_resources(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page(self.resources.list_resources(), params, "resources", ctx.version)
+
+    def list_templates(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        return self._page(self.resources.list_templates(), params, "resourceTemplates", ctx.version)
+
+    def read(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        return self.read_with(None, ctx, params)
+
+    def read_with(self, provider: Provider | None, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        uri = uri_param(params)
+        contents = self.resources.read(uri, provider)
+        if not contents:
+            raise ResourceNotFound(uri)
+        return {"contents": [c.to_json(ctx.version) for c in contents]}
+
+    def complete(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        ref = params.get("ref")
+        arg = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(arg, dict):
+            raise RpcError(rpc.INVALID_PARAMS, "Invalid params: ref and argument (objects) are required")
+        name, value = arg.get("name"), arg.get("value", "")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise RpcError(rpc.INVALID_PARAMS, "Invalid params: argument.name and argument.value must be strings")
+        kind = ref.get("type")
+        if kind == "ref/prompt":
+            if not isinstance(ref.get("name"), str):
+                raise RpcError(rpc.INVALID_PARAMS, "Invalid params: ref.name is required", {"param": "ref.name"})
+            values: list[str] = []  # this server has no prompts
+        elif kind == "ref/resource":
+            template = ref.get("uri")
+            if not isinstance(template, str):
+                raise RpcError(rpc.INVALID_PARAMS, "Invalid params: ref.uri (string) is required")
+            context = params.get("context") or {}
+            known = context.get("arguments") if isinstance(context, dict) else None
+            values = self.resources.complete(template, name, value, known if isinstance(known, dict) else {}) or []
+        else:
+            raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: unknown ref type {kind!r}")
+        return {
+            "completion": {
+                "values": values[:MAX_COMPLETIONS],
+                "total": len(values),
+                "hasMore": len(values) > MAX_COMPLETIONS,
+            }
+        }
+
+    def _page(self, items: list[Any], params: dict[str, Any], key: str, version: str) -> dict[str, Any]:
+        offset = decode_cursor(params.get("cursor"))
+        size = self.settings.page_size
+        page = items[offset : offset + size]
+        out: dict[str, Any] = {key: [item.to_json(version) for item in page]}
+        if offset + size < len(items):
+            out["nextCursor"] = encode_cursor(offset + size)
+        return out
+
+    # -- what the server says about itself ------------------------------------------------
+    def capabilities(self, version: str) -> dict[str, Any]:
+        caps: dict[str, Any] = {"resources": {"subscribe": True, "listChanged": True}, "tools": {}}
+        if knows(version, "completions_capability"):
+            caps["completions"] = {}
+        if not knows(version, "stateless"):
+            caps["logging"] = {}
+        return caps
+
+    def server_info(self, version: str) -> dict[str, Any]:
+        s = self.settings
+        info: dict[str, Any] = {"name": s.name, "version": s.version}
+        if knows(version, "title"):
+            info["title"] = s.title
+        if knows(version, "icons"):
+            info["description"] = s.description
+        return info
+
+    def server_info_meta(self, version: str) -> dict[str, Any]:
+        return {META_SERVER_INFO: self.server_info(version)}
+
+    def touch(self) -> None:
+        """Sessions or streams changed: tell on_activity and every activity listener (they must not block)."""
+        callbacks = [self.on_activity] if self.on_activity is not None else []
+        for callback in callbacks + list(self.activity_listeners):
+            try:
+                callback()
+            except Exception:
+                log.exception("activity callback failed")
+
+
+def uri_param(params: dict[str, Any]) -> str:
+    """The ``uri`` param, already checked by params.py for every method that takes one."""
+    uri = params.get("uri")
+    if not isinstance(uri, str) or not uri:
+        raise RpcError(rpc.INVALID_PARAMS, "Invalid params: uri (non-empty string) is required")
+    return uri
