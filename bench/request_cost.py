@@ -60,7 +60,7 @@ def main() -> None:
     shell.run_cell("x = 1")
     shell.run_cell("%load_ext mcp_notebook")
     import mcp_notebook
-    from mcp_notebook.transport.http import _Connection
+    from mcp_notebook.transport.connection import Connection
 
     kh = mcp_notebook.hub()
     transport = kh.transport
@@ -80,7 +80,7 @@ def main() -> None:
             requests = [_raw(head, body, first + i) for i in range(args.requests)]
 
             async def run(requests: list[bytes]) -> float:
-                conn = _Connection(transport)
+                conn = Connection(transport)
                 sink = _ListTransport()
                 conn.connection_made(sink)  # type: ignore[arg-type]
                 for data in requests[:100]:  # the first requests learn the head and the read

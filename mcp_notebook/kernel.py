@@ -29,7 +29,7 @@ from .redact import REDACTOR, NameFilter
 from .resources import Resources
 from .revisions import ALL_VERSIONS
 from .runtime import discover, log_path, remove_runtime_file, write_runtime_file
-from .transport.http import HttpTransport
+from .transport.server import HttpTransport
 from .version import __version__
 
 

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from mcp_notebook.protocol.server import HttpRequest, McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
-from mcp_notebook.transport.http import HttpTransport
+from mcp_notebook.transport.server import HttpTransport
 
 _COMMON = {"deadline": None, "suppress_health_check": list(HealthCheck), "database": None}
 settings.register_profile("ci", max_examples=400, derandomize=True, **_COMMON)

@@ -16,7 +16,8 @@ from test_http_transport import INIT, TOKEN, closed_by_peer, connect, read_respo
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
-from mcp_notebook.transport.http import ChunkedBody, HttpTransport
+from mcp_notebook.transport.http11 import ChunkedBody
+from mcp_notebook.transport.server import HttpTransport
 
 STATELESS_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -30,7 +30,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.handshake", "protocol.stateless"),
     ("protocol.fast_read",),
     ("protocol.server", "protocol"),
-    ("transport",),
+    ("transport.http11", "transport.busy_poll", "transport.loop"),
+    ("transport.heads",),
+    ("transport.connection",),
+    ("transport.server", "transport"),
     ("activity", "kernel"),
     ("lifecycle",),
     ("magics", "frontend_comm", "widgets"),
@@ -44,7 +47,6 @@ LONG_FUNCTIONS: dict[str, str] = {}
 PENDING_SPLIT = {
     "providers.frames",
     "providers.tabular",
-    "transport.http",
     "providers.frames.page_contents",
     "providers.frames.schema_contents",
 }

@@ -13,7 +13,8 @@ import pytest
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
-from mcp_notebook.transport.http import BadRequest, HttpTransport, parse_chunked, parse_head
+from mcp_notebook.transport.http11 import BadRequest, ChunkedBody, parse_head
+from mcp_notebook.transport.server import HttpTransport
 
 TOKEN = "tok"
 LIMIT = 10_000
@@ -249,7 +250,7 @@ def test_parsers_raise_only_bad_request():
     rng = random.Random(7)
     for _ in range(2000):
         blob = bytes(rng.randrange(256) for _ in range(rng.randint(0, 200)))
-        for parse in (lambda b: parse_head(b), lambda b: parse_chunked(b, 0, 1000)):
+        for parse in (lambda b: parse_head(b), lambda b: ChunkedBody(1000).feed(b)):
             try:
                 parse(blob)
             except BadRequest:

@@ -21,7 +21,7 @@ from test_fast_read import ERAS, _mutations, mutated
 from test_protocol import META, STATELESS, TOKEN, make_server, open_session
 
 from mcp_notebook.protocol.server import HttpRequest
-from mcp_notebook.transport.http import HttpTransport
+from mcp_notebook.transport.server import HttpTransport
 
 NS: dict[str, Any] = {"n": 3, "s": "text", "big": 10**20, "obj": object()}
 SERVER, _, _ = make_server(ns=NS)  # its own server: stopping the transport closes it

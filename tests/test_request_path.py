@@ -20,7 +20,7 @@ from mcp_notebook.protocol import jsonrpc as rpc
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
-from mcp_notebook.transport.http import HttpTransport
+from mcp_notebook.transport.server import HttpTransport
 
 TOKEN = "tok"
 
@@ -231,7 +231,7 @@ def test_a_repeated_head_skips_parsing_but_never_admission_under_new_settings(se
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
         s.sendall(ping(1))
         assert reply(s)[0] == 200
-    assert server.admitted_heads  # remembered
+    assert len(server.heads)  # remembered
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
         s.sendall(ping(2))  # same head bytes, a fresh connection
         status, body = reply(s)
@@ -254,4 +254,4 @@ def test_a_refused_head_is_never_remembered(server):
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
             s.sendall(ping(1, token="nope"))
             assert reply(s)[0] == 401
-    assert not server.admitted_heads
+    assert not len(server.heads)

@@ -21,7 +21,7 @@ from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
 from mcp_notebook.runtime import write_runtime_file
-from mcp_notebook.transport.http import HttpTransport
+from mcp_notebook.transport.server import HttpTransport
 
 TOKEN = "bridge-review-token"
 KERNEL = "review-kernel"

@@ -46,9 +46,9 @@ class ReadEra(Protocol):
 
     def after_read(self, access: Any) -> None: ...
 
-    def replay_checks(self, access: Any) -> tuple[Callable[[], bool] | None, Callable[[], None] | None]:
-        """What a replay of ``access`` checks before answering (None: nothing can have ended) and
-        does once its reply is written (None: nothing)."""
+    def replay_checks(self, access: Any) -> tuple[Callable[[], object] | None, Callable[[], None] | None]:
+        """What a replay of ``access`` checks before answering (a falsy result: it ended; None:
+        nothing can end) and does once its reply is written (None: nothing)."""
         ...
 
 
@@ -59,7 +59,7 @@ class ReadShape(NamedTuple):
     suffix: bytes
     key: ReadKey
     reply_headers: dict[str, str]
-    still_open: Callable[[], bool] | None
+    still_open: Callable[[], object] | None
     after_send: Callable[[], None] | None
 
 

@@ -295,12 +295,9 @@ class HandshakeEra:
     def after_read(self, access: ReadAccess) -> None:
         """Nothing to record once a session's flat read is answered (its use was marked)."""
 
-    def replay_checks(self, access: ReadAccess) -> tuple[Callable[[], bool], None]:
+    def replay_checks(self, access: ReadAccess) -> tuple[Callable[[], object], None]:
         """A replayed read's session must still be there (it is marked as used); nothing after."""
-        return functools.partial(self._still_open, access.session_id), None
-
-    def _still_open(self, sid: str) -> bool:
-        return self._touch_session(sid) is not None
+        return functools.partial(self._touch_session, access.session_id), None
 
     # -- notifications --------------------------------------------------------------------
     def notify(self, kind: str, uris: tuple[str, ...]) -> None:

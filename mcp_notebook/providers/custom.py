@@ -65,6 +65,7 @@ class Registration:
             "icons": self.icons,
             "meta": self.meta,
         }
+
     returned: tuple[type, bool] | None = None  # structured class last returned, and whether a list
 
 
@@ -120,11 +121,7 @@ class CustomProvider(Provider):
         return self._find(uri) is not None or (uri.startswith(SCHEMA_PREFIX) and _SCHEMA.match(uri) is not None)
 
     def list_resources(self) -> list[Resource]:
-        return [
-            Resource(uri=r.uri, **r.described())
-            for r in self.registrations()
-            if r.template is None
-        ] + [
+        return [Resource(uri=r.uri, **r.described()) for r in self.registrations() if r.template is None] + [
             Resource(
                 uri=schema_uri(r.name),
                 name=f"{r.name} schema",

@@ -1,1 +1,2 @@
-"""Transports: Streamable HTTP (HTTP/1.1 on asyncio, in a daemon thread)."""
+"""Carriers of MCP messages. Streamable HTTP: http11 (HTTP/1.1 without I/O), connection (one
+client connection on the loop), server (socket, thread, loop), loop, heads, busy_poll."""

@@ -1,0 +1,435 @@
+"""One client connection on the hub's loop: drives the HTTP/1.1 reader, admits, hands off, writes.
+
+Requests on a connection are read and answered one at a time, in order. A request is admitted
+(path, Host, Origin, token) as soon as its head is complete: a refused one is answered at once
+and its body is never parsed (what is still on the way is dropped for a moment, then the
+connection closes). A request the protocol answers inline (a flat read, a cheap method) is
+answered on the loop; one that may run user code goes to the owner's worker pool, so the loop
+never stalls; a reply that is an event stream is pumped by a task. Deadlines: a head within
+``head_timeout`` of its first byte (of the connection's start or last reply, for a connection no
+request was admitted on yet, which also gets no long idle time), a body within ``body_timeout``
+of its head; the owner's periodic sweep checks them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from concurrent.futures import Executor
+from typing import Protocol, cast
+
+from ..protocol.server import HttpReply, HttpRequest, McpServer
+from ..protocol.streams import Stream
+from . import http11
+from .busy_poll import BusyPoll
+from .heads import AdmittedHead, AdmittedHeads
+from .http11 import BadRequest, RequestHead, RequestReader
+
+log = logging.getLogger(__name__)
+KEEPALIVE_SECONDS = 15.0  # an SSE comment this often on a quiet stream
+IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on
+LINGER_SECONDS = 2.0  # after refusing a request whose body is still coming: drop it this long, then close
+PATH = "/mcp"
+
+
+class Owner(Protocol):
+    """What a connection needs of the transport that accepted it (transport/server.py)."""
+
+    mcp: McpServer
+    heads: AdmittedHeads
+    max_body_bytes: int
+    head_timeout: float
+    body_timeout: float
+    stopping: bool
+    executor: Executor
+    busy_poll: BusyPoll
+    streams: set[Stream]
+    tasks: set[asyncio.Task[None]]
+    connections: dict[Connection, None]
+
+    def admit_connection(self, conn: Connection) -> bool: ...
+
+
+class Connection(asyncio.Protocol):
+    """One client connection (see the module docstring)."""
+
+    def __init__(self, owner: Owner):
+        self.owner = owner
+        self.loop = asyncio.get_running_loop()
+        self.io: asyncio.Transport | None = None
+        self.reader = RequestReader(owner.max_body_bytes)
+        self.buf = self.reader.buf  # the same bytearray, for the checks on the hot path
+        self.busy = False  # a request is being answered (on the executor, or as a stream)
+        self.streaming = False  # ... as a long-lived stream (GET or subscriptions/listen)
+        self.closing = False
+        self.gone = False
+        self.trusted = False  # a request on this connection passed admission
+        self.discarding = 0  # bytes still expected of a refused request's body (-1: unknown); dropped
+        self.peer_done = False  # the client half-closed: answer what is complete, then close
+        self.paused_reading = False
+        self._writable: asyncio.Future[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._deadline = 0.0  # loop time the armed deadline expires at (checked by the owner's sweep)
+        self._timer_kind = ""  # which deadline is armed; "" for none
+        self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
+        self._admitted: AdmittedHead | None = None  # the remembered form of the head being read
+        self._last_head: AdmittedHead | None = None  # the remembered head this connection sent last
+
+    @property
+    def idle(self) -> bool:
+        """Between requests: nothing read of the next one and nothing being answered."""
+        return not self.busy and self.reader.between_requests and not self.closing
+
+    # -- asyncio callbacks ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.io = cast(asyncio.Transport, transport)  # asyncio's or uvloop's (not a subclass)
+        if not self.owner.admit_connection(self):
+            self.closing = True
+            transport.abort()
+            return
+        self._wait_for_request()
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.buf and self.reader.head is None and not self.busy and not self.closing and not self.discarding:
+            if self._whole_request(data):
+                return
+        if self.discarding:
+            self._discard(len(data))
+            return
+        if self.closing:
+            return
+        if self._timer_kind == "idle" and self.trusted and not self.buf:
+            self._arm("head", self.owner.head_timeout)  # the first byte of the next request
+        self.buf += data
+        if not self.busy:
+            self._process()
+        elif len(self.buf) > http11.MAX_HEAD_BYTES + self.owner.max_body_bytes and not self.paused_reading:
+            self.paused_reading = True  # a client racing ahead: stop reading until we catch up
+            assert self.io is not None
+            self.io.pause_reading()
+
+    def _whole_request(self, data: bytes) -> bool:
+        """The usual case: one whole request in one read, nothing else pending, and a head
+        byte-for-byte equal to one admitted before under the same settings (a client repeats its
+        head); parsing and admission are pure functions of those bytes and settings. False: read
+        ``data`` the general way."""
+        settings = self.owner.mcp.settings
+        head = self._last_head
+        if head is None or head.settings is not settings or not data.startswith(head.block):
+            end = data.find(b"\r\n\r\n")
+            head = self.owner.heads.get(data[:end], settings) if end > 0 else None
+        if head is None or len(data) != len(head.block) + head.proto.length:
+            return False
+        self._last_head = head
+        self._timer_kind = ""
+        self.trusted = True
+        body = data[len(head.block) :]
+        if not self._replay(head, body):
+            self._dispatch(head.proto, body, head)
+        if self.paused_reading or self.peer_done:
+            self._process()
+        return True
+
+    def _replay(self, head: AdmittedHead, body: bytes) -> bool:
+        """Answer a request the protocol recognises as the last one sent with this head but for its
+        id; False: it does not (or the server stops, or the connection is not plain keep-alive)."""
+        memo = head.replay
+        if memo is None or not head.keep_alive or self.owner.stopping:
+            return False
+        reply = self.owner.mcp.replay(memo, body)
+        if reply is None:
+            return False
+        payload = reply.body or b""
+        if reply.headers is not head.reply_headers:
+            head.reply_headers, head.reply_block = reply.headers, http11.header_lines(reply.headers)
+        self._write(
+            b"%s%s%sContent-Length: %d\r\n\r\n%s"
+            % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
+        )
+        if reply.after_send is not None:
+            reply.after_send()
+        self._done(True)
+        return True
+
+    def eof_received(self) -> bool:
+        """The client will send no more: answer the complete requests already read, then close."""
+        self.peer_done = True
+        if self.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
+            self.close()
+        return True  # keep the transport open for the replies still to be written
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gone = True
+        self.owner.connections.pop(self, None)
+        self._cancel_timer()
+        if self._wake is not None:
+            self._wake.set()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _process(self) -> None:
+        """Answer every complete request in the buffer, until one is answered asynchronously."""
+        if self._reading:
+            return
+        self._reading = True
+        try:
+            while not self.busy and not self.closing and not self.gone and not self.discarding:
+                if self.reader.between_requests or not self._next_request():
+                    break  # (an empty buffer between requests holds nothing to read)
+        except BadRequest as exc:
+            self._fail(exc)
+        except Exception:  # a bug must still answer the client, not drop its connection
+            log.exception("reading a request failed")
+            self._fail(BadRequest("internal error", 500))
+        finally:
+            self._reading = False
+        if self.paused_reading and not self.busy and self.io is not None and not self.gone:
+            self.paused_reading = False
+            self.io.resume_reading()
+        if self.peer_done and not self.busy and not self.discarding:
+            self.close()
+
+    def _next_request(self) -> bool:
+        """Read one request as far as the buffer goes; True: one was dispatched or refused and the
+        connection goes on with the next."""
+        reader = self.reader
+        head = reader.head
+        if head is None:
+            block = reader.next_head()
+            if block is None:
+                return False
+            head = self._admit(block)
+            if head is None:
+                return not self.discarding
+            self.trusted = True
+            reader.expect_body(head)
+            self._cancel_timer()
+        body = reader.next_body()
+        if body is None:
+            if self._timer_kind != "body":
+                self._arm("body", self.owner.body_timeout)
+            if reader.send_continue():
+                self._write(http11.CONTINUE)
+            return False
+        admitted, self._admitted = self._admitted, None
+        self._dispatch(head, body, admitted)
+        return True
+
+    def _admit(self, block: bytes) -> RequestHead | None:
+        """The head of these bytes, admitted; None: refused (and answered)."""
+        owner = self.owner
+        settings = owner.mcp.settings
+        known = owner.heads.get(block, settings)
+        if known is not None:  # parsed and admitted before under these settings
+            self._admitted = known
+            return known.proto
+        head = http11.parse_head(block)
+        if head.path != PATH:
+            refusal: HttpReply | None = HttpReply(404, b"Not Found", {"Content-Type": "text/plain"})
+        else:
+            refusal = owner.mcp.admit(head.headers)
+        if refusal is not None:
+            self._refuse(head, refusal)
+            return None
+        if head.length <= owner.max_body_bytes:
+            self._admitted = owner.heads.remember(block, head, settings)
+        return head
+
+    def _refuse(self, head: RequestHead, reply: HttpReply) -> None:
+        """Answer a refused request without parsing its body; a body still on its way is dropped,
+        then the connection closes."""
+        self.discarding = self.reader.skip_body(head)
+        if self.discarding:
+            head.keep_alive = False
+        self._reply(head, reply)
+
+    def _discard(self, size: int) -> None:
+        """Drop bytes of a refused body; close once it is all in (known length) or at the linger deadline."""
+        if self.discarding > 0:
+            self.discarding = max(self.discarding - size, 0) or -2
+        if self.discarding == -2:
+            self.close()
+
+    def _dispatch(self, head: RequestHead, body: bytes, admitted: AdmittedHead | None = None) -> None:
+        self._cancel_timer()
+        req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admit ran on the head
+        mcp = self.owner.mcp
+        reply = mcp.answer_inline(req, admitted is not None and admitted.replay is None)
+        if reply is not None:
+            if admitted is not None and req.replay is not None:
+                admitted.replay = req.replay  # the next such request, with another id, is replayed
+            self._reply(head, reply)
+            return
+        self.busy = True
+        try:
+            future = self.loop.run_in_executor(self.owner.executor, mcp.handle, req)
+        except RuntimeError:  # the executor is shut down: the hub is stopping
+            self.busy = False
+            self._reply(head, error_reply(503, "Service unavailable: the hub is stopping"))
+            return
+        future.add_done_callback(lambda f: self._answered(head, f))
+
+    def _answered(self, head: RequestHead, future: asyncio.Future[HttpReply]) -> None:
+        if future.cancelled():
+            return
+        if future.exception() is not None:  # handle() never raises; a dying executor might
+            self._reply(head, error_reply(500, "Internal error"))
+        else:
+            self._reply(head, future.result())
+
+    # -- writing ---------------------------------------------------------------------------------
+    def _reply(self, head: RequestHead, reply: HttpReply) -> None:
+        if reply.stream is not None:
+            self.busy = True
+            self.streaming = reply.stream.kind != "response"
+            task = self.loop.create_task(self._stream(head, reply, reply.stream))
+            self.owner.tasks.add(task)
+            task.add_done_callback(self.owner.tasks.discard)
+            return
+        keep = head.keep_alive and not self.owner.stopping
+        self._write(http11.reply_bytes(reply.status, reply.headers, reply.body or b"", keep=keep, head=head))
+        if reply.after_send is not None:
+            reply.after_send()
+        self._done(keep)
+
+    def _done(self, keep: bool) -> None:
+        """The reply is written: go on with the next request, or close."""
+        self.busy = False
+        self.streaming = False
+        if self.gone:
+            return
+        if not keep:
+            if self.discarding:
+                self._arm("linger", LINGER_SECONDS)
+                if self.io is not None and self.io.can_write_eof():
+                    self.io.write_eof()  # the reply is complete; the client may still be sending
+            else:
+                self.close()
+            return
+        self._wait_for_request()
+        self.owner.busy_poll.touch()
+        if self.buf or self.paused_reading or self.peer_done:
+            self._process()
+
+    async def _stream(self, head: RequestHead, reply: HttpReply, stream: Stream) -> None:
+        owner = self.owner
+        owner.streams.add(stream)
+        chunked = head.version == "HTTP/1.1"
+        keep = chunked and head.keep_alive
+        try:
+            self._write(http11.stream_head_bytes(reply.status, reply.headers, keep=keep, head=head))
+            await self._pump(stream, chunked)
+            if chunked:
+                self._write(http11.LAST_CHUNK)
+        finally:
+            owner.streams.discard(stream)
+            owner.mcp.stream_closed(stream)
+        if not self.gone:
+            self._done(keep and not owner.stopping)
+
+    async def _pump(self, stream: Stream, chunked: bool) -> None:
+        wake = self._wake = asyncio.Event()
+        loop = self.loop
+        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+        try:
+            while not self.gone:
+                closed = stream.closed
+                events = stream.drain()
+                if events:
+                    await self._send_chunk(b"".join(events), chunked)
+                if closed or self.gone or (self.peer_done and self.streaming):
+                    return  # a client that half-closed will not read a long-lived stream: end it
+                try:
+                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
+                except asyncio.TimeoutError:
+                    await self._send_chunk(b": keepalive\n\n", chunked)
+                wake.clear()
+        finally:
+            self._wake = None
+
+    async def _send_chunk(self, data: bytes, chunked: bool) -> None:
+        self._write(http11.chunk_bytes(data, chunked))
+        if self._writable is not None:
+            await self._writable
+
+    def _write(self, data: bytes) -> None:
+        if self.io is not None and not self.gone:
+            self.io.write(data)
+
+    def _fail(self, exc: BadRequest) -> None:
+        status = exc.status
+        if status == 413:
+            limit = self.owner.max_body_bytes
+            reply = error_reply(413, f"Payload too large: the limit is {limit} bytes", -32600)
+        else:
+            reply = HttpReply(status, f"{http11.reason(status)}: {exc}".encode(), {"Content-Type": "text/plain"})
+        self.reader.reset()
+        self._reply(http11.RequestHead("POST", "", "HTTP/1.1", {"connection": "close"}), reply)
+
+    # -- deadlines ------------------------------------------------------------------------------
+    def _wait_for_request(self) -> None:
+        """Between requests: a long idle time once a request was admitted here, else a head deadline."""
+        if self.buf:
+            self._arm("head", self.owner.head_timeout)
+        elif self.trusted:
+            self._arm("idle", IDLE_SECONDS)
+        else:
+            self._arm("first", self.owner.head_timeout)
+
+    def _arm(self, kind: str, seconds: float) -> None:
+        """Arm one deadline (replacing any other); two stores, no timer per request."""
+        self._timer_kind = kind
+        self._deadline = self.loop.time() + seconds
+
+    def _cancel_timer(self) -> None:
+        self._timer_kind = ""
+
+    def check_deadline(self, now: float) -> None:
+        """Called by the owner's periodic sweep: act on an armed deadline that has passed."""
+        kind = self._timer_kind
+        if kind and now >= self._deadline:
+            self._expired(kind)
+
+    def _expired(self, kind: str) -> None:
+        self._timer_kind = ""
+        if self.gone or self.busy or self.closing:
+            return
+        if kind in ("idle", "linger") or self.reader.between_requests:
+            self.close()
+        else:  # a head or body that did not arrive in time (slowloris)
+            self._fail(BadRequest(f"the request {'body' if kind == 'body' else 'head'} did not arrive in time", 408))
+
+    def evict(self) -> None:
+        """Make room for a new connection: drop this one now."""
+        self.closing = True
+        self._cancel_timer()
+        self.owner.connections.pop(self, None)
+        if self.io is not None:
+            self.io.abort()
+
+    def close(self) -> None:
+        """Close once what is buffered is written."""
+        self.closing = True
+        self._cancel_timer()
+        if self.io is not None and not self.io.is_closing():
+            self.io.close()
+
+
+def error_reply(status: int, message: str, code: int = -32603) -> HttpReply:
+    """A JSON-RPC error without an id, for failures of the carrier itself."""
+    return HttpReply.json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status)

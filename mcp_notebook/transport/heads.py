@@ -1,0 +1,56 @@
+"""Request heads admitted before, remembered by their bytes.
+
+A client repeats its head byte for byte (only the body's id changes), and parsing and admission
+(Host, Origin, token) are pure functions of those bytes and the server's settings: a head seen
+before under the same settings object skips both. The memory is bounded (cleared when full) and
+keeps only heads with a body of known length.
+"""
+
+from __future__ import annotations
+
+from .http11 import RequestHead
+
+HEADS_KEPT = 256  # admitted heads remembered per transport (cleared when full)
+HEAD_KEPT_BYTES = 4096  # longer heads are not remembered
+
+
+class AdmittedHead:
+    """A head admitted under ``settings`` (``block``: its bytes with the blank line), the protocol's
+    replay memo for requests sent with it, if any, and the encoded header lines of its replies."""
+
+    __slots__ = ("block", "keep_alive", "proto", "replay", "reply_block", "reply_headers", "settings")
+
+    def __init__(self, block: bytes, proto: RequestHead, settings: object):
+        self.block = block
+        self.proto = proto
+        self.settings = settings
+        self.keep_alive = proto.keep_alive and proto.version == "HTTP/1.1"
+        self.replay: object | None = None
+        self.reply_headers: dict[str, str] | None = None
+        self.reply_block = b""
+
+
+class AdmittedHeads:
+    """The bounded memory of admitted heads of one transport."""
+
+    __slots__ = ("_heads",)
+
+    def __init__(self) -> None:
+        self._heads: dict[bytes, AdmittedHead] = {}
+
+    def get(self, block: bytes, settings: object) -> AdmittedHead | None:
+        """The remembered head with these bytes (no blank line), if admitted under ``settings``."""
+        known = self._heads.get(block)
+        return known if known is not None and known.settings is settings else None
+
+    def remember(self, block: bytes, head: RequestHead, settings: object) -> AdmittedHead | None:
+        """Remember a head that passed admission under ``settings`` (None: not kept)."""
+        if len(block) > HEAD_KEPT_BYTES or head.chunked:
+            return None
+        if len(self._heads) >= HEADS_KEPT:
+            self._heads.clear()
+        known = self._heads[block] = AdmittedHead(block + b"\r\n\r\n", head.copy(), settings)
+        return known
+
+    def __len__(self) -> int:
+        return len(self._heads)

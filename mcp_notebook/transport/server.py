@@ -1,0 +1,196 @@
+"""Streamable HTTP for one McpServer: the listening socket, the hub thread and its loop.
+
+The kernel's main thread is busy while a cell runs, so requests are answered elsewhere: a daemon
+thread runs its own loop (loop.py) and accepts connections (connection.py), which speak HTTP/1.1
+(http11.py) and hand requests to the protocol. The socket is bound by the caller's thread, so an
+error (address in use) surfaces in the cell that loaded us; the thread only serves. Requests that
+may run user code (a ``__repr__``, a custom resource) go to a small worker pool so they never
+stall the loop; the rest, and event streams, are handled on the loop itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from ..logs import loop_exception_handler
+from ..protocol.server import McpServer
+from ..protocol.streams import Stream
+from .busy_poll import BusyPoll
+from .connection import LINGER_SECONDS, PATH, Connection
+from .heads import AdmittedHeads
+from .loop import bind_socket, new_loop
+
+HEAD_SECONDS = 10.0  # a request head must be complete this long after its first byte
+BODY_SECONDS = 60.0  # a body must be complete this long after its head
+MAX_CONNECTIONS = 256
+BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see busy_poll.py)
+
+
+class HttpTransport:
+    """Owns the listening socket, the server thread and its loop, and the connections' shared
+    state (limits, worker pool, remembered heads, open streams)."""
+
+    def __init__(
+        self,
+        mcp: McpServer,
+        host: str,
+        port: int,
+        max_body_bytes: int,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        head_timeout: float = HEAD_SECONDS,
+        body_timeout: float = BODY_SECONDS,
+        busy_poll_seconds: float = BUSY_POLL_SECONDS,
+        loop_kind: str = "auto",
+    ):
+        self.mcp = mcp
+        self.max_body_bytes = max_body_bytes
+        self.max_connections = max_connections
+        self.head_timeout = head_timeout
+        self.body_timeout = body_timeout
+        self.streams: set[Stream] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.connections: dict[Connection, None] = {}  # oldest first
+        self.refused_connections = 0
+        self.stopping = False
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
+        self._sockets = [bind_socket(host, port)]
+        self.host = host
+        self.port = self._sockets[0].getsockname()[1]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._servers: list[asyncio.AbstractServer] = []
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._sweep: asyncio.TimerHandle | None = None
+        self.busy_poll = BusyPoll(busy_poll_seconds)
+        self.heads = AdmittedHeads()
+        self.loop_kind = loop_kind
+
+    def admit_connection(self, conn: Connection) -> bool:
+        """Register a new connection; at the cap, make room or refuse it.
+
+        Room is made by dropping the oldest connection no request was admitted on (a client without
+        the token, a trickling head), else the oldest idle keep-alive one; connections answering a
+        request or holding a stream are never dropped. A real client therefore always gets in,
+        however many unauthenticated connections trickle.
+        """
+        conns = self.connections
+        if len(conns) >= self.max_connections:
+            victim = fallback = None
+            for other in conns:  # oldest first
+                if other.closing:
+                    continue
+                if not other.trusted and not other.busy:
+                    victim = other
+                    break
+                if fallback is None and other.idle:
+                    fallback = other
+            victim = victim or fallback
+            if victim is not None:
+                victim.evict()
+            elif sum(1 for other in conns if not other.closing) >= self.max_connections:
+                self.refused_connections += 1
+                return False
+        conns[conn] = None
+        if self._sweep is None:
+            self._schedule_sweep()
+        return True
+
+    def _sweep_interval(self) -> float:
+        """How often deadlines are checked: a fifth of the shortest one, between 20 ms and 1 s."""
+        shortest = min(self.head_timeout, self.body_timeout, LINGER_SECONDS)
+        return min(1.0, max(0.02, shortest / 5))
+
+    def _schedule_sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._sweep = loop.call_later(self._sweep_interval(), self._sweep_deadlines)
+
+    def _sweep_deadlines(self) -> None:
+        """One timer for every connection's deadline (instead of a timer armed and cancelled per
+        request); runs while any connection is open."""
+        self._sweep = None
+        if not self.connections:
+            return
+        now = asyncio.get_running_loop().time()
+        for conn in list(self.connections):
+            conn.check_deadline(now)
+        if self.connections:
+            self._schedule_sweep()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{PATH}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="mcp-notebook-http", daemon=True)
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("the MCP HTTP server thread did not start")
+        if self._error is not None:
+            raise RuntimeError(f"the MCP HTTP server failed to start: {self._error}")
+
+    def _run(self) -> None:
+        loop = new_loop(self.loop_kind, self.busy_poll)
+        loop.set_exception_handler(loop_exception_handler)  # the loop's errors go to our log, not stderr
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            for sock in self._sockets:
+                server = loop.run_until_complete(loop.create_server(lambda: Connection(self), sock=sock))
+                self._servers.append(server)
+        except BaseException as exc:  # surfaced by start()
+            self._error = exc
+            self._started.set()
+            loop.close()
+            return
+        self._started.set()
+        try:
+            loop.run_forever()
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End streams, close the socket and connections, stop the loop, join the thread."""
+        self.mcp.close()
+        loop = self._loop
+        if loop is not None and self._thread is not None and self._thread.is_alive():
+            future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+            with contextlib.suppress(Exception):
+                future.result(timeout)
+            loop.call_soon_threadsafe(loop.stop)
+            self._thread.join(timeout)
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _shutdown(self) -> None:
+        self.stopping = True
+        for server in self._servers:
+            server.close()
+        for _ in range(50):  # let stream pumps write their final events
+            if not self.streams:
+                break
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            conn.close()
+        for _ in range(50):  # closing flushes buffered replies first
+            if not self.connections:
+                break
+            await asyncio.sleep(0.02)
+        for conn in list(self.connections):
+            if conn.io is not None:
+                conn.io.abort()
+        for task in list(self.tasks):
+            task.cancel()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
