@@ -17,7 +17,8 @@ from ..types import Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, Provider, ResourceNotFound, ResourceReadError
 from .engines import EngineFrame, db_objects, db_relation, is_connection_type
-from .frames import page_contents, schema_contents
+from .frame_pages import page_contents
+from .frame_schema import schema_contents
 from .variables import rank_completions
 
 PREFIX = "nb://db/"

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..redact import mask_secrets
 from .base import ResourceReadError
-from .tabular import Table, table_for
+from .tables import Table, table_for
 
 # (top-level module, class qualname) -> engine name. Type names only: nothing is imported.
 ENGINE_TYPES: dict[tuple[str, str], str] = {

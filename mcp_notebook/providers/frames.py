@@ -30,9 +30,6 @@ of a huge frame that falls outside the sample is therefore not noticed.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -40,20 +37,16 @@ from ..redact import mask_secrets
 from ..render import RenderTimeout, call_guarded, safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
+from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 from .engines import EngineFrame, engine_of_type, is_connection_type
-from .tabular import CellRenderer, Table, adapter_for_type, cell_text, quiet, table_for
+from .frame_pages import FORMATS, JSON, PAGE_TEMPLATE, page_contents
+from .frame_schema import SCHEMA_TEMPLATE, schema_contents
+from .tables import Table, adapter_for_type, quiet, table_for
 from .variables import rank_completions
 
 PREFIX = "nb://frames/"
-PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format}"
-SCHEMA_TEMPLATE = "nb://frames/{name}/schema"
 _PAGE = compile_template(PAGE_TEMPLATE)
 _SCHEMA = compile_template(SCHEMA_TEMPLATE + "{?columns}")
-FORMATS = {"csv": "text/csv", "json": "application/json", "markdown": "text/markdown"}
-_JSON = "application/json"
-_META_KEY = "mcp-notebook/page"
-_STATS_CELLS = 50_000_000  # schema statistics scan at most this many cells
 _MISSING = object()
 
 
@@ -164,31 +157,25 @@ class FramesProvider(Provider):
             except Exception:  # gone or changing under us: leave it out of this listing
                 continue
             if table.lazy:
-                out.append(
-                    Resource(
-                        uri=frame_uri(name),
-                        name=f"frames/{name}",
-                        title=f"{name} ({table.kind}, {cols} columns, lazy)",
-                        description=(
-                            f"Rows of {name}, a lazy {table.kind} with {cols} columns: each page is pushed down to "
-                            f"the engine (projection, limit/offset); the row count is null unless asked for with "
-                            f"?count=true. Columns and dtypes: {schema_uri(name)}"
-                        ),
-                        mime_type=FORMATS["csv"],
-                        annotations=Annotations(audience=("assistant",), priority=0.7),
-                    )
+                title = f"{name} ({table.kind}, {cols} columns, lazy)"
+                description = (
+                    f"Rows of {name}, a lazy {table.kind} with {cols} columns: each page is pushed down to "
+                    f"the engine (projection, limit/offset); the row count is null unless asked for with "
+                    f"?count=true. Columns and dtypes: {schema_uri(name)}"
                 )
-                continue
+            else:
+                title = f"{name} ({table.kind}, {rows:,} x {cols})"
+                description = (
+                    f"Rows of {name}, a {table.kind} with {rows:,} rows x {cols} columns, as CSV pages "
+                    f"(add ?offset=&limit=&columns=a,b&format=csv|json|markdown). "
+                    f"Columns, dtypes and statistics: {schema_uri(name)}"
+                )
             out.append(
                 Resource(
                     uri=frame_uri(name),
                     name=f"frames/{name}",
-                    title=f"{name} ({table.kind}, {rows:,} x {cols})",
-                    description=(
-                        f"Rows of {name}, a {table.kind} with {rows:,} rows x {cols} columns, as CSV pages "
-                        f"(add ?offset=&limit=&columns=a,b&format=csv|json|markdown). "
-                        f"Columns, dtypes and statistics: {schema_uri(name)}"
-                    ),
+                    title=title,
+                    description=description,
                     mime_type=FORMATS["csv"],
                     annotations=Annotations(audience=("assistant",), priority=0.7),
                 )
@@ -218,7 +205,7 @@ class FramesProvider(Provider):
                     "Shape, columns, dtypes, null counts, min/max/mean, categories, examples, index. Lazy engine "
                     "frames: columns and dtypes from metadata; ?stats=true and ?count=true compute (bounded)."
                 ),
-                mime_type=_JSON,
+                mime_type=JSON,
             ),
         ]
 
@@ -352,270 +339,6 @@ class FramesProvider(Provider):
             return f"error {type(exc).__name__}".encode()
 
 
-def column_positions(table: Table, raw: str | None, name: str, max_columns: int) -> tuple[list[int], bool]:
-    """Column positions to show, and whether the default set was cut to ``max_columns``.
-
-    Columns are picked by label; a label holding a credential is matched by its masked form too."""
-    labels = table.labels()
-    if raw is None or raw == "":
-        return list(range(min(len(labels), max_columns))), len(labels) > max_columns
-    wanted = [c for c in raw.split(",") if c != ""]
-    where: dict[str, list[int]] = {}
-    for i, label in enumerate(labels):
-        where.setdefault(label, []).append(i)
-        masked = mask_secrets(label)
-        if masked != label:
-            where.setdefault(masked, []).append(i)
-    unknown = [c for c in wanted if c not in where]
-    if unknown:
-        shown = [mask_secrets(label) for label in labels[:100]]
-        more = f" … and {len(labels) - 100} more" if len(labels) > 100 else ""
-        raise InvalidResourceParams(
-            f"unknown column(s) {[mask_secrets(c) for c in unknown]} in {name}; valid columns: {shown}{more}"
-        )
-    out: list[int] = []
-    for c in dict.fromkeys(wanted):
-        out.extend(p for p in where[c] if p not in out)
-    return out, False
-
-
-def _flag(params: dict[str, str], key: str) -> bool:
-    raw = (params.get(key) or "").lower()
-    if raw in ("", "false", "0", "no"):
-        return False
-    if raw in ("true", "1", "yes"):
-        return True
-    raise InvalidResourceParams(f"{key} must be true or false, got {params.get(key)!r}")
-
-
-def page_contents(
-    uri: str,
-    params: dict[str, str],
-    table: Table,
-    name: str,
-    limits: Any,
-    page_uri: Callable[[dict[str, Any]], str],
-    schema_link: str,
-) -> list[Contents]:
-    """A page of ``table`` as two contents items (rows in the asked format, then page info)."""
-    unknown = set(params) - {"name", "offset", "limit", "columns", "format", "count", "db", "table"}
-    if unknown:
-        raise InvalidResourceParams(
-            f"unknown parameter(s) {sorted(unknown)} for {PAGE_TEMPLATE}; use offset, limit, columns, format, count"
-        )
-    fmt = (params.get("format") or "csv").lower()
-    if fmt not in FORMATS:
-        raise InvalidResourceParams(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
-    offset = int_param(params, "offset", 0)
-    limit = int_param(params, "limit", limits.frame_page_rows)
-    if limit > limits.frame_max_rows:
-        raise InvalidResourceParams(f"limit must be at most {limits.frame_max_rows}, got {limit}")
-    want_count = _flag(params, "count")
-    positions, cols_cut = column_positions(table, params.get("columns"), name, limits.frame_max_columns)
-    labels = table.labels()
-    header = _unique([mask_secrets(h) for h in table.index_labels() + [labels[p] for p in positions]])
-    if isinstance(table, EngineFrame):
-        # One row past the page tells whether more exist, without counting.
-        names, fetched = table.fetch(offset, limit + 1, positions)
-        by_name = dict(zip(names, fetched, strict=True))
-        columns = [by_name[labels[p]] for p in positions]
-        got = len(columns[0]) if columns else 0
-        more = got > limit
-        columns = [c[:limit] for c in columns]
-        start, stop = offset, offset + min(got, limit)
-        total: int | None = None if more or (got == 0 and offset > 0) else offset + got
-        if want_count:
-            total = table.count()
-    else:
-        total = table.nrows or 0
-        start = min(offset, total)
-        stop = min(total, start + limit)
-        columns = table.page(start, stop, positions)
-
-    info: dict[str, Any] = {
-        "name": name,
-        "type": table.kind,
-        "format": fmt,
-        "offset": offset,
-        "limit": limit,
-        "rows": 0,
-        "total_rows": total,
-        "total_columns": len(labels),
-        "columns": header,
-        "truncated": False,
-        "next": None,
-        "schema": schema_link,
-    }
-    if isinstance(table, EngineFrame):
-        info["engine"] = table.engine
-        if total is None:
-            info["total_rows_note"] = "unknown: a lazy frame is not counted unless asked (?count=true)"
-    if cols_cut:
-        info["columns_truncated"] = True
-        info["columns_note"] = f"showing the first {len(positions)} of {len(labels)} columns; pick with columns="
-    reserve = len(json.dumps(info, ensure_ascii=False)) * 2 + 300 + len(uri)
-    budget = max(1000, limits.max_read_chars - reserve)
-    cap = max(20, min(1000, budget // (2 * max(1, len(header)))))
-    cells = CellRenderer(cap)
-    text, rows = _render(fmt, header, columns, stop - start, cells, budget)
-
-    end = start + rows
-    info["rows"] = rows
-    if (total is not None and end < total) or (total is None and (rows < stop - start or more)):
-        info["truncated"] = True
-        nxt: dict[str, Any] = {"offset": end, "limit": limit, "columns": params.get("columns") or None}
-        if "format" in params:
-            nxt["format"] = fmt
-        info["next"] = page_uri(nxt)
-        if rows < stop - start:
-            info["cut_by_size"] = True
-    if cells.cut:
-        info["values_truncated"] = cells.cut
-    return [
-        Contents(uri=uri, mime_type=FORMATS[fmt], text=text, meta={_META_KEY: info}),
-        Contents(uri=uri, mime_type=_JSON, text=json.dumps(info, ensure_ascii=False)),
-    ]
-
-
-def schema_contents(
-    uri: str, params: dict[str, str], table: Table, name: str, limits: Any, page_link: str, schema_link: str
-) -> Contents:
-    """Columns, dtypes and statistics of ``table`` as JSON (a lazy frame: metadata unless asked)."""
-    unknown = set(params) - {"name", "columns", "count", "stats", "db", "table"}
-    if unknown:
-        raise InvalidResourceParams(
-            f"unknown parameter(s) {sorted(unknown)} for {SCHEMA_TEMPLATE}; use columns, count, stats"
-        )
-    positions, _ = column_positions(table, params.get("columns"), name, limits.frame_max_columns)
-    if not params.get("columns"):
-        positions = list(range(len(table.labels())))
-    lazy = isinstance(table, EngineFrame)
-    want_count, want_stats = _flag(params, "count"), _flag(params, "stats")
-    total = table.count() if lazy and want_count else table.nrows
-    stats_rows = min(limits.frame_stats_rows, max(10_000, _STATS_CELLS // max(1, len(positions))))
-    budget = limits.max_read_chars - 600
-    doc: dict[str, Any] = {"name": name, "type": table.kind, "shape": [total, len(table.labels())], "page": page_link}
-    sample: Table | None = None
-    if lazy:
-        doc["engine"] = table.engine
-        doc["row_count"] = total
-        if want_stats:
-            stats_rows = min(stats_rows, limits.engine_stats_rows)
-            sample = table.sample(stats_rows, positions)
-            n = sample.nrows if sample is not None else 0
-            doc["stats_rows"] = n
-            doc["stats_note"] = f"statistics over the first {n:,} rows the engine returned (limit {stats_rows:,})"
-        elif not want_count:
-            doc["note"] = (
-                "columns and dtypes from the engine's metadata; nothing was computed. "
-                f"Add ?stats=true for statistics over the first rows, ?count=true for the row count (both bounded by "
-                f"engine_timeout={limits.engine_timeout:g}s)"
-            )
-    elif total is not None:
-        doc["stats_rows"] = min(total, stats_rows)
-        if total > stats_rows:
-            doc["stats_note"] = f"statistics over the first {stats_rows:,} of {total:,} rows"
-    described: list[dict[str, Any]] = []
-    used = len(json.dumps(doc))
-    # Describe in chunks so a 100k-column frame stops early instead of scanning every column.
-    for i in range(0, len(positions), 50):
-        chunk = positions[i : i + 50]
-        facts = table.describe(chunk, stats_rows)
-        if sample is not None:
-            stats = sample.describe(list(range(i, i + len(chunk))), stats_rows)["columns"]
-            for col, extra in zip(facts["columns"], stats, strict=False):
-                col.update({k: v for k, v in extra.items() if k not in ("name", "dtype")})
-        for key, value in facts.items():
-            if key != "columns" and key not in doc:
-                doc[key] = _mask_labels(value)
-                used += len(json.dumps(value, default=str)) + len(key) + 4
-        for col in facts["columns"]:
-            col["name"] = mask_secrets(str(col.get("name", "")))
-            size = len(json.dumps(col, ensure_ascii=False, default=str)) + 2
-            if used + size > budget and described:
-                break
-            described.append(col)
-            used += size
-        else:
-            continue
-        break
-    doc["columns"] = described
-    if len(described) < len(positions):
-        doc["truncated"] = True
-        doc["columns_note"] = (
-            f"described {len(described)} of {len(positions)} columns; ask for others with {schema_link}?columns=a,b"
-        )
-    return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
-
-
-def _mask_labels(value: Any) -> Any:
-    """Index facts with any credential-shaped names masked."""
-    if isinstance(value, dict):
-        return {
-            k: (mask_secrets(v) if k in ("name",) and isinstance(v, str) else _mask_labels(v)) for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [mask_secrets(v) if isinstance(v, str) else _mask_labels(v) for v in value]
-    return value
-
-
 def _name_of(uri: str) -> str | None:
     params = _SCHEMA.match(uri) or _PAGE.match(uri)
     return params.get("name") if params else None
-
-
-def _unique(labels: list[str]) -> list[str]:
-    """Make repeated labels distinct (a, a.1, a.2) so JSON records keep every column."""
-    seen: dict[str, int] = {}
-    out = []
-    for label in labels:
-        n = seen.get(label, 0)
-        seen[label] = n + 1
-        out.append(label if n == 0 else f"{label}.{n}")
-    return out
-
-
-def _render(
-    fmt: str, header: list[str], columns: list[list[Any]], nrows: int, cells: CellRenderer, budget: int
-) -> tuple[str, int]:
-    """The page text and how many rows fit in ``budget`` characters (at least one)."""
-    if fmt == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(header)
-        rows = 0
-        for r in range(nrows):
-            mark = buf.tell()
-            writer.writerow([cell_text(cells.value(col[r])) for col in columns])
-            if buf.tell() > budget and rows:
-                buf.seek(mark)
-                buf.truncate()
-                break
-            rows += 1
-        return buf.getvalue(), rows
-    if fmt == "json":
-        parts: list[str] = []
-        used = 2
-        for r in range(nrows):
-            record = {h: cells.value(col[r]) for h, col in zip(header, columns, strict=True)}
-            line = json.dumps(record, ensure_ascii=False)
-            used += len(line) + 2
-            if used > budget and parts:
-                break
-            parts.append(line)
-        return "[" + ",\n".join(parts) + "]", len(parts)
-    lines = ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
-    used = sum(len(x) + 1 for x in lines)
-    rows = 0
-    for r in range(nrows):
-        line = "| " + " | ".join(_md(cell_text(cells.value(col[r]))) for col in columns) + " |"
-        used += len(line) + 1
-        if used > budget and rows:
-            break
-        lines.append(line)
-        rows += 1
-    return "\n".join(lines) + "\n", rows
-
-
-def _md(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
