@@ -238,7 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--user", action="store_true", help="the user's IPython profile instead (all environments)")
     autoload.add_argument("--profile", default="default", help="IPython profile for --user (default: default)")
     autoload.set_defaults(func=_autoload)
+
+    doctor = sub.add_parser("doctor", help="what this Python can serve, running hubs, the Jupyter extensions")
+    doctor.add_argument("--json", action="store_true", help="JSON output")
+    doctor.set_defaults(func=_doctor)
     return parser
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import main as doctor
+
+    return doctor(as_json=args.json)
 
 
 def _version() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import secrets
@@ -28,7 +29,7 @@ from .providers.variables import VariablesProvider
 from .redact import REDACTOR, NameFilter
 from .resources import Resources
 from .revisions import ALL_VERSIONS
-from .runtime import discover, log_path, remove_runtime_file, write_runtime_file
+from .runtime import log_path, remove_runtime_file, sweep, write_runtime_file
 from .transport.server import HttpTransport
 from .version import __version__
 
@@ -289,14 +290,9 @@ def unregister_configurable(shell: Any) -> None:
 
 
 def _remove_stale_runtime_files() -> None:
-    """Runtime files of processes that are gone (a SIGKILLed kernel, an nbval run) and their logs."""
-    try:
-        for record in discover(clean=True):
-            if not record.alive:
-                remove_runtime_file(record.path.with_suffix(".log"))
-                remove_runtime_file(record.path.with_name(f"mcp-notebook-pid{record.pid}.log"))
-    except Exception:
-        pass
+    """What hubs that are gone left (a SIGKILLed kernel, an nbval run): runtime files and logs."""
+    with contextlib.suppress(Exception):
+        sweep()
 
 
 def _log_path(key: str) -> Path | None:

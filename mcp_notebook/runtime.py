@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,48 @@ def remove_runtime_file(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+LOG_GRACE_SECONDS = 60.0  # a log without a runtime file younger than this may be a hub still starting
+
+
+def _log_key(runtime_key: str) -> str:
+    """The key of a hub's log from its runtime file's key: the kernel id, or ``pid<n>`` (the
+    runtime file of a hub outside a kernel also names its port, unknown when the log starts)."""
+    return runtime_key.split("-", 1)[0] if runtime_key.startswith("pid") else runtime_key
+
+
+def remove_hub_files(path: Path) -> None:
+    """A hub's runtime file and its log (with the log's rotated copy)."""
+    remove_runtime_file(path)
+    log = log_path(_log_key(path.name[len(PREFIX) :].removesuffix(".json")))
+    remove_runtime_file(log)
+    remove_runtime_file(log.with_name(log.name + ".1"))
+
+
+def sweep(now: float | None = None) -> int:
+    """Remove what hubs that are gone left in the runtime dir: runtime files of dead processes with
+    their logs, and logs (or half-written runtime files) with no runtime file beside them, once
+    older than LOG_GRACE_SECONDS. Costs one listing of our files; returns how many went."""
+    now = time.time() if now is None else now
+    removed = sum(1 for record in discover(clean=True) if not record.alive)
+    try:
+        ours = list(runtime_dir().glob(f"{PREFIX}*"))
+    except OSError:
+        return removed
+    live = {_log_key(p.name[len(PREFIX) :].removesuffix(".json")) for p in ours if p.name.endswith(".json")}
+    for path in ours:
+        name = path.name[len(PREFIX) :]
+        if name.endswith(".json"):
+            continue
+        key = name.removesuffix(".1").removesuffix(".log").removesuffix(".json.tmp")
+        if key in live or name == key:  # a live hub's log, or not a file of ours
+            continue
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > LOG_GRACE_SECONDS:
+                path.unlink()
+                removed += 1
+    return removed
 
 
 def read_runtime_files() -> list[tuple[Path, dict[str, Any]]]:
@@ -112,7 +155,16 @@ def pid_alive(pid: int | None) -> bool:
         return True
     except OSError:
         return False
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process that exited and was not reaped yet (Linux; elsewhere we cannot tell cheaply)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
 
 
 def discover(clean: bool = True) -> list[HubRecord]:
@@ -123,7 +175,7 @@ def discover(clean: bool = True) -> list[HubRecord]:
             continue
         alive = pid_alive(info.get("pid"))
         if not alive and clean:
-            remove_runtime_file(path)
+            remove_hub_files(path)
         records.append(HubRecord(path, info, alive))
     records.sort(key=lambda r: r.started_at, reverse=True)
     return records

@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("activity", "kernel"),
     ("lifecycle",),
     ("magics", "frontend_comm", "widgets"),
-    ("bridge", "remote", "demo", "serverext"),
+    ("bridge", "remote", "demo", "serverext", "doctor"),
     ("", "cli", "__main__"),  # "": the package itself (the public API)
 ]
 

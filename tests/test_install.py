@@ -11,7 +11,7 @@ on PATH, then:
   (`env -i HOME PATH=/usr/bin:/bin`, as hosts start stdio servers): a tool-only client that read a
   frame learns of an in-place edit through `changes_since` (#16).
 
-The wheel and venvs are built once per module (about two minutes on 2 cores);
+The wheel is shared (tests/wheels.py); the venvs are built once per module (about a minute on 2 cores);
 MCP_NB_INSTALL_TESTS=0 skips the module.
 """
 
@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from wheels import built_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -67,19 +68,9 @@ def _no_node_env(venv: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`pip wheel --no-deps` of a copy of the source tree without any build output (a fresh clone's files)."""
-    base = tmp_path_factory.mktemp("wheel")
-    src = base / "src"
-    listed = _run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT).stdout
-    for name in filter(None, listed.split("\0")):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, src / name)
-    assert not (src / "mcp_notebook" / "labextension").exists()  # the build must make it
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", str(src), "-w", str(base)])
-    (found,) = base.glob("mcp_notebook-*.whl")
-    return found
+def wheel() -> Path:
+    """The wheel of a fresh clone's files (tests/wheels.py: built once per source state, shared)."""
+    return built_wheel()
 
 
 def _venv(path: Path, wheel: Path, *packages: str) -> subprocess.Popen:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
 from ..providers.base import Provider
+from ..providers.optional import missing_package
 from ..redact import REDACTOR
 from ..resources import Resources
 from ..revisions import knows
@@ -95,6 +96,9 @@ class Core:
             ctx.log("error", {"message": str(exc), "method": msg.method})
             return rpc.error(msg.id, RpcError(rpc.INTERNAL_ERROR, str(exc)))
         except Exception as exc:
+            missing = missing_package(exc, msg.method)
+            if missing is not None:
+                return rpc.error(msg.id, RpcError(rpc.INTERNAL_ERROR, str(missing)))
             log.exception("%s failed", msg.method)
             return rpc.error(msg.id, RpcError(rpc.INTERNAL_ERROR, f"Internal error: {type(exc).__name__}: {exc}"))
         return rpc.result(msg.id, era.decorate(ctx, msg.method, value))

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..redact import mask_secrets
 from .base import ResourceReadError
+from .optional import MissingPackage, eager_backend, missing_package
 from .tables import Table, table_for
 
 # (top-level module, class qualname) -> engine name. Type names only: nothing is imported.
@@ -78,6 +79,17 @@ def _nw() -> Any:
     return nw
 
 
+def _columns(engine: str, page: Any, names: list[str]) -> list[list[Any]]:
+    """The columns of a narwhals lazy ``page`` as Python lists: collected into the first eager
+    library installed, or (DuckDB without any) fetched as Python rows."""
+    backend = eager_backend()
+    if backend is None and engine == "duckdb":
+        rows = page.to_native().fetchall()
+        return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in names]
+    df = page.collect(backend=backend)
+    return [df.get_column(c).to_list() for c in names]
+
+
 # -- bounded, cancellable engine calls ------------------------------------------------------------
 def run_bounded(fn: Callable[[], Any], timeout: float, cancel: Callable[[], None], what: str) -> Any:
     """Run ``fn`` on a daemon thread; past ``timeout`` seconds call ``cancel`` and raise EngineError."""
@@ -105,6 +117,11 @@ def run_bounded(fn: Callable[[], Any], timeout: float, cancel: Callable[[], None
         )
     if "error" in box:
         exc = box["error"]
+        if isinstance(exc, ResourceReadError):
+            raise exc
+        missing = missing_package(exc, what)
+        if missing is not None:
+            raise missing from None
         message = mask_secrets(_first_line(exc))[:500]
         raise EngineError(f"{what} failed: {type(exc).__name__}: {message}") from None
     return box["value"]
@@ -204,10 +221,10 @@ class EngineFrame(Table):
             nw = _nw()
             projected = self._frame().select(names)
             if offset == 0:
-                df = projected.head(n).collect()
+                page = projected.head(n)
             else:
-                df = nw.from_native(_native_slice(self.engine, projected.to_native(), offset, n)).collect()
-            return [df.get_column(c).to_list() for c in names]
+                page = nw.from_native(_native_slice(self.engine, projected.to_native(), offset, n))
+            return _columns(self.engine, page, names)
 
         return names, self._bounded(work, f"reading rows of a {self.kind}")
 
@@ -217,8 +234,10 @@ class EngineFrame(Table):
         def work() -> int:
             if self.engine == "dask":
                 return int(_dask_compute(self.value.shape[0]))
+            if self.engine == "duckdb" and eager_backend() is None:
+                return int(self.value.aggregate("count(*)").fetchone()[0])
             nw = _nw()
-            return int(self._frame().select(nw.len()).collect().item())
+            return int(self._frame().select(nw.len()).collect(backend=eager_backend()).item())
 
         return self._bounded(work, f"counting the rows of a {self.kind}")
 
@@ -232,12 +251,13 @@ class EngineFrame(Table):
 
                 cols = _dask_rows(self.value, names, 0, n)
                 return pd.DataFrame(dict(zip(names, cols, strict=True)))
+            backend = eager_backend()
+            if backend is None:
+                raise MissingPackage("pyarrow", f"statistics of a {self.kind}")
             if self.engine == "pyspark":  # CollectLimit, as for pages (narwhals' toArrow runs every partition)
-                import pyarrow as pa
-
                 cols = _spark_rows(self.value, names, 0, n)
-                return pa.table(dict(zip(names, cols, strict=True)))
-            return self._frame().select(names).head(n).collect().to_native()
+                return _nw().from_dict(dict(zip(names, cols, strict=True)), backend=backend).to_native()
+            return self._frame().select(names).head(n).collect(backend=backend).to_native()
 
         return table_for(self._bounded(work, f"sampling rows of a {self.kind}"))
 

@@ -41,6 +41,7 @@ from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNot
 from .engines import EngineFrame, engine_of_type, is_connection_type
 from .frame_pages import FORMATS, JSON, PAGE_TEMPLATE, page_contents
 from .frame_schema import SCHEMA_TEMPLATE, schema_contents
+from .optional import missing_package
 from .tables import Table, adapter_for_type, quiet, table_for
 from .variables import rank_completions
 
@@ -259,6 +260,9 @@ class FramesProvider(Provider):
             except RenderTimeout as exc:
                 raise ResourceReadError(f"reading {uri} did not finish: {exc}") from None
             except Exception as exc:  # e.g. the frame changed while a cell was running
+                missing = missing_package(exc, f"reading {uri}")
+                if missing is not None:
+                    raise missing from None
                 if attempt == 2:
                     message = safe_str(exc, self._limits.repr_timeout)
                     raise ResourceReadError(f"reading {uri} failed: {type(exc).__name__}: {message}") from None
