@@ -2,7 +2,7 @@
 # Set up the test environment (idempotent, quick when already done) and run the tests.
 #   bash scripts/test.sh [pytest args...]
 #   bash scripts/test.sh --setup-only
-# Creates .venv (python3 -m venv), installs the package with its test and data extras plus
+# Creates .venv (Python 3.13 when present, else python3; PYTHON=... picks), installs the package with its test and data extras plus
 # ipywidgets (the install builds the JupyterLab extension; rebuilt when labextension/ changes),
 # installs chromium with apt when missing (browser tests), installs the pinned Node tooling in
 # tests/node (Node 22, the MCP conformance suite, the MCP Inspector), then runs pytest over tests/. Exit code: pytest's; "no tests ran" is an error.
@@ -12,12 +12,21 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PYTHON=${PYTHON:-python3}
+# The main suite runs on the newest Python we support when the machine has it (3.13: on PATH or
+# pyenv's), else python3; the profiles in tests/test_install_profiles.py cover 3.10, 3.11 and 3.13.
+if [[ -z ${PYTHON:-} ]]; then
+  PYTHON=python3
+  for candidate in python3.13 "$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3; do
+    if "$candidate" -c 'import venv' >/dev/null 2>&1; then PYTHON=$candidate; break; fi
+  done
+fi
 VENV_PY=.venv/bin/python
 
 if [[ ! -x $VENV_PY ]]; then
   echo "scripts/test.sh: creating .venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .venv
+elif [[ "$("$VENV_PY" -c 'import sys; print(sys.version_info[:2])')" != "$("$PYTHON" -c 'import sys; print(sys.version_info[:2])')" ]]; then
+  echo "scripts/test.sh: note: .venv runs $("$VENV_PY" --version), not $("$PYTHON" --version); remove .venv to rebuild it"
 fi
 
 # Reinstall only when pyproject.toml is newer than the last successful install.
