@@ -15,62 +15,25 @@ import base64
 import contextlib
 import http.client
 import json
+import os
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from .channel import Channel
+from .hub_selection import POLL_SECONDS, FrontSelector, NoHub, Selector
+from .kernels.upstream import HubAddress
 from .protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
-from .runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
+from .runtime import HubRecord
 
 NO_HUB = -32000  # implementation-defined range
 STREAM_READ_TIMEOUT = 60.0  # the hub sends a keepalive every 15 s
 MAX_INFLIGHT = 32
-POLL_SECONDS = 0.25
 DRAIN_SECONDS = 5.0
-
-
-class NoHub(Exception):
-    """No live hub matches the selection (within the time we were allowed to wait)."""
-
-
-@dataclass
-class Selector:
-    notebook: str | None = None
-    kernel: str | None = None
-
-    def describe(self) -> str:
-        if self.notebook:
-            return f"notebook {self.notebook!r}"
-        if self.kernel:
-            return f"kernel {self.kernel!r}"
-        return "any notebook (the newest hub)"
-
-    def find(
-        self, prefer: HubRecord | None = None, wait: float = 0.0, stop: threading.Event | None = None
-    ) -> HubRecord:
-        deadline = time.monotonic() + wait
-        pref = (prefer.kernel_id, prefer.notebook_path) if prefer is not None else None
-        while True:
-            try:
-                found = select(discover(), self.notebook, self.kernel, pref)
-            except AmbiguousHub as exc:  # waiting would not help: the user must say which
-                raise NoHub(str(exc)) from None
-            if found is not None:
-                return found
-            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
-                raise NoHub(self.no_hub_message())
-            time.sleep(POLL_SECONDS)
-
-    def no_hub_message(self) -> str:
-        return (
-            f"No running mcp-notebook hub for {self.describe()}. Run `%load_ext mcp_notebook` in the notebook's "
-            f"kernel (or `%mcp start` if you stopped it); `mcp-notebook list` shows the running hubs "
-            f"(runtime dir {runtime_dir()})."
-        )
 
 
 class Upstream:
@@ -159,6 +122,7 @@ class Bridge:
         out: IO[bytes] | None = None,
         reconnect_timeout: float = 30.0,
         log: IO[str] | None = None,
+        channel: bool = False,
     ):
         self.selector = selector
         self.out = out or sys.stdout.buffer
@@ -179,6 +143,18 @@ class Bridge:
         # stateless-era listen streams: request id -> open connection
         self._listens: dict[Any, http.client.HTTPConnection | None] = {}
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
+        self.channel: Channel | None = Channel(self.write, self._channel_hub) if channel else None
+
+    def _channel_hub(self) -> HubAddress | None:
+        """Where the channel watches what the session read: the hub (or front) it talks to."""
+        try:
+            record = self.up.record if self.up is not None else self.selector.find()
+        except NoHub:
+            return None
+        if not record.url.startswith("http://"):
+            self.log("--channel: watching needs a plain-HTTP endpoint; no events for this one")
+            return None
+        return HubAddress(record.url, record.token, "token" if record.info.get("remote") else "Bearer")
 
     # == stdio =================================================================================
     def run(self, stdin: IO[bytes] | None = None) -> int:
@@ -198,6 +174,8 @@ class Bridge:
         return 0
 
     def write(self, message: Any) -> None:
+        if self.channel is not None:
+            message = self.channel.outgoing(message)
         data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
         with self._out_lock:
             try:
@@ -212,6 +190,9 @@ class Bridge:
 
     def dispatch(self, msg: Any) -> None:
         """Initialize and notifications in order, on this thread; requests on their own threads."""
+        if self.channel is not None:
+            for item in msg if isinstance(msg, list) else [msg]:
+                self.channel.incoming(item)
         if isinstance(msg, list):  # a 2025-03-26 batch: answer it as one array
             self._spawn(self._batch, msg)
             return
@@ -556,7 +537,25 @@ class Bridge:
             with contextlib.suppress(OSError, http.client.HTTPException):
                 conn, _ = up.open("DELETE", self._session_headers(), timeout=2.0)
                 conn.close()
+        if self.channel is not None:
+            self.channel.close()
 
 
-def run_bridge(notebook: str | None, kernel: str | None, reconnect_timeout: float) -> int:
-    return Bridge(Selector(notebook, kernel), reconnect_timeout=reconnect_timeout).run()
+def run_bridge(
+    notebook: str | None, kernel: str | None, reconnect_timeout: float, latest: bool = False, channel: bool = False
+) -> int:
+    """Bridge stdio to one kernel's hub (a selector, or ``latest``), else to every kernel: a front
+    in this process (mcp_notebook.kernels) on a private loopback port, its token never written."""
+    if notebook or kernel or latest:
+        return Bridge(Selector(notebook, kernel), reconnect_timeout=reconnect_timeout, channel=channel).run()
+    from .kernels.directory import LocalDirectory
+    from .kernels.front import KernelsFront
+
+    front = KernelsFront(LocalDirectory())
+    try:
+        url = front.serve_http()
+        info = {"url": url, "token": front.settings.token, "pid": os.getpid(), "started_at": time.time()}
+        selector = FrontSelector(HubRecord(Path(), info, True))
+        return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel).run()
+    finally:
+        front.close()

@@ -17,7 +17,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _list_remote(args: argparse.Namespace) -> int:
     """``list --server URL``: the kernels with a hub on a Jupyter server (its extension's listing)."""
-    from .bridge import NoHub
+    from .hub_selection import NoHub
     from .remote import RemoteSelector, TokenError, read_token, server_base
 
     try:
@@ -69,23 +69,33 @@ def _bridge(args: argparse.Namespace) -> int:
         from .remote import TokenError, run_remote_bridge
 
         try:
-            return run_remote_bridge(args.server, args.token_file, args.notebook, args.kernel, args.reconnect_timeout)
+            return run_remote_bridge(
+                args.server,
+                args.token_file,
+                args.notebook,
+                args.kernel,
+                args.reconnect_timeout,
+                latest=args.latest,
+                channel=args.channel,
+            )
         except (TokenError, ValueError) as exc:
             print(f"mcp-notebook bridge: {exc}", file=sys.stderr)
             return 2
     from .bridge import run_bridge
 
-    return run_bridge(args.notebook, args.kernel, args.reconnect_timeout)
+    return run_bridge(args.notebook, args.kernel, args.reconnect_timeout, latest=args.latest, channel=args.channel)
 
 
 def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
     """The entry for a kernel on a remote Jupyter server (``--server``), through its server extension."""
     from . import clients_config as cc
-    from .bridge import NoHub
+    from .hub_selection import NoHub
     from .remote import TOKEN_ENVS, RemoteSelector, read_token, server_base
 
     server = server_base(args.server)
     token = read_token(args.token_file)
+    if args.http and not selection:  # every kernel of the server, at one URL that never changes
+        return cc.entry(args.host, bridge_args=[], url=server + "mcp-notebook/mcp", token=token, scheme="token")
     if args.http:
         try:
             record = RemoteSelector(args.notebook, args.kernel, server=server, token=token).find()
@@ -101,9 +111,17 @@ def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
 
 def _config(args: argparse.Namespace) -> int:
     from . import clients_config as cc
-    from .bridge import NoHub, Selector
+    from .hub_selection import NoHub, Selector
 
-    selection = ["--notebook", args.notebook] if args.notebook else ["--kernel", args.kernel] if args.kernel else []
+    selection = (
+        ["--notebook", args.notebook]
+        if args.notebook
+        else ["--kernel", args.kernel]
+        if args.kernel
+        else ["--latest"]
+        if args.latest
+        else []
+    )
     try:
         if args.server:
             from .remote import TokenError
@@ -121,7 +139,7 @@ def _config(args: argparse.Namespace) -> int:
                 return 1
             server = cc.entry(args.host, bridge_args=selection, url=record.url, token=record.token)
         else:
-            server = cc.entry(args.host, bridge_args=selection or ["--latest"])
+            server = cc.entry(args.host, bridge_args=selection)  # no selection: every kernel
         if args.write or args.path or args.gitignore:
             path = cc.write(args.host, Path(args.path) if args.path else cc.default_path(args.host), args.name, server)
             print(f"wrote the {args.name!r} server for {args.host} to {path}")
@@ -181,7 +199,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--notebook", metavar="PATH", help="the hub of this notebook (path as the kernel knows it)")
     group.add_argument("--kernel", metavar="ID", help="the hub of this kernel id (or a unique prefix)")
-    group.add_argument("--latest", action="store_true", help="the most recently started hub (the default)")
+    group.add_argument("--latest", action="store_true", help="only the most recently started hub")
 
 
 def _add_remote(p: argparse.ArgumentParser) -> None:
@@ -212,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(bridge)
     bridge.add_argument(
         "--reconnect-timeout", type=float, default=30.0, metavar="S", help="how long to wait for a restarted hub"
+    )
+    bridge.add_argument(
+        "--channel",
+        action="store_true",
+        help="Claude Code channels (research preview): push one event per cell that changed what the session read",
     )
     _add_remote(bridge)
     bridge.set_defaults(func=_bridge)

@@ -114,7 +114,7 @@ def _connect_help() -> str:
 
     from .clients_config import _env, bridge_command
 
-    command, args = bridge_command(["--latest"])
+    command, args = bridge_command([])
     bridge = shlex.join([command, *args])
     cli = shlex.join([command, *args[: args.index("bridge")]])
     env = _env()

@@ -59,7 +59,7 @@ class KernelHub:
         self.resources = Resources()
         self._filter_cache: tuple[tuple, NameFilter] | None = None  # before VariablesProvider uses it
         self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
-        self.resources.add_provider(KernelProvider(self.summary))
+        self.resources.add_provider(KernelProvider(self.summary, self.resources.facts, self.resources.variable_name))
         self.resources.add_provider(self.variables)
         self.resources.add_provider(FramesProvider(self.variables, cfg))
         self.resources.add_provider(DatabasesProvider(self.variables, cfg))

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bridge import POLL_SECONDS, Bridge, NoHub, Selector
+from .bridge import Bridge
+from .hub_selection import POLL_SECONDS, FrontSelector, NoHub, Selector
 from .runtime import HubRecord, select
 
 TOKEN_ENVS = ("MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN")
@@ -124,7 +125,20 @@ class RemoteSelector(Selector):
 
 
 def run_remote_bridge(
-    server: str, token_file: str | None, notebook: str | None, kernel: str | None, reconnect_timeout: float
+    server: str,
+    token_file: str | None,
+    notebook: str | None,
+    kernel: str | None,
+    reconnect_timeout: float,
+    latest: bool = False,
+    channel: bool = False,
 ) -> int:
-    selector = RemoteSelector(notebook, kernel, server=server_base(server), token=read_token(token_file))
-    return Bridge(selector, reconnect_timeout=reconnect_timeout).run()
+    """Bridge to one kernel of a Jupyter server (a selector, or ``latest``), else to all of them
+    through the server extension's ``mcp-notebook/mcp``."""
+    base, token = server_base(server), read_token(token_file)
+    if notebook or kernel or latest:
+        selector: Selector = RemoteSelector(notebook, kernel, server=base, token=token)
+    else:
+        info = {"url": base + "mcp-notebook/mcp", "token": token, "remote": True, "started_at": time.time()}
+        selector = FrontSelector(HubRecord(Path(base), info, True))
+    return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel).run()

@@ -206,15 +206,27 @@ class Resources:
             first = self._watched[uri] == 1
         if first:
             self._record_digest(uri)
+            self._tell_owner(uri, True)
 
     def unwatch(self, uri: str) -> None:
         with self._lock:
-            if self._watched[uri] <= 1:
+            last = self._watched[uri] <= 1
+            if last:
                 self._watched.pop(uri, None)
                 self._digests.pop(uri, None)
                 self._announced.pop(uri, None)
             else:
                 self._watched[uri] -= 1
+        if last:
+            self._tell_owner(uri, False)
+
+    def _tell_owner(self, uri: str, watched: bool) -> None:
+        provider = self.owner(uri)
+        if provider is not None:
+            try:
+                provider.watching(uri, watched)
+            except Exception:
+                log.exception("watching %s failed", uri)
 
     def watched(self) -> frozenset[str]:
         with self._lock:

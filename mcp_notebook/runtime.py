@@ -89,9 +89,9 @@ def sweep(now: float | None = None) -> int:
     return removed
 
 
-def read_runtime_files() -> list[tuple[Path, dict[str, Any]]]:
+def read_runtime_files(directory: Path | None = None) -> list[tuple[Path, dict[str, Any]]]:
     out = []
-    for path in sorted(runtime_dir().glob(f"{PREFIX}*.json")):
+    for path in sorted((directory or runtime_dir()).glob(f"{PREFIX}*.json")):
         with contextlib.suppress(OSError, ValueError):
             out.append((path, json.loads(path.read_text())))
     return out
@@ -167,10 +167,11 @@ def _zombie(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
 
 
-def discover(clean: bool = True) -> list[HubRecord]:
-    """Hubs of this machine from their runtime files, newest first; files of dead processes are removed."""
+def discover(clean: bool = True, directory: Path | None = None) -> list[HubRecord]:
+    """Hubs of this machine from their runtime files (in ``directory``, else Jupyter's runtime dir),
+    newest first; files of dead processes are removed."""
     records = []
-    for path, info in read_runtime_files():
+    for path, info in read_runtime_files(directory):
         if not isinstance(info, dict):
             continue
         alive = pid_alive(info.get("pid"))

@@ -187,7 +187,7 @@ def test_config_leaves_out_the_default_runtime_dir(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     server = json.loads(out.stdout)["mcpServers"]["notebook"]
-    assert "env" not in server and server["args"][-2:] == ["bridge", "--latest"]
+    assert "env" not in server and server["args"][-1] == "bridge"
     assert "enable the 'notebook' server" in out.stderr  # the next step, on stderr: stdout stays pasteable JSON
 
 
@@ -219,7 +219,7 @@ def test_demo_says_how_to_connect_and_keeps_the_kernel_notice_away(tmp_path):
     out = run(sys.executable, "demo", "--seconds", "1", env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     assert "showing 8 of" in out.stdout
-    assert f"JUPYTER_RUNTIME_DIR={tmp_path} " in out.stdout and " bridge --latest" in out.stdout
+    assert f"JUPYTER_RUNTIME_DIR={tmp_path} " in out.stdout and " bridge\n" in out.stdout
     assert "claude mcp add -e JUPYTER_RUNTIME_DIR=" in out.stdout
     assert " config claude-code|claude-desktop|vscode|cursor --write" in out.stdout
     assert "running over TCP without encryption" not in out.stderr

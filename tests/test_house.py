@@ -30,13 +30,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.handshake", "protocol.stateless"),
     ("protocol.fast_read",),
     ("protocol.server", "protocol"),
-    ("transport.http11", "transport.busy_poll", "transport.loop"),
+    ("transport.http11", "transport.busy_poll", "transport.loop", "transport.client"),
     ("transport.heads",),
     ("transport.connection",),
     ("transport.server", "transport"),
-    ("activity", "kernel"),
+    ("activity", "kernel", "kernels"),
     ("lifecycle",),
     ("magics", "frontend_comm", "widgets"),
+    ("channel", "hub_selection"),
     ("bridge", "remote", "demo", "serverext", "doctor"),
     ("", "cli", "__main__"),  # "": the package itself (the public API)
 ]

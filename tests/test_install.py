@@ -253,7 +253,7 @@ def test_tool_only_client_through_the_generated_config_with_a_bare_environment(l
         # what a host does: the entry's command, args and env, in a bare environment, nothing activated
         host_env = ["HOME=" + str(lab_server["base"]), "PATH=" + BARE_PATH]
         host_env += [f"{k}={v}" for k, v in server.get("env", {}).items()]
-        argv = ["-i", *host_env, server["command"], *server["args"]]  # --latest: this kernel, started last
+        argv = ["-i", *host_env, server["command"], *server["args"]]  # every kernel: this one is the current one
 
         async def go() -> None:
             params = StdioServerParameters(command="/usr/bin/env", args=argv)

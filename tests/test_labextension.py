@@ -303,3 +303,72 @@ async def _scenario(lab: dict[str, Any]) -> None:
             assert not errors, errors
         finally:
             await browser.close()
+
+
+@contextlib.asynccontextmanager
+async def _jupyter_client(url: str, headers: dict[str, str]) -> Any:
+    """The official SDK client on a Jupyter server endpoint, with Jupyter's token."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        async with Client(streamable_http_client(url, http_client=http), cache=None) as client:
+            yield client
+
+
+def test_the_focused_notebook_is_the_current_kernel_of_the_server_endpoint(lab):
+    """Two notebooks open; the one the browser focuses is what bare URIs address at
+    {base_url}mcp-notebook/mcp (the extension reports focus to the server extension)."""
+    from jupyter_client.blocking import BlockingKernelClient
+
+    anyio.run(_focus_scenario, lab, BlockingKernelClient)
+
+
+async def _focus_scenario(lab: dict[str, Any], client_class: Any) -> None:
+    front = f"{lab['url']}/mcp-notebook/mcp"
+    auth = {"Authorization": f"token {lab['token']}"}
+    async with playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(60_000)
+            await page.goto(f"{lab['url']}/lab/tree/demo.ipynb?token={lab['token']}")
+            await page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+            await page.evaluate("window.jupyterapp.commands.execute('docmanager:open', {path: 'other.ipynb'})")
+
+            async def sessions() -> dict[str, str]:
+                listed = httpx.get(f"{lab['url']}/api/sessions", headers=auth, timeout=10).json()
+                return {
+                    Path((s.get("notebook") or s)["path"]).stem: s["kernel"]["id"] for s in listed if s.get("kernel")
+                }
+
+            kernels = await _poll(sessions, lambda k: {"demo", "other"} <= set(k), timeout=90, what="two sessions")
+            for name, kid in kernels.items():
+                kc = client_class(connection_file=str(lab["runtime"] / f"kernel-{kid}.json"))
+                kc.load_connection_file()
+                kc.start_channels()
+                try:
+                    kc.wait_for_ready(timeout=60)
+                    code = f"%load_ext mcp_notebook\nwhoami = {name!r}"
+                    reply = await anyio.to_thread.run_sync(lambda k=kc, c=code: k.execute_interactive(c, timeout=60))
+                    assert reply["content"]["status"] == "ok"
+                finally:
+                    kc.stop_channels()
+            async with _jupyter_client(front, auth) as client:
+                for name in ("other", "demo", "other"):
+                    await page.evaluate(
+                        "(name) => { const w = [...window.jupyterapp.shell.widgets('main')]"
+                        ".find(w => w.context && w.context.path.endsWith(name + '.ipynb'));"
+                        " window.jupyterapp.shell.activateById(w.id); }",
+                        name,
+                    )
+
+                    async def whoami() -> str:
+                        return (await client.read_resource("nb://vars/whoami")).contents[0].text
+
+                    await _poll(whoami, lambda text, n=name: n in text, what=f"bare URIs follow {name}")
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                await page.screenshot(path=str(ARTIFACTS / "labextension-focus-other.png"))
+        finally:
+            await browser.close()

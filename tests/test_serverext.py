@@ -436,7 +436,7 @@ def test_config_server_writes_http_and_bridge_entries(server, kernel, tmp_path, 
     entry = json.loads(path.read_text())["mcpServers"]["notebook"]
     assert entry == {
         "type": "http",
-        "url": server.mcp_url(kernel["id"]),
+        "url": f"{server.url}mcp-notebook/mcp",  # no selector: every kernel of the server
         "headers": {"Authorization": f"token {TOKEN}"},
     }
     # the bridge form carries the token in its env (file owner-only), or names a token file
@@ -458,7 +458,9 @@ def test_config_server_writes_http_and_bridge_entries(server, kernel, tmp_path, 
     async def go():
         params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry.get("env"))
         async with Client(params, mode="auto", cache=None) as client:
-            assert "nb://vars" in {str(r.uri) for r in (await client.list_resources()).resources}
+            listed = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert "nb://kernels" in listed and any(u.endswith("/vars") for u in listed), listed
+            assert "variables" in (await client.read_resource("nb://vars")).contents[0].text  # the current kernel
 
     anyio.run(go)
 

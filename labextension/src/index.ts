@@ -9,6 +9,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 import { HubConnection } from './connection';
+import { reportFocus } from './focus';
 import { HubPanel } from './panel';
 import { HubStatus } from './status';
 
@@ -71,8 +72,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       panel.setConnection(conn);
       status.setConnection(conn);
       conn?.focus();
+      void reportFocus(tracker.currentWidget);
     };
     tracker.currentChanged.connect(follow);
+    // a notebook whose kernel starts or changes while it has the focus
+    tracker.widgetAdded.connect((_, nbPanel) => {
+      nbPanel.sessionContext.kernelChanged.connect(() => {
+        if (tracker.currentWidget === nbPanel) {
+          void reportFocus(nbPanel);
+        }
+      });
+    });
 
     // A cell that may have loaded the hub (%load_ext mcp_notebook) makes its notebook look again.
     NotebookActions.executed.connect((_, { notebook, cell }) => {

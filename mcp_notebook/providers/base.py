@@ -162,6 +162,10 @@ class Provider:
         """An exact fingerprint of a watched resource (runs off the main thread)."""
         return None
 
+    def watching(self, uri: str, watched: bool) -> None:
+        """Told when ``uri`` gains its first watcher (True) or loses its last (False). A provider
+        whose changes arrive from elsewhere (another process) subscribes there; others ignore it."""
+
     # -- what tool-only clients are told of the values behind URIs (no user code) ------------
     def canonical(self, uri: str) -> str:
         """The URI one watch of ``uri`` is kept under: pages and formats of a resource share one

@@ -6,19 +6,45 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..types import Annotations, Contents, Resource
-from .base import ChangeSet, Provider, ResourceNotFound
+from ..types import Annotations, Contents, InvalidResourceParams, Resource, ResourceTemplate
+from ..uri import compile_template
+from .base import ChangeSet, Facts, Provider, ResourceNotFound
 
 KERNEL_URI = "nb://kernel"
+FACTS_TEMPLATE = "nb://kernel/facts{?uri}"
+_FACTS = compile_template(FACTS_TEMPLATE)
 
 
 class KernelProvider(Provider):
-    def __init__(self, summary: Callable[[], dict[str, Any]]):
+    """``nb://kernel``, and ``nb://kernel/facts?uri=…``: what the hub can tell of the value behind
+    any of its URIs without running user code (type, cheap shape, identity; the namespace name) —
+    what a front serving many kernels compares for ``changes_since``."""
+
+    def __init__(
+        self,
+        summary: Callable[[], dict[str, Any]],
+        facts: Callable[[str], Facts | None] | None = None,
+        variable_name: Callable[[str], str | None] | None = None,
+    ):
         self._summary = summary
+        self._facts = facts
+        self._variable_name = variable_name
         self._last: int | None = None
 
     def owns(self, uri: str) -> bool:
-        return uri == KERNEL_URI
+        return uri == KERNEL_URI or uri.startswith("nb://kernel/facts")
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        return [
+            ResourceTemplate(
+                uri_template=FACTS_TEMPLATE,
+                name="kernel/facts",
+                title="Facts of the value behind a URI",
+                description="Type, cheap shape and identity of the value behind ?uri= (no user code runs): "
+                "what changes_since compares.",
+                mime_type="application/json",
+            )
+        ]
 
     def list_resources(self) -> list[Resource]:
         return [
@@ -34,8 +60,23 @@ class KernelProvider(Provider):
 
     def read(self, uri: str) -> list[Contents]:
         if uri != KERNEL_URI:
-            raise ResourceNotFound(uri)
+            return [self._read_facts(uri)]
         return [Contents(uri=uri, mime_type="application/json", text=json.dumps(self._summary(), default=str))]
+
+    def _read_facts(self, uri: str) -> Contents:
+        params = _FACTS.match(uri)
+        if params is None or self._facts is None or self._variable_name is None:
+            raise ResourceNotFound(uri)
+        about = params.get("uri")
+        if not about or set(params) - {"uri"}:
+            raise InvalidResourceParams(f"{FACTS_TEMPLATE} takes one parameter, uri")
+        facts = self._facts(about)
+        doc = {
+            "uri": about,
+            "variable": self._variable_name(about),
+            "facts": None if facts is None else {"type": facts.type, "shape": facts.shape, "ident": facts.ident},
+        }
+        return Contents(uri=uri, mime_type="application/json", text=json.dumps(doc))
 
     def may_run_user_code(self, uri: str) -> bool:
         return False  # counts and versions only

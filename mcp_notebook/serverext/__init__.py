@@ -33,9 +33,10 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     from jupyter_core.paths import jupyter_runtime_dir
     from jupyter_server.utils import url_path_join
 
+    from ..transport.client import ConnectionPool
+    from .front import FocusHandler, FrontHandler
     from .handlers import KernelsHandler, McpProxyHandler
     from .hubs import HubFinder
-    from .upstream import ConnectionPool
 
     settings = MCPNotebookProxy(parent=serverapp)
     km = serverapp.kernel_manager
@@ -52,6 +53,10 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         [
             (url_path_join(base, "mcp-notebook", "kernels") + "/?", KernelsHandler),
             (url_path_join(base, "mcp-notebook", "kernels", KERNEL_ID, "mcp") + "/?", McpProxyHandler),
+            (url_path_join(base, "mcp-notebook", "mcp") + "/?", FrontHandler),
+            (url_path_join(base, "mcp-notebook", "focus") + "/?", FocusHandler),
         ],
     )
-    serverapp.log.info("mcp-notebook: MCP for this server's kernels at %smcp-notebook/kernels/<id>/mcp", base)
+    serverapp.log.info(
+        "mcp-notebook: MCP for every kernel of this server at %smcp-notebook/mcp (one kernel: kernels/<id>/mcp)", base
+    )

@@ -17,8 +17,8 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from ..transport.client import UpstreamError, UpstreamResponse, request
 from .hubs import HubAddress, HubFinder, HubUnavailable
-from .upstream import UpstreamError, UpstreamResponse, request
 
 AUTH_RESOURCE = "kernels"
 # Request headers handed to the hub (everything else stays: cookies, Jupyter's Authorization, Origin).

@@ -1,4 +1,5 @@
-"""A small asyncio HTTP/1.1 client for requests to hubs on loopback, bodies read chunk by chunk.
+"""A small asyncio HTTP/1.1 client for requests to hubs, bodies read chunk by chunk (the server
+extension's proxy and the kernels front use it).
 
 It exists so the proxy can stream: every chunk of an SSE reply is handed on as it arrives, the
 reader waits while the client is slow (back-pressure), and closing it ends the request at once

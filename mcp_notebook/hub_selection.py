@@ -1,0 +1,68 @@
+"""Which hub a bridge talks to: one picked by notebook, kernel or recency (``Selector``), or the
+front for every kernel this process runs (``FrontSelector``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from .runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
+
+POLL_SECONDS = 0.25
+
+
+class NoHub(Exception):
+    """No live hub matches the selection (within the time we were allowed to wait)."""
+
+
+@dataclass
+class Selector:
+    notebook: str | None = None
+    kernel: str | None = None
+
+    def describe(self) -> str:
+        if self.notebook:
+            return f"notebook {self.notebook!r}"
+        if self.kernel:
+            return f"kernel {self.kernel!r}"
+        return "any notebook (the newest hub)"
+
+    def find(
+        self, prefer: HubRecord | None = None, wait: float = 0.0, stop: threading.Event | None = None
+    ) -> HubRecord:
+        deadline = time.monotonic() + wait
+        pref = (prefer.kernel_id, prefer.notebook_path) if prefer is not None else None
+        while True:
+            try:
+                found = select(discover(), self.notebook, self.kernel, pref)
+            except AmbiguousHub as exc:  # waiting would not help: the user must say which
+                raise NoHub(str(exc)) from None
+            if found is not None:
+                return found
+            if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+                raise NoHub(self.no_hub_message())
+            time.sleep(POLL_SECONDS)
+
+    def no_hub_message(self) -> str:
+        return (
+            f"No running mcp-notebook hub for {self.describe()}. Run `%load_ext mcp_notebook` in the notebook's "
+            f"kernel (or `%mcp start` if you stopped it); `mcp-notebook list` shows the running hubs "
+            f"(runtime dir {runtime_dir()})."
+        )
+
+
+class FrontSelector(Selector):
+    """Every kernel on this machine, through the front this process runs (no selector given)."""
+
+    def __init__(self, record: HubRecord):
+        super().__init__()
+        self.record = record
+
+    def describe(self) -> str:
+        return "every kernel on this machine"
+
+    def find(
+        self, prefer: HubRecord | None = None, wait: float = 0.0, stop: threading.Event | None = None
+    ) -> HubRecord:
+        return self.record

@@ -1,0 +1,53 @@
+"""The front that serves every kernel: an McpServer over a KernelsProvider, optionally on its own
+loopback HTTP endpoint (what the bridge forwards to)."""
+
+from __future__ import annotations
+
+import secrets
+
+from ..protocol.exchange import ServerSettings
+from ..protocol.server import McpServer
+from ..resources import Resources
+from ..transport.server import HttpTransport
+from ..version import __version__
+from .directory import Directory
+from .provider import KernelsProvider
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+class KernelsFront:
+    """One MCP server for all kernels a directory finds (both protocol eras)."""
+
+    def __init__(self, directory: Directory, token: str | None = None):
+        self.provider = KernelsProvider(directory)
+        self.resources = Resources([self.provider])
+        self.provider.changed = lambda uris, list_changed: self.resources.changed(uris, list_changed)
+        self.settings = ServerSettings(
+            name="mcp-notebook",
+            version=__version__,
+            title="Jupyter kernels (mcp-notebook)",
+            description="Live variables, data and cells of every running Jupyter kernel as MCP resources.",
+            instructions=(
+                "nb://kernels lists the kernels. nb://kernels/{kernel}/… addresses one kernel's resources "
+                "({kernel}: its notebook's name or its id); bare URIs such as nb://vars/df address the "
+                "current kernel (the notebook focused last, else the one that ran a cell last)."
+            ),
+            token=token or secrets.token_urlsafe(32),
+        )
+        self.server = McpServer(self.resources, self.settings)
+        self.transport: HttpTransport | None = None
+
+    def serve_http(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on loopback HTTP (a thread of its own); returns the endpoint URL."""
+        self.transport = HttpTransport(self.server, host, port, MAX_BODY_BYTES)
+        self.transport.start()
+        return self.transport.url
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.stop()
+        else:
+            self.server.close()
+        self.provider.close()
+        self.resources.close()

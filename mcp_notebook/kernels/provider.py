@@ -1,0 +1,340 @@
+"""Every kernel's resources behind one provider: listed, read, completed and watched through the
+kernels' hubs (naming.py has the URI scheme; upstream.py the requests and listen streams).
+
+The current kernel (the one bare URIs address) is the one a frontend focused last, else the one
+that executed a cell last (each hub's ``nb://kernel`` is watched: it changes with every cell),
+else the newest.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+from ..protocol.jsonrpc import RpcError
+from ..providers.base import Facts, Provider, ResourceNotFound, ResourceReadError
+from ..types import Annotations, Contents, Resource, ResourceTemplate
+from .directory import Directory, KernelEntry
+from .naming import KERNEL_VAR, KERNELS_URI, PREFIX, labels, notebook_stem, qualify, qualify_template, split
+from .upstream import HubError, HubGone, Listens, call
+
+log = logging.getLogger(__name__)
+EXECUTION_URI = "nb://kernel"  # changes with every executed cell
+MAX_PAGES = 50
+TICK_SECONDS = 1.0
+
+
+class KernelsProvider(Provider):
+    """All resources of all kernels (see the module docstring)."""
+
+    def __init__(self, directory: Directory):
+        self.directory = directory
+        self.changed: Callable[[list[str], bool], None] = lambda uris, list_changed: None
+        self._lock = threading.Lock()
+        self._watched: set[str] = set()
+        self._last_exec: dict[str, float] = {}
+        self._kernels: tuple[str, ...] = ()
+        self._current: str | None = None
+        self._facts_cache: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._listens = Listens(self._upstream, self.refresh, TICK_SECONDS)
+
+    # -- kernels ----------------------------------------------------------------------------
+    def kernels(self, fresh: bool = False) -> tuple[list[KernelEntry], dict[str, str]]:
+        entries = self.directory.entries(fresh)
+        return entries, labels((e.id, e.notebook) for e in entries)
+
+    def current(self, entries: list[KernelEntry]) -> KernelEntry | None:
+        if not entries:
+            return None
+        by_id = {e.id: e for e in entries}
+        focus = self.directory.focused()
+        if focus is not None and focus[0] in by_id:
+            return by_id[focus[0]]
+        ran = [e for e in entries if e.id in self._last_exec]
+        if ran:
+            return max(ran, key=lambda e: self._last_exec[e.id])
+        return max(entries, key=lambda e: e.started_at)
+
+    def _route(self, uri: str, fresh: bool = False) -> tuple[KernelEntry, str, str | None]:
+        """(kernel, its own URI, the label when ``uri`` was qualified); a label not found is looked
+        up once more in a fresh listing (a kernel that started a moment ago)."""
+        entries, names = self.kernels(fresh)
+        parts = split(uri)
+        if parts is None:
+            entry = self.current(entries)
+            if entry is None and not fresh:
+                return self._route(uri, fresh=True)
+            if entry is None:
+                raise ResourceReadError("no kernel with an mcp-notebook hub is running (run %load_ext mcp_notebook)")
+            return entry, uri, None
+        label, inner = parts
+        for entry in entries:
+            if label in (entry.id, names[entry.id]):
+                return entry, inner, names[entry.id]
+        if not fresh:
+            return self._route(uri, fresh=True)
+        raise ResourceNotFound(uri)
+
+    def refresh(self) -> None:
+        """Called every tick: a kernel appeared or went, or the current one changed."""
+        entries, _ = self.kernels()
+        ids = tuple(e.id for e in entries)
+        current = self.current(entries)
+        cur = current.id if current else None
+        if ids != self._kernels or cur != self._current:
+            appeared = ids != self._kernels
+            self._kernels, self._current = ids, cur
+            self._reconcile()
+            if appeared:
+                self.changed([KERNELS_URI], True)
+
+    def _reconcile(self) -> None:
+        """Each hub's listen covers what is watched on it (and its nb://kernel)."""
+        entries, names = self.kernels()
+        current = self.current(entries)
+        with self._lock:
+            watched = set(self._watched)
+        wanted: dict[str, set[str]] = {e.id: {EXECUTION_URI} for e in entries}
+        by_label = {names[e.id]: e.id for e in entries} | {e.id: e.id for e in entries}
+        for uri in watched:
+            parts = split(uri)
+            if parts is not None and parts[0] in by_label:
+                wanted[by_label[parts[0]]].add(parts[1])
+            elif parts is None and uri != KERNELS_URI and current is not None:
+                wanted[current.id].add(uri)
+        for entry in entries:
+            self._listens.want(entry.id, entry.hub, frozenset(wanted[entry.id]))
+        self._listens.keep(set(wanted))
+
+    def _upstream(self, kernel_id: str, kind: str, uri: str | None) -> None:
+        """A hub's notification, as changes of the URIs watched here."""
+        if kind == "list_changed":
+            self.changed([], True)
+            return
+        assert uri is not None
+        entries, names = self.kernels()
+        entry = next((e for e in entries if e.id == kernel_id), None)
+        if entry is None:
+            return
+        if uri == EXECUTION_URI:
+            self._last_exec[kernel_id] = time.time()
+        current = self.current(entries)
+        mine = [qualify(names[kernel_id], uri)] + ([uri] if current is not None and current.id == kernel_id else [])
+        with self._lock:
+            hit = [u for u in mine if u in self._watched]
+        if hit or uri == EXECUTION_URI:
+            self.changed(hit + [KERNELS_URI] * (uri == EXECUTION_URI and KERNELS_URI in self._watched), False)
+        if uri == EXECUTION_URI and current is not None and current.id != self._current:
+            self.refresh()
+
+    # -- Provider --------------------------------------------------------------------------
+    def owns(self, uri: str) -> bool:
+        return True  # qualified URIs, nb://kernels, and every bare URI (the current kernel's)
+
+    def watching(self, uri: str, watched: bool) -> None:
+        with self._lock:
+            if watched:
+                self._watched.add(uri)
+            else:
+                self._watched.discard(uri)
+        self._reconcile()
+
+    def list_resources(self) -> list[Resource]:
+        entries, names = self.kernels()
+        out = [
+            Resource(
+                uri=KERNELS_URI,
+                name="kernels",
+                title="Running kernels",
+                description="The kernels served here: id, label (for nb://kernels/{kernel}/…), notebook, "
+                "state, last execution, and which one bare URIs (nb://vars/…) address.",
+                mime_type="application/json",
+                annotations=Annotations(audience=("assistant",), priority=0.9),
+            )
+        ]
+        for entry in entries:
+            try:
+                items = self._pages(entry, "resources/list", "resources")
+            except (HubGone, HubError) as exc:
+                log.info("listing %s failed: %s", entry.id, exc)
+                continue
+            where = entry.notebook or f"kernel {entry.id}"
+            for item in items:
+                name = str(item.get("name", ""))
+                out.append(
+                    Resource(
+                        uri=qualify(names[entry.id], str(item.get("uri", ""))),
+                        name=f"{names[entry.id]}/{name}",
+                        title=f"{where} — {item.get('title') or name}",
+                        description=item.get("description"),
+                        mime_type=item.get("mimeType"),
+                        size=item.get("size"),
+                    )
+                )
+        return out
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        entries, _ = self.kernels()
+        seen: dict[str, dict[str, Any]] = {}
+        current = self.current(entries)
+        bare: list[dict[str, Any]] = []
+        for entry in entries:
+            try:
+                items = self._pages(entry, "resources/templates/list", "resourceTemplates")
+            except (HubGone, HubError):
+                continue
+            for item in items:
+                seen.setdefault(str(item.get("uriTemplate", "")), item)
+            if current is not None and entry.id == current.id:
+                bare = items
+        out = [
+            ResourceTemplate(
+                uri_template=qualify_template(t),
+                name=f"kernels/{item.get('name', '')}",
+                title=f"{item.get('title') or item.get('name', '')} (any kernel)",
+                description=f"{item.get('description') or ''} {KERNEL_VAR}: a notebook name or kernel id (see nb://kernels).".strip(),
+                mime_type=item.get("mimeType"),
+            )
+            for t, item in seen.items()
+        ]
+        out += [
+            ResourceTemplate(
+                uri_template=str(item.get("uriTemplate", "")),
+                name=str(item.get("name", "")),
+                title=f"{item.get('title') or item.get('name', '')} (current kernel)",
+                description=item.get("description"),
+                mime_type=item.get("mimeType"),
+            )
+            for item in bare
+        ]
+        return out
+
+    def _pages(self, entry: KernelEntry, method: str, key: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(MAX_PAGES):
+            result = call(entry.hub, method, {"cursor": cursor} if cursor else {})
+            items += [i for i in result.get(key) or [] if isinstance(i, dict)]
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        return items
+
+    def read(self, uri: str) -> list[Contents]:
+        if uri == KERNELS_URI:
+            return [Contents(uri=uri, mime_type="application/json", text=json.dumps(self._listing()))]
+        entry, inner, label = self._route(uri)
+        try:
+            result = call(entry.hub, "resources/read", {"uri": inner})
+        except HubGone as exc:
+            raise ResourceReadError(f"the kernel {label or entry.id} did not answer: {exc}") from None
+        except HubError as exc:
+            if (
+                isinstance(exc.data, dict)
+                and "uri" in exc.data
+                and exc.code in (-32002, -32602)
+                and "not found" in str(exc).lower()
+            ):
+                raise ResourceNotFound(uri) from None
+            raise RpcError(exc.code, str(exc), exc.data) from None
+        return [_contents(item, label) for item in result.get("contents") or [] if isinstance(item, dict)]
+
+    def _listing(self) -> dict[str, Any]:
+        entries, names = self.kernels(fresh=True)
+        current = self.current(entries)
+        return {
+            "kernels": [
+                {
+                    "id": e.id,
+                    "label": names[e.id],
+                    "uri": f"{PREFIX}{names[e.id]}/",
+                    "notebook": e.notebook,
+                    "name": notebook_stem(e.notebook),
+                    "state": e.state,
+                    "last_execution": self._last_exec.get(e.id),
+                    "started_at": e.started_at,
+                    "current": current is not None and e.id == current.id,
+                }
+                for e in entries
+            ]
+        }
+
+    def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        entries, names = self.kernels()
+        parts = split(template)
+        if parts is not None and parts[0] == KERNEL_VAR:
+            if argument == "kernel":
+                return [n for n in names.values() if n.startswith(value)] or [
+                    e.id for e in entries if e.id.startswith(value)
+                ]
+            label = context.get("kernel")
+            entry = next((e for e in entries if label in (e.id, names[e.id])), None) if label else self.current(entries)
+            inner = parts[1]
+        else:
+            entry, inner = self.current(entries), template
+        if entry is None:
+            return []
+        params = {
+            "ref": {"type": "ref/resource", "uri": inner},
+            "argument": {"name": argument, "value": value},
+            "context": {"arguments": {k: v for k, v in context.items() if k != "kernel"}},
+        }
+        try:
+            result = call(entry.hub, "completion/complete", params)
+        except (HubGone, HubError):
+            return []
+        return [str(v) for v in (result.get("completion") or {}).get("values") or []]
+
+    # -- what tool-only clients are told (the hub's own facts, asked of it) ----------------------
+    def facts(self, uri: str) -> Facts | None:
+        doc = self._facts_doc(uri)
+        found = doc.get("facts") if doc else None
+        if not isinstance(found, dict):
+            return None
+        shape = found.get("shape")
+        return Facts(
+            str(found.get("type")), tuple(shape) if isinstance(shape, list) else shape, int(found.get("ident") or 0)
+        )
+
+    def variable_name(self, uri: str) -> str | None:
+        doc = self._facts_doc(uri)
+        name = doc.get("variable") if doc else None
+        return name if isinstance(name, str) else None
+
+    def _facts_doc(self, uri: str) -> dict[str, Any] | None:
+        """``nb://kernel/facts`` of the hub behind ``uri`` (remembered for a moment: facts and the
+        variable name are asked together)."""
+        cached = self._facts_cache.get(uri)
+        if cached is not None and time.monotonic() - cached[0] < 0.5:
+            return cached[1]
+        try:
+            entry, inner, _ = self._route(uri)
+            result = call(entry.hub, "resources/read", {"uri": f"nb://kernel/facts?uri={quote(inner, safe='')}"})
+            doc = json.loads(result["contents"][0]["text"])
+        except Exception:
+            return None
+        if len(self._facts_cache) > 256:
+            self._facts_cache.clear()
+        self._facts_cache[uri] = (time.monotonic(), doc)
+        return doc
+
+    def close(self) -> None:
+        self._listens.close()
+
+
+def _contents(item: dict[str, Any], label: str | None) -> Contents:
+    uri = str(item.get("uri", ""))
+    blob = item.get("blob")
+    return Contents(
+        uri=qualify(label, uri) if label is not None else uri,
+        mime_type=item.get("mimeType"),
+        text=item.get("text"),
+        blob=base64.b64decode(blob) if isinstance(blob, str) else None,
+        meta=item.get("_meta"),
+    )

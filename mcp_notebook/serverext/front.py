@@ -1,0 +1,181 @@
+"""``{base_url}mcp-notebook/mcp``: every kernel of this Jupyter server behind one MCP endpoint, with
+Jupyter's auth; and ``{base_url}mcp-notebook/focus``, where the JupyterLab extension reports the
+notebook the user looks at (its kernel becomes the one bare URIs address).
+
+The front (mcp_notebook.kernels) runs in the server process, one per server, started at its first
+request; this module is its carrier over tornado (DESIGN, "Carriers"): Jupyter authenticates,
+the request goes to ``McpServer.handle`` on a worker thread, streams are written as SSE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..kernels.directory import KernelEntry, write_focus
+from ..kernels.front import KernelsFront
+from ..kernels.upstream import HubAddress
+from ..protocol.exchange import HttpReply, HttpRequest
+from ..protocol.streams import Stream
+from .handlers import McpProxyHandler, _Base
+from .hubs import HubFinder
+
+KEEPALIVE_SECONDS = 15.0
+
+
+class ServerDirectory:
+    """The kernels of this server that have a hub (the server extension's finder), their notebook
+    paths (sessions) and execution states (the kernel manager)."""
+
+    def __init__(self, finder: HubFinder):
+        self.finder = finder
+        self.paths: dict[str, str] = {}  # kernel id -> notebook path, refreshed by each request
+        self.focus: tuple[str, float] | None = None
+
+    def entries(self, fresh: bool = False) -> list[KernelEntry]:
+        out = []
+        for kernel_id in self.finder.kernel_ids():
+            record = self.finder.record(kernel_id)
+            if record is None:
+                continue
+            try:
+                state = self.finder.kernel_manager.get_kernel(kernel_id).execution_state
+            except Exception:
+                state = None
+            notebook = record.notebook_path or self.paths.get(kernel_id)
+            out.append(KernelEntry(kernel_id, notebook, HubAddress(record.url, record.token), record.started_at, state))
+        return sorted(out, key=lambda e: e.started_at)
+
+    def focused(self) -> tuple[str, float] | None:
+        return self.focus
+
+
+def front_of(settings: dict[str, Any]) -> tuple[KernelsFront, ServerDirectory]:
+    """The server's front, started on first use."""
+    found = settings.get("mcp_notebook_front")
+    if found is None:
+        directory = ServerDirectory(settings["mcp_notebook_finder"])
+        found = settings["mcp_notebook_front"] = (KernelsFront(directory), directory)
+    return found
+
+
+async def refresh_paths(handler: Any, directory: ServerDirectory) -> None:
+    sessions = handler.settings.get("session_manager")
+    if sessions is None:
+        return
+    try:
+        listed = await sessions.list_sessions()
+    except Exception:
+        return
+    directory.paths = {(s.get("kernel") or {}).get("id"): s["path"] for s in listed if s.get("path")}
+
+
+@web.stream_request_body
+class FrontHandler(McpProxyHandler):
+    """POST/GET/DELETE of MCP, answered by the server's front for every kernel."""
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def post(self) -> None:  # type: ignore[override]
+        await self._serve()
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def get(self) -> None:  # type: ignore[override]
+        await self._serve()
+
+    @web.authenticated
+    @authorized(action="execute")
+    async def delete(self) -> None:  # type: ignore[override]
+        await self._serve()
+
+    async def _serve(self) -> None:
+        if self._refusal is not None:
+            raise self._refusal
+        if self._overflow:
+            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
+            raise web.HTTPError(413, f"request body larger than {limit} bytes")
+        front, directory = front_of(self.settings)
+        await refresh_paths(self, directory)
+        headers = {name.lower(): value for name, value in self.request.headers.get_all()}
+        headers.pop("authorization", None)  # Jupyter's credential: the front never sees it
+        method = self.request.method or "GET"
+        req = HttpRequest(method, headers, bytes(self._body) if method == "POST" else b"", admitted=True)
+        reply: HttpReply = await asyncio.get_running_loop().run_in_executor(None, front.server.handle, req)
+        self.set_status(reply.status)
+        self.clear_header("Content-Type")
+        for name, value in reply.headers.items():
+            self.set_header(name, value)
+        if reply.stream is None:
+            self.finish(reply.body or b"")
+            if reply.after_send is not None:
+                reply.after_send()
+            return
+        await self._stream(front, reply.stream)
+
+    async def _stream(self, front: KernelsFront, stream: Stream) -> None:
+        self.set_header("Content-Type", "text/event-stream")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Accel-Buffering", "no")
+        loop = asyncio.get_running_loop()
+        wake = self._wake = asyncio.Event()
+        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+        try:
+            await self.flush()
+            while not self._client_gone:
+                closed = stream.closed
+                events = stream.drain()
+                if events:
+                    self.write(b"".join(events))
+                    await self.flush()
+                if closed:
+                    break
+                try:
+                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
+                except asyncio.TimeoutError:
+                    self.write(b": keepalive\n\n")
+                    await self.flush()
+                wake.clear()
+            if not self._client_gone:
+                self.finish()
+        except StreamClosedError:
+            self._client_gone = True
+        finally:
+            front.server.stream_closed(stream)
+
+    def on_connection_close(self) -> None:
+        super().on_connection_close()
+        wake = getattr(self, "_wake", None)
+        if wake is not None:
+            wake.set()
+
+
+class FocusHandler(_Base):
+    """``POST {base_url}mcp-notebook/focus`` ``{"kernel_id": ...}``: the notebook the user looks at."""
+
+    _track_activity = False
+
+    @web.authenticated
+    @authorized(action="write")
+    async def post(self) -> None:  # type: ignore[override]
+        try:
+            kernel_id = json.loads(self.request.body or b"{}").get("kernel_id")
+        except (ValueError, AttributeError):
+            kernel_id = None
+        if not isinstance(kernel_id, str) or not self.finder.known(kernel_id):
+            raise web.HTTPError(400, "kernel_id must name a kernel of this server")
+        _, directory = front_of(self.settings)
+        directory.focus = (kernel_id, time.time())
+        for d in self.finder.dirs[-1:]:  # the user's runtime dir: a local bridge follows the focus too
+            try:
+                write_focus(d, kernel_id)
+            except OSError:
+                pass
+        self.set_status(204)
+        self.finish()

@@ -1,0 +1,183 @@
+"""One endpoint for every kernel on this machine: real kernels with hubs in an isolated runtime dir,
+the front (mcp_notebook.kernels) serving them, and the official SDK client in both eras: the
+kernels listed, qualified and bare reads, updates from every kernel, a new kernel appearing, a
+shut-down one vanishing, subscriptions kept across a kernel restart, changes_since for tool-only
+clients, and the stdio bridge with no selector."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from kernel_harness import Kernel
+from sdk import connect
+
+from mcp_notebook.kernels.directory import LocalDirectory, write_focus
+from mcp_notebook.kernels.front import KernelsFront
+from mcp_notebook.kernels.naming import labels, qualify, split
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def test_naming_round_trips_and_labels_are_unique():
+    assert labels([("k1", "/a/analysis.ipynb"), ("k2", "b/report.ipynb"), ("k3", "c/report.ipynb")]) == {
+        "k1": "analysis",
+        "k2": "k2",
+        "k3": "k3",
+    }
+    assert qualify("my notebook", "nb://vars/df") == "nb://kernels/my%20notebook/vars/df"
+    assert split("nb://kernels/my%20notebook/vars/df") == ("my notebook", "nb://vars/df")
+    assert split(qualify("a", "app://orders/north?x=1")) == ("a", "app://orders/north?x=1")
+    assert split("nb://kernels") is None and split("nb://kernels/a") is None
+
+
+def _notebook_kernel(runtime: Path, name: str, tmp: Path) -> Kernel:
+    kernel = Kernel(env={"JUPYTER_RUNTIME_DIR": str(runtime)}, cwd=str(tmp))
+    kernel.run(f"%config MCPHub.notebook_path = {str(tmp / (name + '.ipynb'))!r}")
+    kernel.load_hub()
+    kernel.run(f"x = {name!r}")
+    return kernel
+
+
+@pytest.fixture
+def two_kernels(tmp_path):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    kernels = {name: _notebook_kernel(runtime, name, tmp_path) for name in ("alpha", "beta")}
+    front = KernelsFront(LocalDirectory(runtime))
+    url = front.serve_http()
+    yield {"runtime": runtime, "kernels": kernels, "info": {"url": url, "token": front.settings.token}, "tmp": tmp_path}
+    front.close()
+    for kernel in kernels.values():
+        kernel.shutdown()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "stateless"])
+def test_every_kernel_through_one_endpoint(two_kernels, mode):
+    kernels, info = two_kernels["kernels"], two_kernels["info"]
+    sdk_mode = "auto" if mode == "stateless" else "legacy"
+
+    async def go() -> None:
+        async with connect(info, mode=sdk_mode) as (client, inbox):
+            listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
+            assert sorted(k["label"] for k in listed) == ["alpha", "beta"]
+            assert sum(k["current"] for k in listed) == 1
+            resources = await client.list_resources()
+            uris = {str(r.uri) for r in resources.resources}
+            assert {"nb://kernels", "nb://kernels/alpha/vars/x", "nb://kernels/beta/vars/x"} <= uris
+            titles = {str(r.uri): r.title for r in resources.resources}
+            assert "alpha.ipynb" in titles["nb://kernels/alpha/vars/x"]
+            for name in ("alpha", "beta"):
+                read = await client.read_resource(f"nb://kernels/{name}/vars/x")
+                assert name in read.contents[0].text and str(read.contents[0].uri) == f"nb://kernels/{name}/vars/x"
+            # updates from every kernel, then bare URIs: the kernel that ran a cell last
+            watched = ["nb://kernels/alpha/vars/x", "nb://kernels/beta/vars/x"]
+            if mode == "legacy":
+                for uri in watched:
+                    await client.subscribe_resource(uri)
+                await anyio.sleep(0.5)  # the front opens its listens on both hubs
+                for name in ("beta", "alpha"):
+                    await anyio.to_thread.run_sync(lambda n=name: kernels[n].run(f"x = '{n} 2'"))
+                    await inbox.wait_for(lambda i, n=name: f"nb://kernels/{n}/vars/x" in i.updated, timeout=15)
+            else:
+                async with client.listen(resource_subscriptions=watched) as sub:
+                    assert sorted(sub.honored.resource_subscriptions) == watched
+                    await anyio.sleep(0.5)
+                    for name in ("beta", "alpha"):
+                        await anyio.to_thread.run_sync(lambda n=name: kernels[n].run(f"x = '{n} 2'"))
+                        with anyio.fail_after(15):
+                            async for event in sub:
+                                if getattr(event, "uri", None) == f"nb://kernels/{name}/vars/x":
+                                    break
+            await anyio.sleep(1.5)  # the front learns alpha ran last
+            bare = await client.read_resource("nb://vars/x")
+            assert "alpha 2" in bare.contents[0].text
+            missing = await client.call_tool("read_resource", {"uri": "nb://kernels/gamma/vars/x"})
+            assert missing.is_error
+
+    anyio.run(go)
+
+
+def test_focus_kernels_coming_and_going_and_a_restart(two_kernels):
+    kernels, info, runtime, tmp = (
+        two_kernels["kernels"],
+        two_kernels["info"],
+        two_kernels["runtime"],
+        two_kernels["tmp"],
+    )
+
+    async def go() -> None:
+        async with connect(info, mode="legacy") as (client, inbox):
+            beta_id = next(
+                k["id"]
+                for k in json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
+                if k["label"] == "beta"
+            )
+            write_focus(runtime, beta_id)
+            assert "beta" in (await client.read_resource("nb://vars/x")).contents[0].text
+            await client.subscribe_resource("nb://kernels/alpha/vars/x")
+            gamma = await anyio.to_thread.run_sync(lambda: _notebook_kernel(runtime, "gamma", tmp))
+            try:
+                await inbox.wait_for(lambda i: i.list_changed >= 1, timeout=15)
+                read = await client.read_resource("nb://kernels/gamma/vars/x")
+                assert "gamma" in read.contents[0].text
+            finally:
+                await anyio.to_thread.run_sync(gamma.shutdown)
+            before = inbox.list_changed
+            await inbox.wait_for(lambda i: i.list_changed > before, timeout=15)
+            listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
+            assert "gamma" not in {k["label"] for k in listed}
+            # alpha restarts: same notebook, a new hub; the subscription carries over
+            alpha = kernels["alpha"]
+            await anyio.to_thread.run_sync(alpha.restart)
+            await anyio.to_thread.run_sync(
+                lambda: alpha.run(f"%config MCPHub.notebook_path = {str(tmp / 'alpha.ipynb')!r}")
+            )
+            await anyio.to_thread.run_sync(alpha.load_hub)
+            await anyio.sleep(2.5)
+            await anyio.to_thread.run_sync(lambda: alpha.run("x = 'alpha reborn'"))
+            await inbox.wait_for(lambda i: "nb://kernels/alpha/vars/x" in i.updated, timeout=15)
+            assert "reborn" in (await client.read_resource("nb://kernels/alpha/vars/x")).contents[0].text
+
+    anyio.run(go)
+
+
+def test_tool_only_client_sees_changes_in_any_kernel(two_kernels):
+    kernels, info = two_kernels["kernels"], two_kernels["info"]
+
+    async def go() -> None:
+        async with connect(info) as (client, _):
+            read = await client.call_tool("read_resource", {"uri": "nb://kernels/beta/vars/x"})
+            assert not read.is_error and "beta" in read.content[0].text
+            await anyio.sleep(1.0)
+            await anyio.to_thread.run_sync(lambda: kernels["beta"].run("x = 'changed'"))
+            for _ in range(50):
+                doc = json.loads((await client.call_tool("changes_since", {})).content[0].text)
+                if "nb://kernels/beta/vars/x" in doc["changed"]:
+                    break
+                await anyio.sleep(0.2)
+            assert "nb://kernels/beta/vars/x" in doc["changed"], doc
+
+    anyio.run(go)
+
+
+def test_the_bridge_with_no_selector_serves_every_kernel(two_kernels):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    runtime = two_kernels["runtime"]
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_notebook", "bridge"], env=env)
+
+    async def go() -> None:
+        async with Client(params, cache=None) as client:
+            listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
+            assert sorted(k["label"] for k in listed) == ["alpha", "beta"]
+            read = await client.call_tool("read_resource", {"uri": "nb://kernels/alpha/vars/x"})
+            assert "alpha" in read.content[0].text
+
+    anyio.run(go)
