@@ -3,12 +3,13 @@
 kernels running.
 
 Reads: sequential stateless `resources/read` of `nb://vars/x` with one keep-alive httpx client,
-straight to the hub vs the qualified URI through the front on loopback HTTP, as the bridge runs it.
+straight to the hub vs the qualified URI through the front on loopback HTTP, as the bridge runs it;
+and through a real `jupyter server`: its per-kernel proxy vs its `mcp-notebook/mcp` (`--where`).
 Notifications: a cell assigns `x`; two listen streams are open at once, one straight on the hub
 and one through the front: per cell, when the update arrives through the front minus when it
 arrives straight.
 
-    .venv/bin/python bench/kernels.py [--kernels 1,10,50] [--reads 500] [--cells 20]
+    .venv/bin/python bench/kernels.py [--kernels 1,10,50] [--reads 500] [--cells 20] [--where local|server|both]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,20 +85,24 @@ def _listen(url: str, token: str, uri: str, scheme: str, arrived: list[float], r
 
 
 def notify_added(
-    kernel: Kernel, direct: tuple[str, str, str], front: tuple[str, str, str], cells: int
+    run: Callable[[str], Any],
+    direct: tuple[str, str, str],
+    front: tuple[str, str, str],
+    cells: int,
+    scheme: str = "Bearer",
 ) -> dict[str, Any]:
     """Per cell: when resources/updated arrives through the front minus when it arrives straight
     from the hub (two listen streams open at once; ``direct``/``front``: url, token, uri)."""
     streams = {"direct": ([], threading.Event()), "front": ([], threading.Event())}
     for name, (url, token, uri) in (("direct", direct), ("front", front)):
         arrived, ready = streams[name]
-        threading.Thread(target=_listen, args=(url, token, uri, "Bearer", arrived, ready), daemon=True).start()
+        threading.Thread(target=_listen, args=(url, token, uri, scheme, arrived, ready), daemon=True).start()
         ready.wait(30)
     time.sleep(1.0)  # the front opens its own listen on the hub
     added = []
     for i in range(cells):
         seen = {name: len(arrived) for name, (arrived, _) in streams.items()}
-        kernel.run(f"x = {i}")
+        run(f"x = {i}")
         deadline = time.perf_counter() + 10
         while time.perf_counter() < deadline and any(len(streams[n][0]) == seen[n] for n in streams):
             time.sleep(0.0005)
@@ -126,7 +132,7 @@ def local(counts: list[int], reads: int, cells: int) -> list[dict[str, Any]]:
                 row["read_direct"] = read_latency(hub["url"], hub["token"], "nb://vars/x", reads)
                 row["read_front"] = read_latency(url, front.settings.token, "nb://kernels/nb0/vars/x", reads)
                 row["notify_added"] = notify_added(
-                    kernels[0],
+                    kernels[0].run,
                     (hub["url"], hub["token"], "nb://vars/x"),
                     (url, front.settings.token, "nb://kernels/nb0/vars/x"),
                     cells,
@@ -141,24 +147,62 @@ def local(counts: list[int], reads: int, cells: int) -> list[dict[str, Any]]:
     return out
 
 
+def server(counts: list[int], reads: int, cells: int) -> list[dict[str, Any]]:
+    """The same through a real `jupyter server`: its per-kernel proxy vs its `mcp-notebook/mcp`."""
+    from jserver import JupyterServer, load_hub, run
+
+    out = []
+    s = JupyterServer(Path(tempfile.mkdtemp(prefix="mcp-nb-bench-jserver-")), token="bench-token")
+    try:
+        ids: list[str] = []
+        for count in counts:
+            while len(ids) < count:
+                kid = s.start_session(f"nb{len(ids)}.ipynb")
+                kc = s.client(kid)
+                load_hub(kc)
+                run(kc, "x = 1")
+                ids.append(kid)
+            kc0 = s.clients[0]
+            front = f"{s.url}mcp-notebook/mcp"
+            row: dict[str, Any] = {"where": "server", "kernels": count}
+            row["read_direct"] = read_latency(s.mcp_url(ids[0]), s.token, "nb://vars/x", reads, "token")
+            row["read_front"] = read_latency(front, s.token, "nb://kernels/nb0/vars/x", reads, "token")
+            row["notify_added"] = notify_added(
+                lambda code, kc=kc0: run(kc, code),
+                (s.mcp_url(ids[0]), s.token, "nb://vars/x"),
+                (front, s.token, "nb://kernels/nb0/vars/x"),
+                cells,
+                "token",
+            )
+            print(json.dumps(row), flush=True)
+            out.append(row)
+    finally:
+        s.stop()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", default="1,10,50")
     ap.add_argument("--reads", type=int, default=500)
     ap.add_argument("--cells", type=int, default=20)
+    ap.add_argument("--where", choices=("local", "server", "both"), default="both")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "kernels.json"))
     args = ap.parse_args()
     counts = [int(c) for c in args.kernels.split(",")]
-    rows = local(counts, args.reads, args.cells)
+    rows = local(counts, args.reads, args.cells) if args.where != "server" else []
+    rows += server(counts, args.reads, args.cells) if args.where != "local" else []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=2))
     print(
-        "| kernels | read straight p50/p99 ms | read via the front p50/p99 ms | notification, added by the front p50/p99 ms |"
+        "| where | kernels | read straight p50/p99 ms | read via the front p50/p99 ms | notification, added by the front p50/p99 ms |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|")
     for r in rows:
         cell = lambda d: f"{d['p50_ms']:.2f} / {d['p99_ms']:.2f}"  # noqa: E731
-        print(f"| {r['kernels']} | {cell(r['read_direct'])} | {cell(r['read_front'])} | {cell(r['notify_added'])} |")
+        print(
+            f"| {r['where']} | {r['kernels']} | {cell(r['read_direct'])} | {cell(r['read_front'])} | {cell(r['notify_added'])} |"
+        )
 
 
 if __name__ == "__main__":

@@ -146,6 +146,22 @@ def test_focus_kernels_coming_and_going_and_a_restart(two_kernels):
     anyio.run(go)
 
 
+def test_completion_on_the_qualified_templates(two_kernels):
+    import mcp_types as types
+
+    async def go() -> None:
+        async with connect(two_kernels["info"]) as (client, _):
+            templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+            assert "nb://kernels/{kernel}/vars/{name}" in templates and "nb://vars/{name}" in templates
+            ref = types.ResourceTemplateReference(type="ref/resource", uri="nb://kernels/{kernel}/vars/{name}")
+            kernels = await client.complete(ref, {"name": "kernel", "value": "al"})
+            assert kernels.completion.values == ["alpha"]
+            names = await client.complete(ref, {"name": "name", "value": ""}, context_arguments={"kernel": "beta"})
+            assert "x" in names.completion.values
+
+    anyio.run(go)
+
+
 def test_tool_only_client_sees_changes_in_any_kernel(two_kernels):
     kernels, info = two_kernels["kernels"], two_kernels["info"]
 

@@ -61,6 +61,7 @@ class ReadShape(NamedTuple):
     reply_headers: dict[str, str]
     still_open: Callable[[], object] | None
     after_send: Callable[[], None] | None
+    reply: HttpReply  # reused by every replay of this shape (its body replaced each time)
 
 
 class FlatReads:
@@ -102,20 +103,25 @@ class FlatReads:
         if learn and type(msg_id) is int:
             shape = body_shape(req.body, msg)
             if shape is not None:
-                req.replay = ReadShape(*shape, key, access.reply_headers, *era.replay_checks(access))
+                still_open, after_send = era.replay_checks(access)
+                reply = HttpReply(200, None, access.reply_headers, None, after_send)
+                req.replay = ReadShape(*shape, key, access.reply_headers, still_open, after_send, reply)
         return HttpReply(200, REPLY_START + rpc.dumps(msg_id) + tail, access.reply_headers)
 
     def replay(self, shape: ReadShape, body: bytes) -> HttpReply | None:
         """The reply to ``body`` sent under the head ``shape`` was learnt on, when it is that read
         again with another integer id; None: take the usual path. Its ``after_send`` does the
-        bookkeeping once the reply is written."""
+        bookkeeping once the reply is written. The reply object is the shape's own, reused: the
+        carrier writes it before it replays the next request of this head (it does, on its loop)."""
         digits = id_between(body, shape.prefix, shape.suffix)
         if digits is None or (shape.still_open is not None and not shape.still_open()):
             return None
         tail = self.core.cached_read(shape.key)
         if tail is None:
             return None
-        return HttpReply(200, b"%s%s%s" % (REPLY_START, digits, tail), shape.reply_headers, None, shape.after_send)
+        reply = shape.reply
+        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        return reply
 
 
 def _parsed_object(req: HttpRequest) -> dict[str, Any] | None:

@@ -33,12 +33,24 @@ class ServerDirectory:
     """The kernels of this server that have a hub (the server extension's finder), their notebook
     paths (sessions) and execution states (the kernel manager)."""
 
+    FRESH_SECONDS = 0.25  # a listing this recent is answered again without looking
+
     def __init__(self, finder: HubFinder):
         self.finder = finder
-        self.paths: dict[str, str] = {}  # kernel id -> notebook path, refreshed by each request
+        self.paths: dict[str, str] = {}  # kernel id -> notebook path, refreshed by requests
+        self.paths_at = 0.0
         self.focus: tuple[str, float] | None = None
+        self._entries: list[KernelEntry] = []
+        self._looked = 0.0
 
     def entries(self, fresh: bool = False) -> list[KernelEntry]:
+        if not fresh and time.monotonic() - self._looked < self.FRESH_SECONDS:
+            return list(self._entries)
+        self._entries = self._look()
+        self._looked = time.monotonic()
+        return list(self._entries)
+
+    def _look(self) -> list[KernelEntry]:
         out = []
         for kernel_id in self.finder.kernel_ids():
             record = self.finder.record(kernel_id)
@@ -66,9 +78,11 @@ def front_of(settings: dict[str, Any]) -> tuple[KernelsFront, ServerDirectory]:
 
 
 async def refresh_paths(handler: Any, directory: ServerDirectory) -> None:
+    """The notebook paths of the server's sessions (looked up at most once a second)."""
     sessions = handler.settings.get("session_manager")
-    if sessions is None:
+    if sessions is None or time.monotonic() - directory.paths_at < 1.0:
         return
+    directory.paths_at = time.monotonic()
     try:
         listed = await sessions.list_sessions()
     except Exception:

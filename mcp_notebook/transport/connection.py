@@ -97,7 +97,23 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if not self.buf and self.reader.head is None and not self.busy and not self.closing and not self.discarding:
-            if self._whole_request(data):
+            # The usual case: one whole request in one read, nothing else pending, and a head
+            # byte-for-byte equal to one admitted before under the same settings (a client repeats
+            # its head); parsing and admission are pure functions of those bytes and settings.
+            settings = self.owner.mcp.settings
+            head = self._last_head
+            if head is None or head.settings is not settings or not data.startswith(head.block):
+                end = data.find(b"\r\n\r\n")
+                head = self.owner.heads.get(data[:end], settings) if end > 0 else None
+            if head is not None and len(data) == len(head.block) + head.proto.length:
+                self._last_head = head
+                self._timer_kind = ""
+                self.trusted = True
+                body = data[len(head.block) :]
+                if not self._replay(head, body):
+                    self._dispatch(head.proto, body, head)
+                if self.paused_reading or self.peer_done:
+                    self._process()
                 return
         if self.discarding:
             self._discard(len(data))
@@ -114,28 +130,6 @@ class Connection(asyncio.Protocol):
             assert self.io is not None
             self.io.pause_reading()
 
-    def _whole_request(self, data: bytes) -> bool:
-        """The usual case: one whole request in one read, nothing else pending, and a head
-        byte-for-byte equal to one admitted before under the same settings (a client repeats its
-        head); parsing and admission are pure functions of those bytes and settings. False: read
-        ``data`` the general way."""
-        settings = self.owner.mcp.settings
-        head = self._last_head
-        if head is None or head.settings is not settings or not data.startswith(head.block):
-            end = data.find(b"\r\n\r\n")
-            head = self.owner.heads.get(data[:end], settings) if end > 0 else None
-        if head is None or len(data) != len(head.block) + head.proto.length:
-            return False
-        self._last_head = head
-        self._timer_kind = ""
-        self.trusted = True
-        body = data[len(head.block) :]
-        if not self._replay(head, body):
-            self._dispatch(head.proto, body, head)
-        if self.paused_reading or self.peer_done:
-            self._process()
-        return True
-
     def _replay(self, head: AdmittedHead, body: bytes) -> bool:
         """Answer a request the protocol recognises as the last one sent with this head but for its
         id; False: it does not (or the server stops, or the connection is not plain keep-alive)."""
@@ -145,15 +139,20 @@ class Connection(asyncio.Protocol):
         reply = self.owner.mcp.replay(memo, body)
         if reply is None:
             return False
+        if reply.headers is not head.reply_headers:  # the status line and header lines, encoded once
+            head.reply_headers = reply.headers
+            head.reply_block = http11.header_lines(reply.headers)
         payload = reply.body or b""
-        if reply.headers is not head.reply_headers:
-            head.reply_headers, head.reply_block = reply.headers, http11.header_lines(reply.headers)
         self._write(
-            b"%s%s%sContent-Length: %d\r\n\r\n%s"
+            b"HTTP/1.1 200 OK\r\n%s%sContent-Length: %d\r\n\r\n%s"
+            % (http11.Date.now(), head.reply_block, len(payload), payload)
+            if reply.status == 200
+            else b"%s%s%sContent-Length: %d\r\n\r\n%s"
             % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
         )
-        if reply.after_send is not None:
-            reply.after_send()
+        after = reply.after_send
+        if after is not None:
+            after()
         self._done(True)
         return True
 
