@@ -6,9 +6,9 @@ row count, statistics of lazy frames, nb://db for DuckDB), with `nb://vars`, a t
 and the clear error of a read that needs what the profile lacks (statistics without pyarrow).
 
 The wheel and the venvs are cached under .ci-work/ (tests/wheels.py). On 2 cores with pip's download
-cache filled: cold (every venv built) about 4.5 minutes, warm about 30 s, and after a source change
-about 75 s (the wheel rebuilt, then reinstalled with --no-deps into each venv); the newest profile is
-re-resolved weekly. MCP_NB_INSTALL_TESTS=0 skips the module; MCP_NB_PROFILES=readme,polars runs some
+cache filled: cold (every venv built) about 3 minutes, plus about 40 s when the wheel is built too;
+warm about 35 s; after a source change about 75 s (the wheel rebuilt, then reinstalled with --no-deps
+into each venv). The newest profile is re-resolved weekly. MCP_NB_INSTALL_TESTS=0 skips the module; MCP_NB_PROFILES=readme,polars runs some
 profiles only.
 """
 
