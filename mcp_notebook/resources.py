@@ -17,7 +17,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
-from .providers.base import ChangeSet, Facts, Provider, ResourceNotFound
+from .providers.base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+from .providers.optional import missing_package
 from .redact import REDACTOR
 from .render import guarding
 from .types import Contents, Resource, ResourceTemplate
@@ -127,8 +128,16 @@ class Resources:
         """Contents of ``uri`` (from ``provider`` when the caller already looked it up)."""
         if provider is None:
             provider = self.provider_for(uri)
-        with guarding(("read", uri.split("?", 1)[0])):  # a stuck read blocks only this resource
-            return provider.read(uri)
+        try:
+            with guarding(("read", uri.split("?", 1)[0])):  # a stuck read blocks only this resource
+                return provider.read(uri)
+        except (ResourceNotFound, InvalidResourceParams, ResourceReadError):
+            raise
+        except Exception as exc:  # a library the read needs is missing: say which, and how to install it
+            missing = missing_package(exc, f"reading {uri}")
+            if missing is None:
+                raise
+            raise missing from None
 
     def owner(self, uri: str) -> Provider | None:
         """The provider that serves ``uri``, or None."""

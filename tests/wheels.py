@@ -72,13 +72,17 @@ def built_wheel() -> Path:
     return sorted(target.glob("mcp_notebook-*.whl"))[0]
 
 
-def profile_venv(name: str, python: str, packages: list[str], wheel: Path, after: list[list[str]] = ()) -> Path:
+def profile_venv(
+    name: str, python: str, packages: list[str], wheel: Path, after: list[list[str]] = (), refresh: str = ""
+) -> Path:
     """A venv for profile ``name``: the wheel with its dependencies plus ``packages`` (pip
     requirement strings); ``after`` are pip argument lists run once the venv is built (e.g. an
-    uninstall). Reused while its spec is unchanged."""
+    uninstall). Reused while its spec is unchanged; a new ``refresh`` (e.g. the week, for a
+    profile of newest releases) rebuilds it."""
     pyproject = (ROOT / "pyproject.toml").read_bytes()
     version = _run([python, "-c", "import sys; print(sys.version)"]).stdout.strip()
-    key = hashlib.sha256(repr((name, version, packages, after)).encode() + pyproject).hexdigest()[:12]
+    spec = (name, version, packages, after) + ((refresh,) if refresh else ())
+    key = hashlib.sha256(repr(spec).encode() + pyproject).hexdigest()[:12]
     path = CACHE / "profiles" / f"{name}-{key}"
     stamp = path / ".mcp-notebook-wheel"
     fresh = os.environ.get("MCP_NB_FRESH_PROFILES") == "1"

@@ -234,8 +234,11 @@ class EngineFrame(Table):
         def work() -> int:
             if self.engine == "dask":
                 return int(_dask_compute(self.value.shape[0]))
-            if self.engine == "duckdb" and eager_backend() is None:
-                return int(self.value.aggregate("count(*)").fetchone()[0])
+            if eager_backend() is None:  # nothing to collect into: the engine's own count
+                if self.engine == "duckdb":
+                    return int(self.value.aggregate("count(*)").fetchall()[0][0])
+                if self.engine == "pyspark":
+                    return int(self.value.count())
             nw = _nw()
             return int(self._frame().select(nw.len()).collect(backend=eager_backend()).item())
 

@@ -23,6 +23,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
 from .cells import cell_uri, iso
+from .optional import missing_package
 from .variables import rank_completions
 
 PREFIX = "nb://notebook"
@@ -59,7 +60,8 @@ def normalize(nb: Any) -> dict[str, Any]:
 
             nb = json.loads(nbformat.writes(nbformat.convert(nbformat.from_dict(nb), 4)))
         except Exception as exc:
-            raise ResourceReadError(f"cannot convert nbformat {nb.get('nbformat')} to 4: {exc}") from None
+            what = f"converting a notebook in nbformat {nb.get('nbformat')} to version 4"
+            raise missing_package(exc, what) or ResourceReadError(f"cannot {what}: {exc}") from None
     cells = nb.get("cells")
     if not isinstance(cells, list):
         raise ResourceReadError("the notebook document has no cell list")

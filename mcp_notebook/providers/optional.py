@@ -24,6 +24,7 @@ PIP_NAMES = {
     "ibis": "ibis-framework",
     "ipywidgets": "ipywidgets",
     "sqlalchemy": "sqlalchemy",
+    "nbformat": "nbformat",
 }
 _EAGER = ("pyarrow", "polars", "pandas")  # what a lazy frame's rows may be collected into
 _MODULE_IN_MESSAGE = re.compile(r"(?:No module named|Required module|module) '([A-Za-z0-9_.]+)'")
@@ -57,12 +58,15 @@ def eager_backend() -> str | None:
 
 def missing_package(exc: BaseException, what: str) -> MissingPackage | None:
     """The clear error for ``exc`` when it says an optional library is missing, else None. Also
-    recognises engines that wrap the ImportError in their own exception (DuckDB does)."""
+    recognises engines that wrap the ImportError in their own exception (DuckDB does). Runs no code
+    of ``exc``'s class (its ``__str__`` may be a user's): only its ``name`` and its first argument."""
     name = exc.name if isinstance(exc, ImportError) else None
     if not name:
-        m = _MODULE_IN_MESSAGE.search(str(exc)) if isinstance(exc, Exception) else None
-        name = m.group(1) if m and ("import" in str(exc).lower() or isinstance(exc, ImportError)) else None
-    if not name:
+        args = exc.args
+        text = args[0] if args and type(args[0]) is str else ""
+        m = _MODULE_IN_MESSAGE.search(text)
+        name = m.group(1) if m and ("import" in text.lower() or isinstance(exc, ImportError)) else None
+    if not isinstance(name, str) or not name:
         return None
     top = name.partition(".")[0]
     package = PIP_NAMES.get(top)

@@ -24,6 +24,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
+from .optional import missing_package
 
 PREFIX = "nb://vars"
 INDEX_URI = "nb://vars"
@@ -459,6 +460,9 @@ class VariablesProvider(Provider):
         except RenderTimeout as exc:
             raise ResourceReadError(f"repr({name}) did not finish: {exc}") from None
         except Exception as exc:  # a raising __repr__ is the object's problem, not the server's
+            missing = missing_package(exc, f"reading {uri}")  # a lazy frame's schema needs narwhals
+            if missing is not None:
+                raise missing from None
             message = safe_str(exc, limits.repr_timeout)
             raise ResourceReadError(f"repr({name}) raised {type(exc).__name__}: {message}") from None
         text = mask_secrets(text)  # before the cut: a token at the cut must not leak its first characters
