@@ -253,17 +253,19 @@ def test_tool_only_client_through_the_generated_config_with_a_bare_environment(l
         # what a host does: the entry's command, args and env, in a bare environment, nothing activated
         host_env = ["HOME=" + str(lab_server["base"]), "PATH=" + BARE_PATH]
         host_env += [f"{k}={v}" for k, v in server.get("env", {}).items()]
-        argv = ["-i", *host_env, server["command"], *server["args"]]  # every kernel: this one is the current one
+        argv = ["-i", *host_env, server["command"], *server["args"]]  # every kernel of this machine
 
         async def go() -> None:
             params = StdioServerParameters(command="/usr/bin/env", args=argv)
             async with Client(params, cache=None) as client:
-                read = await client.call_tool("read_resource", {"uri": "nb://frames/df"})
-                assert not read.is_error and "sales" in read.content[0].text
+                # this kernel has no notebook: its label is its id (another kernel may be current)
+                uri = f"nb://kernels/{started['id']}/frames/df"
+                read = await client.call_tool("read_resource", {"uri": uri})
+                assert not read.is_error and "sales" in read.content[0].text, read
                 await anyio.to_thread.run_sync(run, 'df["sales"] *= 1.5')
                 doc = json.loads((await client.call_tool("changes_since", {})).content[0].text)
-                assert "nb://frames/df" in doc["changed"], doc
-                assert "nb://frames/df: changed in place, DataFrame shape (2, 2)" in doc["summary"]
+                assert uri in doc["changed"], doc
+                assert f"{uri}: changed in place, DataFrame shape (2, 2)" in doc["summary"]
 
         anyio.run(go)
     finally:

@@ -1,9 +1,9 @@
 """Every kernel's resources behind one provider: listed, read, completed and watched through the
 kernels' hubs (naming.py has the URI scheme; upstream.py the requests and listen streams).
 
-The current kernel (the one bare URIs address) is the one a frontend focused last, else the one
-that executed a cell last (each hub's ``nb://kernel`` is watched: it changes with every cell),
-else the newest.
+The current kernel (the one bare URIs address) is the one of the latest event among a frontend
+focusing a notebook and a kernel running a cell (each hub's ``nb://kernel`` is watched: it changes
+with every cell), else the newest.
 """
 
 from __future__ import annotations
@@ -50,15 +50,17 @@ class KernelsProvider(Provider):
         return entries, labels((e.id, e.notebook) for e in entries)
 
     def current(self, entries: list[KernelEntry]) -> KernelEntry | None:
+        """The kernel of the latest of: a frontend focusing it, it running a cell; else the newest.
+        (A focus reported by a browser since closed gives way to a cell run anywhere after it.)"""
         if not entries:
             return None
         by_id = {e.id: e for e in entries}
+        events = [(at, kid) for kid, at in self._last_exec.items() if kid in by_id]
         focus = self.directory.focused()
         if focus is not None and focus[0] in by_id:
-            return by_id[focus[0]]
-        ran = [e for e in entries if e.id in self._last_exec]
-        if ran:
-            return max(ran, key=lambda e: self._last_exec[e.id])
+            events.append((focus[1], focus[0]))
+        if events:
+            return by_id[max(events)[1]]
         return max(entries, key=lambda e: e.started_at)
 
     def _route(self, uri: str, fresh: bool = False) -> tuple[KernelEntry, str, str | None]:
