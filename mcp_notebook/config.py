@@ -35,6 +35,12 @@ class MCPHub(Configurable):
         help="Microseconds the server thread keeps polling after a reply before it sleeps, so a client's next "
         "request finds it awake (off while a cell runs; 0 turns it off).",
     ).tag(config=True)
+    control_channel = Bool(
+        True,
+        help="Also answer MCP on the kernel's control channel (for a Jupyter server that cannot reach this "
+        "kernel's loopback port: a kernel gateway, a container). Only a peer holding the kernel's key, which "
+        "may already run code here, can use it; the hub's token is still required on every request.",
+    ).tag(config=True)
     max_body_bytes = Int(1_000_000, help="Largest request body accepted (HTTP 413 above).").tag(config=True)
     max_batch = Int(50, help="Most messages in one JSON-RPC batch (2025-03-26).").tag(config=True)
     max_sessions = Int(64, help="Most concurrent handshake-era sessions; the least recently used goes.").tag(

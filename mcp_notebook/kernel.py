@@ -30,6 +30,7 @@ from .redact import REDACTOR, NameFilter
 from .resources import Resources
 from .revisions import ALL_VERSIONS
 from .runtime import log_path, remove_runtime_file, sweep, write_runtime_file
+from .transport.control import ControlCarrier
 from .transport.server import HttpTransport
 from .version import __version__
 
@@ -70,6 +71,7 @@ class KernelHub:
         self.resources.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
         self.server = McpServer(self.resources, self._settings())
         self.transport: HttpTransport | None = None
+        self.control: ControlCarrier | None = None
         self.runtime_file: Path | None = None
         self._hook_registered = False
         self.log: HubLog | None = None
@@ -129,6 +131,7 @@ class KernelHub:
             self.transport.stop()
             self.log.uninstall()
             raise
+        self.control = self._start_control()
         CUSTOM.on_change = lambda: self.resources.changed(list_changed=True)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
@@ -155,6 +158,9 @@ class KernelHub:
         self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None
+        if self.control is not None:
+            self.control.uninstall()  # no new exchanges; open streams still get their final events
+            self.control = None
         if self.transport is not None:
             self.transport.stop()
         self.resources.close()
@@ -164,6 +170,30 @@ class KernelHub:
         if self.log is not None:
             self.log.uninstall()
             self.log = None
+
+    def _start_control(self) -> ControlCarrier | None:
+        """MCP on the kernel's control channel too, where there is one (docs/DESIGN.md, "Kernels anywhere")."""
+        kernel = getattr(self.shell, "kernel", None)
+        transport = self.transport
+        if not self.config.control_channel or transport is None or transport.loop is None:
+            return None
+        if getattr(kernel, "control_stream", None) is None or getattr(kernel, "session", None) is None:
+            return None
+        carrier = ControlCarrier(
+            self.server, kernel, transport.loop, transport.executor, self.config.max_body_bytes, self._control_info
+        )
+        try:
+            carrier.install()
+        except Exception:  # an ipykernel we do not know: the loopback carrier still serves
+            log.exception("could not serve MCP on the control channel")
+            return None
+        return carrier
+
+    def _control_info(self) -> dict[str, Any]:
+        """What a peer on the control channel learns: the runtime file's content (docs/DESIGN.md)."""
+        info = dict(self.connection_info())
+        info.pop("runtime_file", None)
+        return info
 
     def _install_sigterm(self) -> None:
         """On SIGTERM remove the runtime file, then do what was there before (default: die)."""

@@ -33,10 +33,16 @@ class JupyterServer:
     """``python -m jupyter server`` with the extension enabled, stopped by :meth:`stop`."""
 
     def __init__(
-        self, base: Path, token: str = "test-jupyter-token", base_url: str = "/", by_config_file: bool = False
+        self,
+        base: Path,
+        token: str = "test-jupyter-token",
+        base_url: str = "/",
+        by_config_file: bool = False,
+        extra_args: tuple[str, ...] = (),
     ):
         """``by_config_file``: enable the extension by the package's config file in the server's config
-        dir (what ``pip install`` puts into ``etc/jupyter/jupyter_server_config.d``), not by a flag."""
+        dir (what ``pip install`` puts into ``etc/jupyter/jupyter_server_config.d``), not by a flag.
+        ``extra_args``: more command-line options (``--gateway-url=…``)."""
         self.token = token
         self.port = free_port()
         self.root = base / "root"
@@ -71,6 +77,7 @@ class JupyterServer:
             shutil.copy(ROOT / "jupyter-config" / "server-config" / "mcp_notebook.json", conf_d)
         else:
             args.append("--ServerApp.jpserver_extensions=mcp_notebook=True")
+        args.extend(extra_args)
         self.log = open(base / "server.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.root))
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"token {token}"}, timeout=60)

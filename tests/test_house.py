@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.server", "protocol"),
     ("transport.http11", "transport.busy_poll", "transport.loop", "transport.client"),
     ("transport.heads",),
-    ("transport.connection",),
+    ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
     ("activity", "kernel", "kernels"),
     ("lifecycle",),

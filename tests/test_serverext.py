@@ -520,8 +520,9 @@ def test_large_reply_arrives_byte_for_byte(server, kernel):
     assert proxied.headers["content-type"] == direct.headers["content-type"]
 
 
-def test_kernel_behind_a_gateway_is_named_out_of_reach(tmp_path):
-    """A kernel of a server whose kernels run on a gateway (flagged as such): a clear 503 naming the limit."""
+def test_a_gateway_kernel_goes_over_the_control_channel(tmp_path):
+    """A kernel of a server whose kernels run on a gateway is reached over its control channel,
+    never looked up in runtime files (tests/test_gateway.py runs a real gateway)."""
     from jupyter_client.multikernelmanager import MultiKernelManager
 
     from mcp_notebook.serverext.hubs import HubFinder, HubUnavailable
@@ -529,10 +530,9 @@ def test_kernel_behind_a_gateway_is_named_out_of_reach(tmp_path):
     km = MultiKernelManager()
     kid = km.start_kernel(kernel_name="python3")
     try:
-        with pytest.raises(HubUnavailable) as caught:
-            HubFinder(km, [tmp_path], gateway=True).locate(kid)
-        assert caught.value.status == 503 and caught.value.reason == "remote_kernel"
-        assert "gateway" in caught.value.message and "out of reach" in caught.value.message
+        assert HubFinder(km, [tmp_path], gateway=True).by_channel(kid)
+        assert not HubFinder(km, [tmp_path]).by_channel(kid)
+        assert HubFinder(km, [tmp_path], carrier="control").by_channel(kid)
         with pytest.raises(HubUnavailable) as caught:  # the same kernel on a plain server: no hub yet
             HubFinder(km, [tmp_path]).locate(kid)
         assert caught.value.reason == "no_hub"

@@ -16,8 +16,8 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..protocol.eras import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
@@ -46,13 +46,27 @@ class HubError(Exception):
         self.data = error.get("data")
 
 
+class Carrier(Protocol):
+    """Another way to a hub than loopback HTTP (the server extension's control channel): one
+    exchange at a time, usable from any thread or loop."""
+
+    def call(self, headers: dict[str, str], body: bytes, timeout: float) -> tuple[int, str, bytes]:
+        """POST and read the whole reply: status, content type, body (from a thread, not a loop)."""
+        ...
+
+    async def open(self, headers: dict[str, str], body: bytes, timeout: float) -> Any:
+        """POST; the reply once its status is known (``status``, ``chunks()``, ``close()``)."""
+        ...
+
+
 @dataclass(frozen=True)
 class HubAddress:
-    """Where a kernel's hub listens, and its token."""
+    """Where a kernel's hub listens, and its token; or the carrier that reaches it."""
 
     url: str
     token: str | None
     scheme: str = "Bearer"  # "token" for a Jupyter server's endpoint
+    carrier: Carrier | None = field(default=None, compare=False)
 
     @property
     def host(self) -> str:
@@ -115,6 +129,12 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
     """The result of one request to ``hub`` (any thread; a keep-alive connection per thread). A
     connection the hub closed while idle is replaced once; nothing is sent twice otherwise."""
     body = json.dumps(message(method, params)).encode()
+    if hub.carrier is not None:
+        try:
+            status, kind, raw = hub.carrier.call(hub.headers(method, params), body, timeout)
+        except (UpstreamError, TimeoutError, OSError) as exc:
+            raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+        return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
     for attempt in (1, 2):
         conn, reused = _connection(hub, timeout)
         try:
@@ -135,9 +155,12 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
             conn.close()
             _local.conns.pop((hub.host, hub.port), None)
             raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
-    reply = _last_reply(raw, "text/event-stream" in kind)
+    return _result(_last_reply(raw, "text/event-stream" in kind), hub, resp.status)
+
+
+def _result(reply: dict[str, Any] | None, hub: HubAddress, status: int) -> dict[str, Any]:
     if reply is None:
-        raise HubGone(f"the hub at {hub.url} answered {resp.status} without a JSON-RPC reply")
+        raise HubGone(f"the hub at {hub.url} answered {status} without a JSON-RPC reply")
     if "error" in reply:
         raise HubError(reply["error"])
     return reply.get("result") or {}
@@ -221,9 +244,11 @@ class Listens:
 
     async def _stream(self, key: str, hub: HubAddress, params: dict[str, Any]) -> None:
         body = json.dumps(message("subscriptions/listen", params)).encode()
-        resp = await request(
-            hub.host, hub.port, "POST", hub.path, hub.headers("subscriptions/listen", params), body, 10.0
-        )
+        headers = hub.headers("subscriptions/listen", params)
+        if hub.carrier is not None:
+            resp = await hub.carrier.open(headers, body, 10.0)
+        else:
+            resp = await request(hub.host, hub.port, "POST", hub.path, headers, body, 10.0)
         try:
             if resp.status != 200:
                 raise UpstreamError(f"listen answered {resp.status}")

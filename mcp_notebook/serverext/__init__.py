@@ -4,18 +4,19 @@ Routes (all authenticated with the server's identity provider):
 
 - ``{base_url}mcp-notebook/kernels``: JSON list of this server's kernels that have a hub.
 - ``{base_url}mcp-notebook/kernels/{kernel_id}/mcp``: the kernel's MCP endpoint (POST/GET/DELETE),
-  piped to its hub on loopback with the hub's own token.
+  piped to its hub on loopback with the hub's own token, or over the kernel's control channel
+  when the hub is on another host (a kernel gateway, a non-local provisioner).
 
 Enabled by ``jupyter-config/server-config/mcp_notebook.json`` (installed into
 ``etc/jupyter/jupyter_server_config.d``) or ``--ServerApp.jpserver_extensions=mcp_notebook=True``.
-Settings: ``c.MCPNotebookProxy.max_body_bytes``.
+Settings: ``c.MCPNotebookProxy.max_body_bytes``, ``c.MCPNotebookProxy.carrier``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from traitlets import Int
+from traitlets import Enum, Int
 from traitlets.config import LoggingConfigurable
 
 KERNEL_ID = r"(?P<kernel_id>\w+-\w+-\w+-\w+-\w+)"  # the server's own kernel id pattern
@@ -27,6 +28,13 @@ class MCPNotebookProxy(LoggingConfigurable):
     max_body_bytes = Int(1_000_000, help="Largest MCP request body the server passes to a hub (HTTP 413 above).").tag(
         config=True
     )
+    carrier = Enum(
+        ["auto", "tcp", "control"],
+        "auto",
+        help="How the server reaches a kernel's hub: auto (loopback TCP when the hub's runtime file is on this "
+        "host, else the kernel's control channel: a kernel gateway, a non-local provisioner), tcp only, or "
+        "control only (e.g. kernels in containers that share the server's provisioner).",
+    ).tag(config=True)
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
@@ -42,7 +50,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     km = serverapp.kernel_manager
     gateway = bool(getattr(getattr(serverapp, "gateway_config", None), "gateway_enabled", False))
     dirs = [getattr(km, "connection_dir", None), getattr(serverapp, "runtime_dir", None), jupyter_runtime_dir()]
-    finder = HubFinder(km, [d for d in dirs if d], gateway=gateway)
+    finder = HubFinder(km, [d for d in dirs if d], gateway=gateway, carrier=settings.carrier)
     web_app = serverapp.web_app
     web_app.settings["mcp_notebook_finder"] = finder
     web_app.settings["mcp_notebook_pool"] = ConnectionPool()

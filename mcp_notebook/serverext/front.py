@@ -23,6 +23,7 @@ from ..kernels.front import KernelsFront
 from ..kernels.upstream import HubAddress
 from ..protocol.exchange import HttpReply, HttpRequest
 from ..protocol.streams import Stream
+from .channel import LoopBridge
 from .handlers import McpProxyHandler, _Base
 from .hubs import HubFinder
 
@@ -51,15 +52,25 @@ class ServerDirectory:
         return list(self._entries)
 
     def _look(self) -> list[KernelEntry]:
+        finder = self.finder
+        ids = finder.kernel_ids()
+        by_channel = finder.channel_hubs_now(ids)  # kernels on another host: over their control channel
         out = []
-        for kernel_id in self.finder.kernel_ids():
-            record = self.finder.record(kernel_id)
-            if record is None:
-                continue
+        for kernel_id in ids:
             try:
-                state = self.finder.kernel_manager.get_kernel(kernel_id).execution_state
+                state = finder.kernel_manager.get_kernel(kernel_id).execution_state
             except Exception:
                 state = None
+            info = by_channel.get(kernel_id)
+            if info is not None and finder.loop is not None:
+                bridge = LoopBridge(finder.channel(kernel_id), finder.loop)
+                hub = HubAddress(f"control://{kernel_id}", None, carrier=bridge)
+                notebook = info.get("notebook_path") or self.paths.get(kernel_id)
+                out.append(KernelEntry(kernel_id, notebook, hub, float(info.get("started_at") or 0), state))
+                continue
+            record = finder.record(kernel_id) if kernel_id not in by_channel else None
+            if record is None or finder.by_channel(kernel_id):
+                continue
             notebook = record.notebook_path or self.paths.get(kernel_id)
             out.append(KernelEntry(kernel_id, notebook, HubAddress(record.url, record.token), record.started_at, state))
         return sorted(out, key=lambda e: e.started_at)

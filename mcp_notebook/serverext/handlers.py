@@ -18,6 +18,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..transport.client import UpstreamError, UpstreamResponse, request
+from .channel import ChannelResponse, KernelChannel
 from .hubs import HubAddress, HubFinder, HubUnavailable
 
 AUTH_RESOURCE = "kernels"
@@ -54,6 +55,7 @@ class _Base(APIHandler):
         await _settle(super().prepare())
         if self.current_user is None:
             raise web.HTTPError(403, "authentication required")
+        self.finder.loop = asyncio.get_running_loop()
 
     @web.authenticated
     @authorized(action="read")
@@ -93,7 +95,8 @@ class KernelsHandler(_Base):
             except Exception:  # the listing must not fail because the session database did
                 self.log.debug("mcp-notebook: could not list sessions", exc_info=True)
         base = self.base_url.rstrip("/")
-        hubs = self.finder.hubs(paths)
+        self.finder.loop = asyncio.get_running_loop()
+        hubs = self.finder.hubs(paths, await self.finder.channel_hubs(self.finder.kernel_ids()))
         for entry in hubs:
             entry["mcp_path"] = f"{base}/mcp-notebook/kernels/{entry['kernel_id']}/mcp"
         self.finish(json.dumps(hubs))
@@ -118,6 +121,7 @@ class McpProxyHandler(_Base):
             await _settle(JupyterHandler.prepare(self))  # identity, Host, XSRF for cookie users
             if self.current_user is None:
                 raise web.HTTPError(403, "authentication required")
+            self.finder.loop = asyncio.get_running_loop()
             if not self.check_origin():
                 raise web.HTTPError(403, "Origin not allowed (ServerApp.allow_origin)")
         except web.HTTPError as exc:
@@ -169,11 +173,13 @@ class McpProxyHandler(_Base):
             out["Authorization"] = f"Bearer {hub.token}"
         return out
 
-    async def _open(self, kernel_id: str, method: str, body: bytes | None) -> UpstreamResponse:
+    async def _open(self, kernel_id: str, method: str, body: bytes | None) -> UpstreamResponse | ChannelResponse:
         """Send the request to the kernel's hub; one fresh lookup if the first address was stale."""
         last: Exception | None = None
         for _ in range(2):
-            hub = self.finder.locate(kernel_id)
+            hub = await self.finder.reach(kernel_id)
+            if isinstance(hub, KernelChannel):
+                return await self._over_channel(hub, method, body)
             try:
                 pool = self.settings.get("mcp_notebook_pool")
                 reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body, pool=pool)
@@ -192,6 +198,21 @@ class McpProxyHandler(_Base):
         raise HubUnavailable(  # the detail (loopback address) stays in the server's log
             502, "hub_unreachable", f"The mcp-notebook hub of kernel {kernel_id} did not answer.", kernel_id
         )
+
+    async def _over_channel(self, channel: KernelChannel, method: str, body: bytes | None) -> ChannelResponse:
+        """The request over the kernel's control channel; once more if the hub had a new token."""
+        headers = {name: value for name, value in self.request.headers.get_all() if _forwarded(name, FORWARD_REQUEST)}
+        try:
+            for attempt in (1, 2):
+                reply = await channel.request(method, headers, body)
+                if reply.status != 401 or attempt == 2:
+                    return reply
+                reply.close()  # a hub refusing the token acted on nothing: safe to send again
+                channel.forget_info()
+        except UpstreamError as exc:
+            self.log.warning("mcp-notebook: the control channel of kernel %s: %s", channel.kernel_id, exc)
+            raise HubUnavailable(502, "hub_unreachable", str(exc), channel.kernel_id) from None
+        raise AssertionError("unreachable")
 
     async def _proxy(self, kernel_id: str) -> None:
         if self._refusal is not None:
@@ -230,6 +251,8 @@ class McpProxyHandler(_Base):
                     self.set_header(name, value)
             content_type = reply.header("content-type") or "application/json"
             streaming = "text/event-stream" in content_type
+            if isinstance(reply, ChannelResponse) and reply.status == 401:  # the hub's, not the client's
+                raise UpstreamError("the hub refused the server's token twice")
             if streaming:
                 self.set_header("Cache-Control", "no-store")
                 self.set_header("X-Accel-Buffering", "no")  # nginx in front of JupyterHub must not buffer

@@ -3,12 +3,14 @@
 A hub writes ``mcp-notebook-<kernel id>.json`` (mode 0600) into Jupyter's runtime dir, the
 directory that also holds the kernel's connection file. The server looks there, and only for
 kernels its own kernel manager knows, so a URL can never reach a hub of another server's kernel.
-A kernel on another host (a gateway, a remote provisioner) writes its file on that host: out of
-reach, and said so.
+A kernel on another host (a gateway, a remote provisioner) writes its file on that host: its hub
+is reached over the kernel's control channel instead (channel.py), the carrier chosen per kernel
+(``c.MCPNotebookProxy.carrier``: auto, tcp or control).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -18,6 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..runtime import PREFIX, HubRecord, pid_alive
+from ..transport.client import UpstreamError
+from .channel import LISTING_NO_HUB_SECONDS, KernelChannel, NoHub
+from .wires import GatewayWire, Wire, ZmqWire
+
+INFO_LISTING_SECONDS = 2.0  # how long the kernels listing waits for a kernel's control channel
 
 
 class HubUnavailable(Exception):
@@ -69,9 +76,18 @@ def address(record: HubRecord, kernel_id: str) -> HubAddress | None:
 class HubFinder:
     """Looks up hubs for the kernels of one server's kernel manager."""
 
-    def __init__(self, kernel_manager: Any, runtime_dirs: list[str | os.PathLike[str]], gateway: bool = False):
+    def __init__(
+        self,
+        kernel_manager: Any,
+        runtime_dirs: list[str | os.PathLike[str]],
+        gateway: bool = False,
+        carrier: str = "auto",
+    ):
         self.kernel_manager = kernel_manager
         self.gateway = gateway
+        self.carrier = carrier  # auto: loopback TCP when the hub's file is here, else the control channel
+        self.channels: dict[str, KernelChannel] = {}
+        self.loop: Any = None  # the server's event loop (set by the handlers), where channels live
         seen: list[Path] = []
         for d in runtime_dirs:
             if d and Path(d) not in seen:
@@ -148,39 +164,114 @@ class HubFinder:
         return f"the {type(provisioner).__name__} kernel provisioner"
 
     def locate(self, kernel_id: str) -> HubAddress:
-        """The hub of a kernel of this server, or :class:`HubUnavailable` naming why not."""
+        """The loopback hub of a kernel of this server, or :class:`HubUnavailable` naming why not."""
         if not self.known(kernel_id):
             raise HubUnavailable(404, "unknown_kernel", f"No kernel {kernel_id} on this Jupyter server.", kernel_id)
-        record = self.record(kernel_id)
+        record = self.record(kernel_id) if self.carrier != "control" else None
         found = address(record, kernel_id) if record is not None else None
         if found is not None:
             return found
-        remote = self.remote_reason(kernel_id)
-        if remote is not None:
-            raise HubUnavailable(
-                503,
-                "remote_kernel",
-                f"Kernel {kernel_id} runs through {remote}, on another host than this Jupyter server: its "
-                "mcp-notebook hub listens on that host's loopback and is out of reach of the server extension "
-                "(it finds hubs only for kernels on the server's own host).",
-                kernel_id,
-            )
         raise HubUnavailable(
             503,
             "no_hub",
-            f"Kernel {kernel_id} has no running mcp-notebook hub: run `%load_ext mcp_notebook` in it. "
-            "(Kernels on another host than the Jupyter server are out of reach of the server extension.)",
+            f"Kernel {kernel_id} has no running mcp-notebook hub: run `%load_ext mcp_notebook` in it. (This "
+            "kernel runs on the server's host, so its hub is found by its runtime file; kernels on another host "
+            "are reached over their control channel.)",
             kernel_id,
         )
 
-    def hubs(self, notebook_paths: dict[str, str] | None = None) -> list[dict[str, Any]]:
-        """Kernels of this server that have a live hub: what a client needs to pick one, no secrets."""
+    # -- the control channel -------------------------------------------------------------------
+    def by_channel(self, kernel_id: str) -> bool:
+        """Whether this kernel's hub is reached over its control channel rather than loopback TCP."""
+        if self.carrier == "control":
+            return True
+        if self.carrier == "tcp":
+            return False
+        return self.remote_reason(kernel_id) is not None and self.record(kernel_id) is None
+
+    def channel(self, kernel_id: str) -> KernelChannel:
+        """The kernel's control channel (one per kernel, opened on first use)."""
+        found = self.channels.get(kernel_id)
+        if found is None:
+            for gone in [k for k in self.channels if not self.known(k)]:
+                self.channels.pop(gone).close()
+            found = self.channels[kernel_id] = KernelChannel(kernel_id, lambda: self._wire(kernel_id))
+        return found
+
+    def _wire(self, kernel_id: str) -> Wire:
+        return GatewayWire(kernel_id) if self.gateway else ZmqWire(self.kernel_manager, kernel_id)
+
+    async def reach(self, kernel_id: str) -> HubAddress | KernelChannel:
+        """The way to a kernel's hub: its loopback address, or its control channel once the hub there
+        answered; :class:`HubUnavailable` naming why not."""
+        if not self.known(kernel_id):
+            raise HubUnavailable(404, "unknown_kernel", f"No kernel {kernel_id} on this Jupyter server.", kernel_id)
+        if not self.by_channel(kernel_id):
+            return self.locate(kernel_id)
+        channel = self.channel(kernel_id)
+        try:
+            await channel.info()
+        except NoHub as exc:
+            raise self.no_hub(kernel_id, exc) from None
+        except UpstreamError as exc:
+            raise HubUnavailable(502, "hub_unreachable", str(exc), kernel_id) from None
+        return channel
+
+    def no_hub(self, kernel_id: str, exc: NoHub) -> HubUnavailable:
+        """Why a kernel reached over its control channel has no hub for us, in words."""
+        where = self.remote_reason(kernel_id) or "its control channel"
+        if exc.reason == "no_answer":
+            message = (
+                f"Kernel {kernel_id} (through {where}) did not answer mcp_info_request on its control channel: "
+                "run `%load_ext mcp_notebook` in it (with mcp-notebook installed in the kernel's environment). "
+                "If it is loaded, the kernel or the gateway does not carry custom control messages (a gateway's "
+                "allowed_message_types must include mcp_info_request, mcp_request, mcp_cancel and mcp_keepalive)."
+            )
+        else:
+            message = f"Kernel {kernel_id} (through {where}) cannot serve MCP on its control channel: {exc.message}"
+        return HubUnavailable(503, "no_hub", message, kernel_id)
+
+    async def channel_hubs(self, kernel_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The hub facts of kernels reached over their control channels (asked at once, briefly)."""
+        wanted = [k for k in kernel_ids if self.by_channel(k)]
+
+        async def ask(kernel_id: str) -> dict[str, Any] | None:
+            try:
+                return await self.channel(kernel_id).info(INFO_LISTING_SECONDS, LISTING_NO_HUB_SECONDS)
+            except (NoHub, UpstreamError):
+                return None
+
+        answers = await asyncio.gather(*(ask(k) for k in wanted))
+        return {k: a for k, a in zip(wanted, answers, strict=True) if a is not None}
+
+    def channel_hubs_now(self, kernel_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """:meth:`channel_hubs` from a thread other than the server's loop (the front's)."""
+        loop = self.loop
+        if loop is None or not any(self.by_channel(k) for k in kernel_ids):
+            return {}
+        try:
+            if asyncio.get_running_loop() is loop:
+                return {}  # never block the server's own loop
+        except RuntimeError:
+            pass
+        future = asyncio.run_coroutine_threadsafe(self.channel_hubs(kernel_ids), loop)
+        try:
+            return future.result(INFO_LISTING_SECONDS + 1)
+        except Exception:
+            future.cancel()
+            return {}
+
+    def hubs(
+        self, notebook_paths: dict[str, str] | None = None, by_channel: dict[str, dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """Kernels of this server that have a live hub: what a client needs to pick one, no secrets.
+        ``by_channel``: the facts of hubs reached over control channels (:meth:`channel_hubs`)."""
         out = []
         for kernel_id in self.kernel_ids():
-            record = self.record(kernel_id)
-            if record is None:
+            record = self.record(kernel_id) if self.carrier != "control" else None
+            info = record.info if record is not None else (by_channel or {}).get(kernel_id)
+            if info is None:
                 continue
-            info = record.info
             out.append(
                 {
                     "kernel_id": kernel_id,
@@ -188,6 +279,7 @@ class HubFinder:
                     "protocol_versions": list(info.get("protocol_versions") or []),
                     "server_version": info.get("server_version"),
                     "started_at": info.get("started_at"),
+                    "carrier": "tcp" if record is not None else "control",
                 }
             )
         out.sort(key=lambda e: e.get("started_at") or 0, reverse=True)

@@ -122,6 +122,11 @@ class HttpTransport:
             self._schedule_sweep()
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The hub thread's loop (once started): other carriers run their exchanges on it."""
+        return self._loop
+
+    @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{PATH}"

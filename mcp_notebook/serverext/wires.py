@@ -1,0 +1,176 @@
+"""How the server extension reaches a kernel's control channel: through the kernel gateway's
+websocket (a ``--gateway-url`` server), or over ZeroMQ with the kernel manager's connection info
+(a kernel of this server whose provisioner puts it elsewhere). Both only carry messages; what they
+mean is channel.py's business.
+
+The gateway's websocket also carries every IOPub message of the kernel; a message is parsed only
+when its text names one of our reply types, so cell outputs cost a substring search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from ..logs import log
+
+REPLY_TYPES = frozenset({"mcp_reply", "mcp_info_reply"})
+CONNECT_SECONDS = 20.0
+
+OnMessage = Callable[[dict[str, Any]], None]
+
+
+class WireClosed(Exception):
+    """The way to the kernel is gone (the gateway closed the websocket, the kernel died)."""
+
+
+class Wire(Protocol):
+    """A connection to one kernel's control channel, on the server's event loop."""
+
+    closed: bool
+
+    async def open(self, on_message: OnMessage, on_close: Callable[[], None]) -> None: ...
+
+    def send(self, msg_type: str, content: dict[str, Any]) -> str:
+        """Send a control message; returns its msg_id (replies carry it as their parent)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _header(msg_type: str, session: str) -> dict[str, Any]:
+    return {
+        "msg_id": uuid.uuid4().hex,
+        "msg_type": msg_type,
+        "username": "mcp-notebook",
+        "session": session,
+        "date": datetime.now(timezone.utc).isoformat(),
+        "version": "5.3",
+    }
+
+
+class GatewayWire:
+    """The kernel's channels websocket at the gateway (``GatewayClient``'s URL, headers and auth)."""
+
+    def __init__(self, kernel_id: str):
+        self.kernel_id = kernel_id
+        self.session = uuid.uuid4().hex
+        self.closed = False
+        self._ws: Any = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def open(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
+        from jupyter_server.gateway.gateway_client import GatewayClient
+        from jupyter_server.utils import url_path_join
+        from tornado.escape import url_escape
+        from tornado.httpclient import HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        gateway = GatewayClient.instance()
+        url = url_path_join(gateway.ws_url or "", gateway.kernels_endpoint, url_escape(self.kernel_id), "channels")
+        url += f"?session_id={self.session}"
+        kwargs = gateway.load_connection_args()
+        kwargs["connect_timeout"] = min(float(kwargs.get("connect_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
+        kwargs["request_timeout"] = min(float(kwargs.get("request_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
+        self._ws = await asyncio.wait_for(
+            websocket_connect(HTTPRequest(url, **kwargs), max_message_size=64 * 1024 * 1024), CONNECT_SECONDS
+        )
+        self._reader = asyncio.ensure_future(self._read(on_message, on_close))
+
+    async def _read(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
+        try:
+            while True:
+                text = await self._ws.read_message()
+                if text is None:
+                    return
+                if isinstance(text, bytes):
+                    continue  # binary frames carry buffers; ours are all JSON text
+                if '"mcp_' not in text:
+                    continue  # IOPub traffic, cell replies: not ours
+                with contextlib.suppress(ValueError, TypeError):
+                    msg = json.loads(text)
+                    if msg.get("channel") == "control" and msg.get("msg_type") in REPLY_TYPES:
+                        on_message(msg)
+        except Exception as exc:  # a broken websocket ends the wire; the channel says so to its requests
+            log.info("gateway websocket of kernel %s ended: %s", self.kernel_id, exc)
+        finally:
+            self.closed = True
+            on_close()
+
+    def send(self, msg_type: str, content: dict[str, Any]) -> str:
+        if self.closed or self._ws is None:
+            raise WireClosed(f"the gateway connection of kernel {self.kernel_id} is closed")
+        header = _header(msg_type, self.session)
+        msg = {
+            "header": header,
+            "parent_header": {},
+            "metadata": {},
+            "content": content,
+            "channel": "control",
+            "buffers": [],
+        }
+        try:
+            self._ws.write_message(json.dumps(msg))
+        except Exception as exc:
+            self.closed = True
+            raise WireClosed(str(exc)) from None
+        return header["msg_id"]
+
+    def close(self) -> None:
+        self.closed = True
+        if self._ws is not None:
+            self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+
+
+class ZmqWire:
+    """The kernel's control socket, with the kernel manager's connection info and key."""
+
+    def __init__(self, kernel_manager: Any, kernel_id: str):
+        self.kernel_id = kernel_id
+        self._km = kernel_manager
+        self.closed = False
+        self._client: Any = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def open(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
+        client = self._km.get_kernel(self.kernel_id).client()
+        client.start_channels(shell=False, iopub=False, stdin=False, hb=False, control=True)
+        self._client = client
+        self._reader = asyncio.ensure_future(self._read(on_message, on_close))
+
+    async def _read(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
+        try:
+            channel = self._client.control_channel
+            while True:
+                msg = await channel.get_msg(timeout=None)
+                if msg.get("msg_type") in REPLY_TYPES:
+                    on_message(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("control socket of kernel %s ended: %s", self.kernel_id, exc)
+        finally:
+            self.closed = True
+            on_close()
+
+    def send(self, msg_type: str, content: dict[str, Any]) -> str:
+        if self.closed or self._client is None:
+            raise WireClosed(f"the control socket of kernel {self.kernel_id} is closed")
+        msg = self._client.session.msg(msg_type, content)
+        self._client.control_channel.send(msg)
+        return str(msg["header"]["msg_id"])
+
+    def close(self) -> None:
+        self.closed = True
+        if self._reader is not None:
+            self._reader.cancel()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.stop_channels()

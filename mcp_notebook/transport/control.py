@@ -1,0 +1,326 @@
+"""MCP over the kernel's own control channel: the carrier for a kernel whose loopback port is out
+of reach (behind a kernel gateway, in a container, on another host).
+
+The kernel's control channel reaches every kernel wherever it runs: Jupyter Server and the gateways
+proxy it, and only a peer holding the kernel's key (the one that may already execute code) can
+send on it. ipykernel serves control on its own thread (``kernel.control_thread``), so a cell
+running on the main thread never blocks it, and replies go to the sender only.
+
+Wire format (docs/DESIGN.md, "Kernels anywhere"), every message a signed Jupyter message:
+
+- ``mcp_info_request`` -> ``mcp_info_reply``: the hub's token, URL and revisions (what a runtime
+  file holds), or ``{"status": "error", "reason", "message"}``.
+- ``mcp_request`` ``{method, headers, body}``: one HTTP exchange; the hub's token in
+  ``headers["authorization"]`` as over TCP. Answered by one or more ``mcp_reply`` messages, in
+  order: the first has ``status`` and ``headers``; each carries a ``body`` piece; the last has
+  ``final: true``. A streamed reply (SSE) sends each batch of events as it comes.
+- ``mcp_cancel`` ``{request}``: end that request's stream. ``mcp_keepalive``: the sender is alive
+  (streams of a sender silent for a minute are ended).
+
+Our messages are taken off the control stream before ipykernel sees them: a kernel handler would
+publish busy/idle on IOPub for each one (every frontend would see the kernel blink busy while an
+assistant reads) and would queue them behind ipykernel's control lock. Everything else
+(``interrupt_request``, ``shutdown_request``, debugger messages) goes to ipykernel untouched, and
+nothing of ours runs on the control thread beyond a look at the header and the hand-off to the
+hub's loop: MCP traffic never delays an interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..logs import log
+from ..protocol.exchange import HttpReply, HttpRequest
+from ..protocol.streams import Stream
+
+REQUEST, REPLY, CANCEL, KEEPALIVE = "mcp_request", "mcp_reply", "mcp_cancel", "mcp_keepalive"
+INFO, INFO_REPLY = "mcp_info_request", "mcp_info_reply"
+OURS = frozenset({REQUEST, CANCEL, KEEPALIVE, INFO})
+METHODS = frozenset({"GET", "POST", "DELETE"})
+MAX_IN_FLIGHT = 32  # per sender: requests being answered (streams included)
+MAX_STREAMS = 16  # per sender: open event streams
+MAX_HEADERS = 64
+MAX_HEADER_CHARS = 8192
+PIECE_CHARS = 512 * 1024  # a long body goes out in pieces this big (websocket message limits)
+SENDER_IDLE_SECONDS = 60.0  # streams of a sender not heard from this long are ended
+SWEEP_SECONDS = 15.0
+DELIM = b"<IDS|MSG>"
+
+
+@dataclass
+class _Exchange:
+    sender: str
+    idents: list[Any]
+    parent: dict[str, Any]
+    stream: Stream | None = None
+    seq: int = 0
+    head: tuple[int, dict[str, str]] | None = None  # status and headers not sent yet
+
+
+@dataclass
+class _Sender:
+    last_seen: float
+    exchanges: dict[str, _Exchange] = field(default_factory=dict)
+
+    @property
+    def streams(self) -> int:
+        return sum(1 for ex in self.exchanges.values() if ex.stream is not None)
+
+
+def header_type(frames: list[Any]) -> str | None:
+    """The msg_type of a raw control message, when it may be ours (a cheap look, no signature check)."""
+    for i, frame in enumerate(frames):
+        raw = getattr(frame, "bytes", frame)
+        if raw == DELIM:
+            if i + 2 >= len(frames):
+                return None
+            header = getattr(frames[i + 2], "bytes", frames[i + 2])
+            if b"mcp_" not in header:
+                return None
+            try:
+                return str(json.loads(header).get("msg_type"))
+            except (ValueError, AttributeError):
+                return None
+    return None
+
+
+class ControlCarrier:
+    """Serves one hub's MCP on the kernel's control channel (see the module docstring)."""
+
+    def __init__(self, mcp: Any, kernel: Any, loop: Any, executor: Any, max_body_bytes: int, info: Callable[[], dict]):
+        self.mcp = mcp
+        self.kernel = kernel
+        self.loop = loop  # the hub's loop: every exchange lives there
+        self.executor = executor
+        self.max_body_bytes = max_body_bytes
+        self.info = info
+        self.stream = kernel.control_stream
+        self.control_loop = self.stream.io_loop
+        self.threaded = bool(getattr(kernel, "control_thread", None))
+        self.senders: dict[str, _Sender] = {}
+        self._installed = False
+        self._sweep: Any = None
+
+    # -- on the control thread ---------------------------------------------------------------
+    def install(self) -> None:
+        """Take our messages off the control stream (on the control thread, where it lives)."""
+        self._installed = True
+        self.control_loop.add_callback(self.stream.on_recv, self._on_recv, copy=False)
+        self.loop.call_soon_threadsafe(self._schedule_sweep)
+
+    def uninstall(self) -> None:
+        """Give the control stream back to ipykernel alone. Open streams stay until the server
+        closes them (``McpServer.close`` gives listens their final result, which still goes out)."""
+        if not self._installed:
+            return
+        self._installed = False
+        self.control_loop.add_callback(self.stream.on_recv, self.kernel.dispatch_control, copy=False)
+        try:
+            self.loop.call_soon_threadsafe(self._stop_sweep)
+        except RuntimeError:
+            pass
+
+    def _on_recv(self, frames: list[Any]) -> Any:
+        if header_type(frames) not in OURS or not self._installed:
+            return self.kernel.dispatch_control(frames)
+        session = self.kernel.session
+        try:
+            idents, rest = session.feed_identities(frames, copy=False)
+            msg = session.deserialize(rest, content=True, copy=False)
+        except Exception as exc:  # a bad signature or a malformed message: nothing answers it
+            log.warning("control channel: refused a message: %s", exc)
+            return None
+        try:
+            self.loop.call_soon_threadsafe(self._receive, idents, msg)
+        except RuntimeError:  # the hub's loop is gone: the hub is stopping
+            pass
+        return None
+
+    def _send(self, idents: list[Any], parent: dict[str, Any], msg_type: str, content: dict[str, Any]) -> None:
+        """Queue one message to the sender (sent by the control thread, in order)."""
+        self.control_loop.add_callback(
+            self.kernel.session.send, self.stream, msg_type, content, parent=parent, ident=idents
+        )
+
+    # -- on the hub's loop -------------------------------------------------------------------
+    def _receive(self, idents: list[Any], msg: dict[str, Any]) -> None:
+        header = msg.get("header") or {}
+        kind = header.get("msg_type")
+        sender_id = str(header.get("session") or "")
+        sender = self.senders.get(sender_id)
+        if sender is None:
+            sender = self.senders[sender_id] = _Sender(time.monotonic())
+        sender.last_seen = time.monotonic()
+        content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
+        if kind == INFO:
+            self._send(idents, msg, INFO_REPLY, self._info())
+        elif kind == REQUEST:
+            self._request(sender, _Exchange(sender_id, idents, msg), content)
+        elif kind == CANCEL:
+            self._cancel(sender, str(content.get("request") or ""))
+        if not sender.exchanges and kind != REQUEST and sender_id in self.senders:
+            del self.senders[sender_id]  # nothing open: nothing to remember
+
+    def _info(self) -> dict[str, Any]:
+        if not self.threaded:
+            return {
+                "status": "error",
+                "reason": "no_control_thread",
+                "message": "this kernel handles control messages on its main thread (no separate control "
+                "thread: ipykernel < 6, or an embedded kernel): MCP over the control channel would wait "
+                "for every running cell, so it is not offered. Use ipykernel >= 6.",
+            }
+        return {"status": "ok", **self.info()}
+
+    def _request(self, sender: _Sender, ex: _Exchange, content: dict[str, Any]) -> None:
+        msg_id = str(ex.parent["header"].get("msg_id") or "")
+        problem = self._check(content)
+        if problem is not None:
+            self._finish(ex, HttpReply.json({"error": problem[1]}, problem[0]))
+            return
+        if not self.threaded:
+            self._finish(ex, HttpReply.json({"error": self._info()["message"]}, 503))
+            return
+        if len(sender.exchanges) >= MAX_IN_FLIGHT:
+            reply = HttpReply.json({"error": f"more than {MAX_IN_FLIGHT} requests in flight"}, 429)
+            reply.headers["Retry-After"] = "1"
+            self._finish(ex, reply)
+            return
+        headers = {str(k).lower(): str(v) for k, v in content["headers"].items()}
+        refused = self.mcp.admit(headers)
+        if refused is not None:
+            self._finish(ex, refused)
+            return
+        sender.exchanges[msg_id] = ex
+        req = HttpRequest(content["method"], headers, content.get("body", "").encode(), admitted=True)
+        reply = self.mcp.answer_inline(req, False)
+        if reply is not None:
+            self._answer(sender, msg_id, ex, reply)
+            return
+        try:
+            future = self.loop.run_in_executor(self.executor, self.mcp.handle, req)
+        except RuntimeError:  # the pool is shut down: the hub is stopping
+            sender.exchanges.pop(msg_id, None)
+            self._finish(ex, HttpReply.json({"error": "the hub is stopping"}, 503))
+            return
+        future.add_done_callback(lambda f: self._handled(sender, msg_id, ex, f))
+
+    def _check(self, content: dict[str, Any]) -> tuple[int, str] | None:
+        """Why a request message is malformed (status, message), or None."""
+        if content.get("method") not in METHODS:
+            return 405, "method must be GET, POST or DELETE"
+        headers = content.get("headers")
+        if not isinstance(headers, dict) or len(headers) > MAX_HEADERS:
+            return 400, f"headers must be an object of at most {MAX_HEADERS} strings"
+        if any(
+            not isinstance(k, str) or not isinstance(v, str) or len(v) > MAX_HEADER_CHARS for k, v in headers.items()
+        ):
+            return 400, "header names and values must be strings"
+        body = content.get("body", "")
+        if not isinstance(body, str):
+            return 400, "body must be a string"
+        if len(body) > self.max_body_bytes:
+            return 413, f"request body larger than {self.max_body_bytes} bytes"
+        return None
+
+    def _handled(self, sender: _Sender, msg_id: str, ex: _Exchange, future: Any) -> None:
+        if future.cancelled() or future.exception() is not None:
+            sender.exchanges.pop(msg_id, None)
+            self._finish(ex, HttpReply.json({"error": "internal error"}, 500))
+            return
+        self._answer(sender, msg_id, ex, future.result())
+
+    def _answer(self, sender: _Sender, msg_id: str, ex: _Exchange, reply: HttpReply) -> None:
+        stream = reply.stream
+        if stream is None:
+            sender.exchanges.pop(msg_id, None)
+            self._finish(ex, reply)
+            return
+        if stream.kind != "response" and sender.streams >= MAX_STREAMS:
+            sender.exchanges.pop(msg_id, None)
+            stream.close()
+            self.mcp.stream_closed(stream)
+            refusal = HttpReply.json({"error": f"more than {MAX_STREAMS} open streams"}, 429, {"Retry-After": "5"})
+            self._finish(ex, refusal)
+            return
+        ex.stream = stream
+        ex.head = (reply.status, {**reply.headers, "Content-Type": "text/event-stream"})
+        self._drain(sender, msg_id, ex)  # events already there go out with the head, in one message
+        if ex.head is not None:  # nothing yet: the stream opens now, its events follow
+            self._emit(ex, {"status": reply.status, "headers": ex.head[1], "body": "", "final": False})
+            ex.head = None
+        if ex.stream is not None:
+            stream.set_waker(lambda: self.loop.call_soon_threadsafe(self._drain, sender, msg_id, ex))
+
+    def _drain(self, sender: _Sender, msg_id: str, ex: _Exchange) -> None:
+        stream = ex.stream
+        if stream is None or sender.exchanges.get(msg_id) is not ex:
+            return  # cancelled meanwhile
+        closed = stream.closed
+        events = stream.drain()
+        if events or closed:
+            self._emit_body(ex, b"".join(events), final=closed, head=ex.head)
+            ex.head = None
+        if closed:
+            sender.exchanges.pop(msg_id, None)
+            ex.stream = None
+            self.mcp.stream_closed(stream)
+
+    def _finish(self, ex: _Exchange, reply: HttpReply) -> None:
+        """A whole reply: status, headers and body in one message (in pieces when long)."""
+        self._emit_body(ex, reply.body or b"", final=True, head=(reply.status, dict(reply.headers)))
+        if reply.after_send is not None:
+            self.loop.call_soon(reply.after_send)
+
+    def _emit_body(self, ex: _Exchange, body: bytes, final: bool, head: tuple[int, dict] | None = None) -> None:
+        """Body text in messages of at most PIECE_CHARS; ``head`` (status, headers) rides on the first.
+
+        One message where one will do: two small writes in a row meet Nagle's algorithm and delayed
+        ACKs on a gateway's websocket (~40 ms each)."""
+        text = body.decode("utf-8", "replace")
+        pieces = [text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)] or [""]
+        for i, piece in enumerate(pieces):
+            content: dict[str, Any] = {"body": piece, "final": final and i == len(pieces) - 1}
+            if head is not None and i == 0:
+                content["status"], content["headers"] = head
+            self._emit(ex, content)
+
+    def _emit(self, ex: _Exchange, content: dict[str, Any]) -> None:
+        content["seq"] = ex.seq
+        ex.seq += 1
+        self._send(ex.idents, ex.parent, REPLY, content)
+
+    def _cancel(self, sender: _Sender, msg_id: str) -> None:
+        ex = sender.exchanges.pop(msg_id, None)
+        if ex is not None and ex.stream is not None:
+            stream, ex.stream = ex.stream, None
+            stream.close()
+            self.mcp.stream_closed(stream)
+
+    def _schedule_sweep(self) -> None:
+        if self._installed:
+            self._sweep = self.loop.call_later(SWEEP_SECONDS, self._sweep_senders)
+
+    def _sweep_senders(self) -> None:
+        """End the streams of senders not heard from (a server that went away sends no cancel)."""
+        now = time.monotonic()
+        for sender_id, sender in list(self.senders.items()):
+            if now - sender.last_seen > SENDER_IDLE_SECONDS:
+                for msg_id in [m for m, ex in sender.exchanges.items() if ex.stream is not None]:
+                    self._cancel(sender, msg_id)
+                if not sender.exchanges:
+                    del self.senders[sender_id]
+        self._schedule_sweep()
+
+    def _stop_sweep(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+
+    @property
+    def open_streams(self) -> int:
+        return sum(s.streams for s in self.senders.values())

@@ -1,0 +1,336 @@
+"""Kernels behind a real Jupyter Kernel Gateway, reached over their control channel.
+
+The gateway is a separate process with its own runtime, data and config dirs (a stand-in for
+another host: the hub's runtime file and loopback port are out of the server's reach); a real
+``jupyter server --gateway-url`` with a token sits in front of it. Clients know only the server's
+URL and its token: the official SDK client in both eras lists, reads, subscribes and listens
+through ``{base_url}mcp-notebook/kernels/{id}/mcp`` and through the all-kernels endpoint; code runs
+through the server's kernel websocket, as in a browser.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from gateway import KernelGateway, KernelSocket
+from jserver import JupyterServer
+from test_serverext import sdk
+
+TOKEN = "gw-jupyter-token"
+AUTH = f"token {TOKEN}"
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    base = tmp_path_factory.mktemp("gw")
+    gateway = KernelGateway(base / "gateway")
+    server = None
+    try:
+        server = JupyterServer(base / "server", token=TOKEN, base_url="/hub/", extra_args=gateway.server_args)
+        kid = server.start_session("remote.ipynb")
+        sock = KernelSocket(server.url, TOKEN, kid)
+        sock.execute("%load_ext mcp_notebook\nx = [1, 2, 3]")
+        bare = server.start_kernel()  # no hub loaded in this one
+        yield {"server": server, "gateway": gateway, "id": kid, "bare": bare, "sock": sock, "url": server.mcp_url(kid)}
+        sock.close()
+    finally:
+        if server is not None:
+            server.stop()
+        gateway.stop()
+
+
+def _cell(setup: dict[str, Any], code: str) -> str:
+    return setup["sock"].execute(code)
+
+
+def test_the_gateway_shares_no_files_with_the_server(setup):
+    """The hub wrote its runtime file where the kernel runs, never into the server's runtime dir."""
+    server = setup["server"]
+    assert not list(server.runtime.glob("mcp-notebook-*.json"))
+    out = _cell(setup, "import mcp_notebook as _m; print(_m.connection_info()['runtime_file'])")
+    assert out.strip().startswith(str(setup["gateway"].dirs["runtime"]))
+
+
+def test_listing_names_the_kernel_and_its_carrier(setup):
+    listed = setup["server"].http.get("mcp-notebook/kernels").json()
+    ours = [k for k in listed if k["kernel_id"] == setup["id"]]
+    assert ours and ours[0]["carrier"] == "control" and ours[0]["notebook_path"] == "remote.ipynb"
+    assert setup["bare"] not in {k["kernel_id"] for k in listed}
+    assert "token" not in json.dumps(listed)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_sdk_lists_and_reads_through_the_gateway(setup, mode):
+    async def go() -> None:
+        async with sdk(setup["url"], mode, AUTH) as (client, _):
+            assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert {"nb://kernel", "nb://vars", "nb://vars/x"} <= uris
+            read = await client.read_resource("nb://vars/x")
+            assert json.loads(read.contents[0].text)["repr"] == "[1, 2, 3]"
+            doc = json.loads((await client.read_resource("nb://kernel")).contents[0].text)
+            assert doc["kernel_id"] == setup["id"]
+
+    anyio.run(go)
+
+
+def test_handshake_subscription_gets_updated_through_the_get_stream(setup):
+    _cell(setup, "gw_watched = [1]")
+
+    async def go() -> None:
+        async with sdk(setup["url"], "legacy", AUTH) as (client, inbox):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                await client.subscribe_resource("nb://vars/gw_watched")
+            await anyio.sleep(0.3)  # the SDK opens its GET stream in the background
+            started = time.monotonic()
+            await anyio.to_thread.run_sync(_cell, setup, "gw_watched.append(2)")
+            await inbox.wait_for(lambda i: "nb://vars/gw_watched" in i.updated, timeout=15)
+            assert time.monotonic() - started < 10
+            read = await client.read_resource("nb://vars/gw_watched")
+            assert json.loads(read.contents[0].text)["repr"] == "[1, 2]"
+
+    anyio.run(go)
+
+
+def test_stateless_listen_gets_updated_and_list_changed(setup):
+    _cell(setup, "gw_listened = {'a': 1}")
+
+    async def go() -> None:
+        async with sdk(setup["url"], "auto", AUTH) as (client, _):
+            async with client.listen(
+                resource_subscriptions=["nb://vars/gw_listened"], resources_list_changed=True
+            ) as sub:
+                assert list(sub.honored.resource_subscriptions) == ["nb://vars/gw_listened"]
+                await anyio.to_thread.run_sync(_cell, setup, "gw_listened['b'] = 2")
+                with anyio.fail_after(15):
+                    async for event in sub:
+                        if getattr(event, "uri", None) == "nb://vars/gw_listened":
+                            break
+                await anyio.to_thread.run_sync(_cell, setup, "gw_brand_new = 5")
+                with anyio.fail_after(15):
+                    async for event in sub:
+                        if type(event).__name__ == "ResourcesListChanged":
+                            break
+
+    anyio.run(go)
+    assert _wait_streams(setup, 0), "the hub still holds the stream of a client that left"
+
+
+def _open_streams(setup: dict[str, Any]) -> int:
+    out = _cell(setup, "import mcp_notebook as _m; print(_m.hub().control.open_streams)")
+    return int(out.strip())
+
+
+def _wait_streams(setup: dict[str, Any], n: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _open_streams(setup) == n:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_session_delete_and_refusals(setup):
+    http = setup["server"].http
+    url = setup["url"]
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    r = http.post(url, headers=ACCEPT, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+    assert r.status_code == 200, r.text
+    h = {**ACCEPT, "Mcp-Session-Id": r.headers["mcp-session-id"], "MCP-Protocol-Version": "2025-11-25"}
+    assert http.post(url, headers=h, json={"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+    assert http.post(url, headers=h, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}).json()["result"] == {}
+    assert http.delete(url, headers=h).status_code in (200, 202, 204)
+    assert http.post(url, headers=h, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}).status_code == 404
+    # without the Jupyter token, or with a wrong one: nothing
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+    assert httpx.post(url, json=body, headers=ACCEPT, timeout=10).status_code == 403
+    assert httpx.post(url, json=body, headers={**ACCEPT, "Authorization": "token no"}, timeout=10).status_code == 403
+
+
+def _control(setup: dict[str, Any]) -> Any:
+    """A raw kernel websocket on the gateway itself (a peer that may execute code in the kernel)."""
+    import websocket
+
+    gw = setup["gateway"]
+    url = f"ws://127.0.0.1:{gw.port}/api/kernels/{setup['id']}/channels"
+    return websocket.create_connection(url, header=[f"Authorization: token {gw.token}"], timeout=30)
+
+
+def _ask(ws: Any, msg_type: str, content: dict[str, Any], timeout: float = 10) -> list[dict[str, Any]]:
+    msg_id = uuid.uuid4().hex
+    header = {"msg_id": msg_id, "msg_type": msg_type, "username": "t", "session": "s", "date": "", "version": "5.3"}
+    ws.send(json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "control"}))
+    got: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ws.settimeout(max(0.1, deadline - time.monotonic()))
+        msg = json.loads(ws.recv())
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["channel"] == "iopub":
+            got.append(msg)  # nothing of ours may make the kernel publish (busy/idle flicker)
+            continue
+        got.append(msg)
+        if msg["msg_type"] == "mcp_info_reply" or msg["content"].get("final"):
+            return got
+    raise TimeoutError(msg_type)
+
+
+def test_a_control_request_without_the_hub_token_gets_nothing(setup):
+    ws = _control(setup)
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "nb://vars/x"}})
+        h = {"host": "127.0.0.1", "content-type": "application/json", "accept": "application/json, text/event-stream"}
+        replies = _ask(ws, "mcp_request", {"method": "POST", "headers": h, "body": body})
+        assert [m["channel"] for m in replies] == ["control"]
+        assert replies[0]["content"]["status"] == 401 and "[1, 2, 3]" not in json.dumps(replies)
+        bad = _ask(ws, "mcp_request", {"method": "PUT", "headers": {}, "body": 5})
+        assert bad[0]["content"]["status"] == 405
+        info = _ask(ws, "mcp_info_request", {})
+        assert [m["channel"] for m in info] == ["control"]  # no busy/idle on IOPub for our messages
+        assert info[0]["content"]["status"] == "ok" and info[0]["content"]["token"]
+    finally:
+        ws.close()
+
+
+def test_a_kernel_without_a_hub_is_a_clear_error_not_a_hang(setup):
+    started = time.monotonic()
+    r = setup["server"].http.post(setup["server"].mcp_url(setup["bare"]), headers=ACCEPT, json={"jsonrpc": "2.0"})
+    assert r.status_code == 503 and r.headers["X-MCP-Notebook-Reason"] == "no_hub"
+    assert "%load_ext mcp_notebook" in r.json()["message"] and "allowed_message_types" in r.json()["message"]
+    assert time.monotonic() - started < 15
+
+
+def test_interrupt_lands_at_once_while_streams_are_open(setup):
+    """A long cell, a GET stream and a listen stream open over control and a busy reader: the
+    interrupt sent through the server still ends the cell at once."""
+    server = setup["server"]
+    _cell(setup, "gw_int = 0")
+    stop = threading.Event()
+
+    def reader() -> None:
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "nb://vars/x", "_meta": meta}}
+        h = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "nb://vars/x"}
+        with httpx.Client(headers={"Authorization": AUTH}, timeout=30) as http:
+            while not stop.is_set():
+                http.post(setup["url"], headers=h, json=body)
+
+    async def go() -> float:
+        async with sdk(setup["url"], "legacy", AUTH) as (legacy, _), sdk(setup["url"], "auto", AUTH) as (modern, _):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                await legacy.subscribe_resource("nb://vars/gw_int")
+            async with modern.listen(resource_subscriptions=["nb://vars/gw_int"]):
+                await anyio.sleep(0.5)
+                assert _open_streams(setup) >= 2
+                msg_id = setup["sock"].execute("import time\nwhile True: time.sleep(0.01)", wait=False)
+                await anyio.sleep(1.0)
+                sent = time.monotonic()
+                assert server.http.post(f"api/kernels/{setup['id']}/interrupt").status_code == 204
+                with pytest.raises(AssertionError, match="KeyboardInterrupt"):
+                    await anyio.to_thread.run_sync(setup["sock"].wait_reply, msg_id, 30)
+                return time.monotonic() - sent
+
+    threads = [threading.Thread(target=reader, daemon=True) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        took = anyio.run(go)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert took < 5, f"the interrupt took {took:.2f} s"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_all_kernels_endpoint_serves_gateway_kernels(setup, mode):
+    url = f"{setup['server'].url}mcp-notebook/mcp"
+
+    async def go() -> None:
+        async with sdk(url, mode, AUTH) as (client, inbox):
+            listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
+            assert [k["label"] for k in listed] == ["remote"]
+            read = await client.read_resource("nb://kernels/remote/vars/x")
+            assert json.loads(read.contents[0].text)["repr"].startswith("[1, 2, 3")
+            uri = "nb://kernels/remote/vars/x"
+            if mode == "legacy":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    await client.subscribe_resource(uri)
+                await anyio.sleep(0.5)
+                await anyio.to_thread.run_sync(_cell, setup, "x.append(4)")
+                await inbox.wait_for(lambda i: uri in i.updated, timeout=15)
+            else:
+                async with client.listen(resource_subscriptions=[uri]) as sub:
+                    await anyio.sleep(0.5)
+                    await anyio.to_thread.run_sync(_cell, setup, "x.append(5)")
+                    with anyio.fail_after(15):
+                        async for event in sub:
+                            if getattr(event, "uri", None) == uri:
+                                break
+
+    anyio.run(go)
+
+
+@pytest.fixture(scope="module")
+def zmq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A plain server told to reach every hub over the control channel (kernels in containers):
+    the ZeroMQ wire with the kernel manager's connection info, no websocket."""
+    from jserver import load_hub, run
+
+    server = JupyterServer(
+        tmp_path_factory.mktemp("zmq"), token=TOKEN, extra_args=("--MCPNotebookProxy.carrier=control",)
+    )
+    try:
+        kid = server.start_session("boxed.ipynb")
+        kc = server.client(kid)
+        load_hub(kc)
+        run(kc, "boxed = 'in a box'")
+        yield {"server": server, "id": kid, "kc": kc}
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_control_carrier_over_zeromq(zmq_server, mode):
+    from jserver import run
+
+    server = zmq_server["server"]
+    listed = server.http.get("mcp-notebook/kernels").json()
+    assert [(k["kernel_id"], k["carrier"]) for k in listed] == [(zmq_server["id"], "control")]
+    url = server.mcp_url(zmq_server["id"])
+
+    async def go() -> None:
+        async with sdk(url, mode, AUTH) as (client, inbox):
+            read = await client.read_resource("nb://vars/boxed")
+            assert json.loads(read.contents[0].text)["type"] == "str"
+            if mode == "legacy":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    await client.subscribe_resource("nb://vars/boxed")
+                await anyio.sleep(0.3)
+                await anyio.to_thread.run_sync(run, zmq_server["kc"], "boxed = 'moved'")
+                await inbox.wait_for(lambda i: "nb://vars/boxed" in i.updated, timeout=15)
+            else:
+                async with client.listen(resource_subscriptions=["nb://vars/boxed"]) as sub:
+                    await anyio.to_thread.run_sync(run, zmq_server["kc"], "boxed = 'moved again'")
+                    with anyio.fail_after(15):
+                        async for event in sub:
+                            if getattr(event, "uri", None) == "nb://vars/boxed":
+                                break
+
+    anyio.run(go)
