@@ -39,14 +39,16 @@ class JupyterServer:
         base_url: str = "/",
         by_config_file: bool = False,
         extra_args: tuple[str, ...] = (),
+        runtime_dir: Path | None = None,
     ):
         """``by_config_file``: enable the extension by the package's config file in the server's config
         dir (what ``pip install`` puts into ``etc/jupyter/jupyter_server_config.d``), not by a flag.
-        ``extra_args``: more command-line options (``--gateway-url=…``)."""
+        ``extra_args``: more command-line options (``--gateway-url=…``); ``runtime_dir``: another
+        runtime dir than its own (one it shares with something else)."""
         self.token = token
         self.port = free_port()
         self.root = base / "root"
-        self.runtime = base / "runtime"
+        self.runtime = runtime_dir or base / "runtime"
         for d in (self.root, self.runtime, base / "config", base / "data"):
             d.mkdir(parents=True, exist_ok=True)
         self.url = f"http://127.0.0.1:{self.port}{base_url}"

@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from gateway import KernelGateway, KernelSocket
 from jserver import JupyterServer
+from kernel_gateway import KernelGateway, KernelSocket
 from test_serverext import sdk
 
 TOKEN = "gw-jupyter-token"
@@ -171,7 +171,9 @@ def _control(setup: dict[str, Any]) -> Any:
 def _ask(ws: Any, msg_type: str, content: dict[str, Any], timeout: float = 10) -> list[dict[str, Any]]:
     msg_id = uuid.uuid4().hex
     header = {"msg_id": msg_id, "msg_type": msg_type, "username": "t", "session": "s", "date": "", "version": "5.3"}
-    ws.send(json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "control"}))
+    ws.send(
+        json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "control"})
+    )
     got: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -221,7 +223,10 @@ def test_interrupt_lands_at_once_while_streams_are_open(setup):
     stop = threading.Event()
 
     def reader() -> None:
-        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
         body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "nb://vars/x", "_meta": meta}}
         h = {**ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "resources/read", "Mcp-Name": "nb://vars/x"}
         with httpx.Client(headers={"Authorization": AUTH}, timeout=30) as http:
@@ -334,3 +339,26 @@ def test_control_carrier_over_zeromq(zmq_server, mode):
                                 break
 
     anyio.run(go)
+
+
+def test_the_stdio_bridge_reaches_gateway_kernels(setup):
+    """`mcp-notebook bridge --server URL`, knowing only the server and its token, both ways in."""
+    import os
+    import sys
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    env = {**os.environ, "MCP_NOTEBOOK_SERVER_TOKEN": TOKEN}
+    base = setup["server"].url
+
+    async def bridged(args: list[str], uri: str) -> None:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "mcp_notebook", "bridge", "--server", base, *args], env=env
+        )
+        async with Client(params, cache=None) as client:
+            read = await client.call_tool("read_resource", {"uri": uri})
+            assert not read.is_error and '"name": "x"' in read.content[0].text
+
+    anyio.run(bridged, [], "nb://kernels/remote/vars/x")
+    anyio.run(bridged, ["--kernel", setup["id"]], "nb://vars/x")

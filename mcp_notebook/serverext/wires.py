@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ from ..logs import log
 
 REPLY_TYPES = frozenset({"mcp_reply", "mcp_info_reply"})
 CONNECT_SECONDS = 20.0
+QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
 OnMessage = Callable[[dict[str, Any]], None]
 
@@ -80,12 +82,30 @@ class GatewayWire:
         self._ws = await asyncio.wait_for(
             websocket_connect(HTTPRequest(url, **kwargs), max_message_size=64 * 1024 * 1024), CONNECT_SECONDS
         )
+        stream = self._stream()
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.set_nodelay(True)  # our requests go out at once
         self._reader = asyncio.ensure_future(self._read(on_message, on_close))
+
+    def _stream(self) -> Any:
+        """The websocket's IOStream (tornado keeps it on the connection's protocol)."""
+        return getattr(getattr(self._ws, "protocol", None), "stream", None) or getattr(self._ws, "stream", None)
+
+    def _quick_ack(self) -> None:
+        """ACK what came in at once: the gateway's websocket does not disable Nagle's algorithm, so
+        a reply written right after the kernel's IOPub traffic would wait for our delayed ACK
+        (~40 ms). Linux only; re-armed after each read (the kernel clears it)."""
+        sock = getattr(self._stream(), "socket", None)
+        if sock is not None and QUICKACK is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
 
     async def _read(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
         try:
             while True:
                 text = await self._ws.read_message()
+                self._quick_ack()
                 if text is None:
                     return
                 if isinstance(text, bytes):

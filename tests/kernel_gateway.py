@@ -128,9 +128,13 @@ class KernelSocket:
         return self.wait_reply(msg_id, timeout)
 
     def wait_reply(self, msg_id: str, timeout: float = 60) -> str:
+        """The cell's stdout, once both its execute_reply and its idle status came (IOPub and shell
+        are separate channels: output may arrive after the reply)."""
         out: list[str] = []
+        reply: dict[str, Any] | None = None
+        idle = False
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and (reply is None or not idle):
             self.ws.settimeout(max(0.1, deadline - time.monotonic()))
             msg = json.loads(self.ws.recv())
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
@@ -141,10 +145,14 @@ class KernelSocket:
             elif kind == "error":
                 raise AssertionError("\n".join(msg["content"]["traceback"]))
             elif kind == "execute_reply":
-                if msg["content"]["status"] != "ok":
-                    raise AssertionError(msg["content"])
-                return "".join(out)
-        raise TimeoutError(f"no execute_reply in {timeout} s")
+                reply = msg
+            elif kind == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
+        if reply is None or not idle:
+            raise TimeoutError(f"no execute_reply and idle status in {timeout} s")
+        if reply["content"]["status"] != "ok":
+            raise AssertionError(reply["content"])
+        return "".join(out)
 
     def close(self) -> None:
         self.ws.close()
