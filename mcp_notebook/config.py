@@ -35,6 +35,13 @@ class MCPHub(Configurable):
         help="Microseconds the server thread keeps polling after a reply before it sleeps, so a client's next "
         "request finds it awake (off while a cell runs; 0 turns it off).",
     ).tag(config=True)
+    switch_interval_us = Int(
+        500,
+        help="While a cell runs and an MCP client is connected, the interpreter's GIL switch interval (sys."
+        "setswitchinterval) in microseconds, so a read is answered within about this long instead of CPython's "
+        "default 5 ms; put back exactly when the cell ends, the last client leaves or the hub unloads, and never "
+        "raised above your own setting. 0 leaves the interpreter's setting alone.",
+    ).tag(config=True)
     control_channel = Bool(
         True,
         help="Also answer MCP on the kernel's control channel (for a Jupyter server that cannot reach this "

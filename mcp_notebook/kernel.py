@@ -124,6 +124,7 @@ class KernelHub:
             cfg.max_body_bytes,
             busy_poll_seconds=max(0, cfg.busy_poll_us) * 1e-6,
             loop_kind=cfg.event_loop,
+            switch_interval=max(0, cfg.switch_interval_us) * 1e-6,
         )
         try:
             self.transport.start()
@@ -250,9 +251,13 @@ class KernelHub:
     def _pre_run_cell(self, info: Any = None) -> None:
         if self.transport is not None:
             self.transport.busy_poll.enabled = False  # the cell gets the GIL; the server sleeps between requests
+            switch = self.transport.switch
+            switch.seconds = max(0, self.config.switch_interval_us) * 1e-6  # %config after loading applies
+            switch.cell(True)  # a shorter GIL switch interval while a client is connected
 
     def _post_run_cell(self, result: Any = None) -> None:
         if self.transport is not None:
+            self.transport.switch.cell(False)  # the user's switch interval, exactly as it was
             poll = self.transport.busy_poll
             poll.window = max(0, self.config.busy_poll_us) * 1e-6  # %config after loading applies from here
             poll.enabled = True

@@ -1,8 +1,8 @@
 """Kernel variables as resources: ``nb://vars`` (index) and ``nb://vars/{name}`` (one value).
 
-Change detection after each cell is O(number of names) with C-speed steps: the names list and
-the ``id()`` of every value are compared against the previous cell's; only names whose binding
-changed are looked at in Python. In-place mutation of a watched variable is caught by a cheap
+Change detection after each cell is O(number of names) with C-speed steps: the names and the
+addresses of the values, as raw bytes, are compared against the previous cell's (nsdiff.py); only
+names whose binding changed are looked at in Python. In-place mutation of a watched variable is caught by a cheap
 fingerprint (len/shape) or, failing that, by the hub's exact digest off the main thread.
 """
 
@@ -13,8 +13,6 @@ import json
 from collections.abc import Callable, Hashable, MutableMapping
 from datetime import datetime, timezone
 from functools import lru_cache
-from itertools import compress
-from operator import ne
 from types import ModuleType
 from typing import Any
 
@@ -24,6 +22,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
+from .nsdiff import Snapshot
 from .optional import missing_package
 
 PREFIX = "nb://vars"
@@ -96,8 +95,7 @@ class VariablesProvider(Provider):
         self._filter = name_filter
         self._limits = limits
         self.user_hidden: set[str] = set()
-        self._keys: list[str] = []
-        self._ids: list[int] = []
+        self._snap = Snapshot([], b"", b"")
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}
         self._fingerprints: dict[str, Any] = {}
@@ -143,11 +141,10 @@ class VariablesProvider(Provider):
 
     def rebuild(self) -> None:
         """Recompute everything from scratch (on load)."""
-        keys, ids = self._read_ns()
-        self._keys, self._ids = keys, ids
+        self._snap = Snapshot.take(self._ns, self._snap)
         stamp = _now()
         exposed = {}
-        for name in keys:
+        for name in self._snap.keys:
             value = self._ns.get(name)
             if self._exposable(name, value):
                 exposed[name] = type(value)
@@ -156,19 +153,6 @@ class VariablesProvider(Provider):
                 self._remember_hidden(name, value)
         self._exposed = exposed
         self._list_version += 1
-
-    def _read_ns(self) -> tuple[list[str], list[int]]:
-        """Names and value ids, both built in C (no per-item Python code, no tuples for the GC)."""
-        ns = self._ns
-        for _ in range(5):  # another thread may resize the namespace between the two copies
-            try:
-                keys = list(ns)
-                ids = list(map(id, ns.values()))
-            except RuntimeError:
-                continue
-            if len(keys) == len(ids):
-                return keys, ids
-        return list(self._keys), list(self._ids)
 
     def exposed_names(self) -> list[str]:
         return list(self._exposed)
@@ -189,23 +173,9 @@ class VariablesProvider(Provider):
 
     # -- hot path -----------------------------------------------------------------------
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
-        keys, ids = self._read_ns()
-        prev_keys, prev_ids = self._keys, self._ids
-        n = len(prev_keys)
-        removed: list[str] = []
-        if keys == prev_keys:
-            rebound = list(compress(keys, map(ne, ids, prev_ids))) if ids != prev_ids else []
-        elif len(keys) > n and keys[:n] == prev_keys:
-            # The usual case: the cell only added names, which dicts keep at the end.
-            head = ids[:n]
-            rebound = list(compress(keys, map(ne, head, prev_ids))) if head != prev_ids else []
-            rebound += keys[n:]
-        else:
-            prev = dict(zip(prev_keys, prev_ids, strict=True))
-            cur = dict(zip(keys, ids, strict=True))
-            rebound = [k for k, _ in cur.items() - prev.items()]
-            removed = list(prev.keys() - cur.keys())
-        self._keys, self._ids = keys, ids
+        snap = Snapshot.take(self._ns, self._snap)
+        rebound, removed = snap.diff(self._snap)
+        self._snap = snap
         changes = ChangeSet()
         if rebound or removed:
             self._apply(rebound, removed, changes)

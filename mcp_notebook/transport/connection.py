@@ -51,6 +51,8 @@ class Owner(Protocol):
 
     def admit_connection(self, conn: Connection) -> bool: ...
 
+    def client_count(self, delta: int) -> None: ...
+
 
 class Connection(asyncio.Protocol):
     """One client connection (see the module docstring)."""
@@ -108,7 +110,8 @@ class Connection(asyncio.Protocol):
             if head is not None and len(data) == len(head.block) + head.proto.length:
                 self._last_head = head
                 self._timer_kind = ""
-                self.trusted = True
+                if not self.trusted:
+                    self._trust()
                 body = data[len(head.block) :]
                 if not self._replay(head, body):
                     self._dispatch(head.proto, body, head)
@@ -163,8 +166,15 @@ class Connection(asyncio.Protocol):
             self.close()
         return True  # keep the transport open for the replies still to be written
 
+    def _trust(self) -> None:
+        """The first request admitted on this connection: a client is connected."""
+        self.trusted = True
+        self.owner.client_count(1)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.gone = True
+        if self.trusted:
+            self.owner.client_count(-1)
         self.owner.connections.pop(self, None)
         self._cancel_timer()
         if self._wake is not None:
@@ -215,7 +225,8 @@ class Connection(asyncio.Protocol):
             head = self._admit(block)
             if head is None:
                 return not self.discarding
-            self.trusted = True
+            if not self.trusted:
+                self._trust()
             reader.expect_body(head)
             self._cancel_timer()
         body = reader.next_body()

@@ -22,6 +22,7 @@ from .busy_poll import BusyPoll
 from .connection import LINGER_SECONDS, PATH, Connection
 from .heads import AdmittedHeads
 from .loop import bind_socket, new_loop
+from .switch import CellSwitchInterval
 
 HEAD_SECONDS = 10.0  # a request head must be complete this long after its first byte
 BODY_SECONDS = 60.0  # a body must be complete this long after its head
@@ -45,6 +46,7 @@ class HttpTransport:
         body_timeout: float = BODY_SECONDS,
         busy_poll_seconds: float = BUSY_POLL_SECONDS,
         loop_kind: str = "auto",
+        switch_interval: float = 0.0,
     ):
         self.mcp = mcp
         self.max_body_bytes = max_body_bytes
@@ -69,6 +71,7 @@ class HttpTransport:
         self.busy_poll = BusyPoll(busy_poll_seconds)
         self.heads = AdmittedHeads()
         self.loop_kind = loop_kind
+        self.switch = CellSwitchInterval(switch_interval)  # the GIL switch interval during cells
 
     def admit_connection(self, conn: Connection) -> bool:
         """Register a new connection; at the cap, make room or refuse it.
@@ -99,6 +102,10 @@ class HttpTransport:
         if self._sweep is None:
             self._schedule_sweep()
         return True
+
+    def client_count(self, delta: int) -> None:
+        """A connection passed admission (+1) or one that had closed (-1)."""
+        self.switch.client(delta)
 
     def _sweep_interval(self) -> float:
         """How often deadlines are checked: a fifth of the shortest one, between 20 ms and 1 s."""
@@ -164,6 +171,7 @@ class HttpTransport:
     def stop(self, timeout: float = 5.0) -> None:
         """End streams, close the socket and connections, stop the loop, join the thread."""
         self.mcp.close()
+        self.switch.restore()
         loop = self._loop
         if loop is not None and self._thread is not None and self._thread.is_alive():
             future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)

@@ -1,0 +1,194 @@
+"""The cell comes first (issue #26): reads while a pure-Python cell runs, with the clients people use,
+and what a reading assistant costs the cell.
+
+    .venv/bin/python bench/cellfirst.py [--seconds 4] [--switch-ms 0.5]
+
+1. Sequential ``resources/read`` of a small variable, idle and during a busy cell, with the
+   **official MCP Python SDK client** (mcp 2.x over httpx: request head and body in two writes)
+   and with a raw-socket client that sends each request in one write.
+2. The cell's own speed (a fixed pure-Python workload, timed inside the kernel) with nobody
+   reading, and while the SDK client reads at 20 requests/s; blocks alternate so drift hits both.
+Every loop is bounded by a count or a deadline; all traffic stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import loadgen
+import sections as S
+
+SPIN = "import time as _t\n_d = _t.time() + {s}\nwhile _t.time() < _d:\n    pass"
+# A fixed amount of pure-Python work (dict, int and str operations), timed in the kernel.
+WORK = (
+    "import time as _t\n_t0 = _t.perf_counter()\n_acc = {{}}\n"
+    "for _i in range({n}):\n    _acc[_i % 1000] = str(_i * 3)[-2:] + 'x'\n"
+    "kside.emit(_t.perf_counter() - _t0)\ndel _acc, _i, _t0"
+)
+
+
+def _pcts(lat: list[float], errors: int = 0) -> dict[str, Any]:
+    lat = sorted(lat)
+    if not lat:
+        return {"n": 0, "errors": errors}
+    pick = lambda q: round(lat[min(len(lat) - 1, int(len(lat) * q))], 3)  # noqa: E731
+    return {"n": len(lat), "errors": errors, "p50_ms": pick(0.5), "p90_ms": pick(0.9), "p99_ms": pick(0.99)}
+
+
+async def _sdk_reads(info: dict[str, Any], seconds: float, rate: float = 0.0, stop: Any = None) -> dict[str, Any]:
+    """Sequential reads with the official SDK client for ``seconds`` (or until ``stop`` is set);
+    ``rate`` > 0 paces them (requests/s)."""
+    from sdk import connect
+
+    lat: list[float] = []
+    errors = 0
+    async with connect(info) as (client, _inbox):
+        await client.read_resource("nb://vars/x")  # discovery / handshake and a warm connection
+        deadline = time.perf_counter() + seconds
+        nxt = time.perf_counter()
+        while time.perf_counter() < deadline and len(lat) < 200_000 and not (stop and stop.is_set()):
+            if rate:
+                nxt += 1 / rate
+                await asyncio.sleep(max(0.0, nxt - time.perf_counter()))
+            t0 = time.perf_counter()
+            try:
+                res = await client.read_resource("nb://vars/x")
+                ok = bool(res.contents)
+            except Exception:
+                ok = False
+            lat.append((time.perf_counter() - t0) * 1e3)
+            errors += not ok
+    return _pcts(lat, errors)
+
+
+def _raw_reads(info: dict[str, Any], seconds: float, gap_s: float = 0.001) -> dict[str, Any]:
+    """Sequential reads from a client that writes each request (head and body) in one send, pausing
+    ``gap_s`` between them (as a client does some work of its own: without it, a client that sends
+    the next request within microseconds keeps the hub thread holding the GIL, which starves the
+    cell rather than measuring a read)."""
+    headers, body = loadgen.stateless_request("resources/read", {"uri": "nb://vars/x"})
+    headers["Authorization"] = f"Bearer {info['token']}"
+    host, port = "127.0.0.1", int(info["url"].split(":")[2].split("/")[0])
+    head = f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    request = head.encode() + body
+    lat: list[float] = []
+    errors = 0
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline and len(lat) < 200_000:
+            time.sleep(gap_s)
+            t0 = time.perf_counter()
+            sock.sendall(request)
+            data = b""
+            while b"\r\n\r\n" not in data or len(data) < data.index(b"\r\n\r\n") + 4 + _length(data):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the hub closed the connection")
+                data += chunk
+            lat.append((time.perf_counter() - t0) * 1e3)
+            errors += b'"result"' not in data
+    return _pcts(lat, errors)
+
+
+def _length(data: bytes) -> int:
+    head = data[: data.index(b"\r\n\r\n")].lower()
+    return int(head.split(b"content-length:")[1].split(b"\r\n")[0])
+
+
+def busy_reads(k: S.BenchKernel, info: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """SDK-client and one-write reads, idle and during a pure-Python cell."""
+    out: dict[str, Any] = {"busy_s": seconds}
+    for client in ("sdk", "one-write"):
+        reads = (lambda s: asyncio.run(_sdk_reads(info, s))) if client == "sdk" else (lambda s: _raw_reads(info, s))
+        out[f"{client}/idle"] = S.guarded(reads, min(2.0, seconds / 2))
+        msg_id = k.execute_nowait(SPIN.format(s=seconds + 1.5))
+        time.sleep(0.3)
+        out[f"{client}/busy"] = S.guarded(reads, seconds)
+        k.wait_idle(msg_id, timeout=seconds + 60)
+    return out
+
+
+def _work_size(k: S.BenchKernel, target_s: float) -> int:
+    n = 200_000
+    for _ in range(6):  # bounded calibration: about target_s of work
+        took = k.json(WORK.format(n=n))
+        if took > target_s / 2:
+            break
+        n *= 2
+    return max(10_000, int(n * target_s / max(took, 1e-3)))
+
+
+def cell_slowdown(k: S.BenchKernel, info: dict[str, Any], rate: float, blocks: int, cell_s: float) -> dict[str, Any]:
+    """The same pure-Python cell with nobody reading and while the SDK client reads at ``rate``/s."""
+    n = _work_size(k, cell_s)
+    alone: list[float] = []
+    read: list[float] = []
+    reader: dict[str, Any] = {}
+    for _ in range(blocks):
+        alone.append(k.json(WORK.format(n=n)))
+        stop = threading.Event()
+        th = threading.Thread(
+            target=lambda ev=stop: reader.update(asyncio.run(_sdk_reads(info, cell_s * 4 + 30, rate, ev))), daemon=True
+        )
+        th.start()
+        time.sleep(1.0)  # connected and reading before the cell starts
+        read.append(k.json(WORK.format(n=n)))
+        stop.set()
+        th.join(60)
+    a, r = sorted(alone), sorted(read)
+    med = lambda v: v[len(v) // 2]  # noqa: E731
+    return {
+        "rate_per_s": rate,
+        "work_iterations": n,
+        "alone_s": [round(x, 4) for x in alone],
+        "reading_s": [round(x, 4) for x in read],
+        "slowdown_pct_median": round((med(r) / med(a) - 1) * 100, 2),
+        "slowdown_pct_min": round((r[0] / a[0] - 1) * 100, 2),
+        "reads_during": reader,
+    }
+
+
+def run(prof: dict[str, Any], config: str = "") -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="mcpnb-cellfirst-") as runtime:
+        k = S.BenchKernel(runtime)
+        try:
+            if config:
+                k.run(config)
+            k.run("%load_ext mcp_notebook")
+            info = k.info()
+            k.run("x = 1\nkside.define_vars(1000)")
+            res = {"busy": busy_reads(k, info, prof["busy_s"])}
+            res["cell_slowdown"] = S.guarded(cell_slowdown, k, info, 20.0, prof["slow_blocks"], prof["slow_cell_s"])
+            return res
+        finally:
+            k.shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=4.0, help="how long each busy-cell read series lasts")
+    ap.add_argument("--blocks", type=int, default=5, help="alternating blocks of the cell-slowdown measurement")
+    ap.add_argument("--cell-seconds", type=float, default=2.0, help="length of the timed pure-Python cell")
+    ap.add_argument("--config", default="", help="%%config lines run before loading (e.g. MCPHub settings)")
+    args = ap.parse_args()
+    prof = {"busy_s": args.seconds, "slow_blocks": args.blocks, "slow_cell_s": args.cell_seconds}
+    res = run(prof, args.config)
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""What a cell rebound, added or deleted in a namespace, at memcmp speed (the post-cell hook).
+
+A snapshot is the list of names (``list(ns)``) and the *addresses* of the values, as raw bytes:
+the item pointers of ``list(ns.values())``, copied out of the list in one ``string_at`` (CPython
+lays a list out as a pointer array; the layout is checked once, on a probe list, before it is
+trusted, and anything else falls back to ``array(map(id, ...))``, the same bytes made slower).
+Comparing two snapshots is then ``bytes.startswith`` (one memcmp) in the usual case, and only
+the words that differ are turned into names: no int per name, no per-name Python code, and no
+reference to any value kept between cells (a deleted 1 GB array is freed at once). See
+docs/DESIGN.md, "The post-cell hook".
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import sysconfig
+from array import array
+from collections.abc import Mapping
+from itertools import compress, count
+from operator import ne
+from typing import Any
+
+WORD = struct.calcsize("P")
+_LEAF = 64  # words compared one by one once a differing range is this small
+_ARRAY_CODE = next(c for c in "QLI" if array(c).itemsize == WORD)
+
+
+def _probe_offset() -> int | None:
+    """Byte offset of a list's item-pointer field, when this interpreter lays lists out as CPython
+    does (verified on a probe list); None: use the slow, portable path."""
+    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return None
+    try:
+        import ctypes  # already imported by ipykernel: free in a kernel
+    except ImportError:
+        return None
+    probe = [object(), object(), object()]
+    base = id(probe)
+    try:  # PyVarObject head (refcount, type, size), then the item pointer, then the allocated count
+        if ctypes.c_ssize_t.from_address(base + 2 * WORD).value != len(probe):
+            return None
+        if ctypes.c_ssize_t.from_address(base + 4 * WORD).value < len(probe):
+            return None
+        items = ctypes.c_void_p.from_address(base + 3 * WORD).value
+        if not items or ctypes.string_at(items, 3 * WORD) != struct.pack("3P", *map(id, probe)):
+            return None
+    except Exception:
+        return None
+    return 3 * WORD
+
+
+_OFFSET = _probe_offset()
+if _OFFSET is not None:
+    from ctypes import c_void_p, string_at
+
+
+def pointers(items: list[Any]) -> bytes:
+    """The addresses of ``items`` (the ids of the values), ``WORD`` bytes each, in order.
+
+    ``items`` must be a list nobody else holds (it is read in place, under the GIL)."""
+    if not items:
+        return b""
+    if _OFFSET is None:
+        return array(_ARRAY_CODE, map(id, items)).tobytes()
+    return string_at(c_void_p.from_address(id(items) + _OFFSET).value, len(items) * WORD)
+
+
+def changed_words(a: bytes, b: bytes) -> list[int]:
+    """Indexes of the words that differ between ``a`` and ``b`` over their common length.
+
+    Halves that compare equal (``startswith`` on a view: a memcmp, no copy) are skipped, so a few
+    differences among 100,000 words cost a few dozen comparisons; small runs are unpacked."""
+    out: list[int] = []
+    stack = [(0, min(len(a), len(b)) // WORD)]
+    view = memoryview(b)
+    while stack:  # bounded: every step splits a range or drops it
+        lo, hi = stack.pop()
+        if a.startswith(view[lo * WORD : hi * WORD], lo * WORD):
+            continue
+        if hi - lo <= _LEAF:
+            fmt = f"{hi - lo}P"
+            pairs = map(ne, struct.unpack_from(fmt, a, lo * WORD), struct.unpack_from(fmt, b, lo * WORD))
+            out += compress(count(lo), pairs)
+            continue
+        mid = (lo + hi) // 2
+        stack += ((mid, hi), (lo, mid))  # the lower half first: indexes come out in order
+    return out
+
+
+class Snapshot:
+    """Names and value addresses of a namespace at one moment (no references to values)."""
+
+    __slots__ = ("key_ptrs", "keys", "value_ptrs")
+
+    def __init__(self, keys: list[str], key_ptrs: bytes, value_ptrs: bytes):
+        self.keys, self.key_ptrs, self.value_ptrs = keys, key_ptrs, value_ptrs
+
+    @classmethod
+    def take(cls, ns: Mapping[str, Any], fallback: Snapshot | None = None) -> Snapshot:
+        """The namespace now; another thread may resize it between the two copies (then retry,
+        and after five tries keep ``fallback``, the previous snapshot)."""
+        for _ in range(5):
+            try:
+                keys = list(ns)
+                values = list(ns.values())
+            except RuntimeError:
+                continue
+            if len(keys) == len(values):
+                return cls(keys, pointers(keys), pointers(values))
+        return fallback if fallback is not None else cls([], b"", b"")
+
+    def ids(self, start: int = 0) -> tuple[int, ...]:
+        """The value ids from position ``start`` on (the slow path only)."""
+        return struct.unpack_from(f"{len(self.keys) - start}P", self.value_ptrs, start * WORD)
+
+    def diff(self, prev: Snapshot) -> tuple[list[str], list[str]]:
+        """(names bound to another object or new since ``prev``, names gone since ``prev``)."""
+        keys, n = self.keys, len(prev.keys)
+        if self.key_ptrs.startswith(prev.key_ptrs):  # the same names, perhaps more at the end (usual)
+            if self.value_ptrs.startswith(prev.value_ptrs):
+                return keys[n:], []
+            return [keys[i] for i in changed_words(self.value_ptrs, prev.value_ptrs)] + keys[n:], []
+        # A name went away (or a key object was replaced): the same names up to the first
+        # difference, compared by position; the rest by name.
+        moved = changed_words(self.key_ptrs, prev.key_ptrs)
+        p = moved[0] if moved else min(len(keys), n)
+        cut = p * WORD
+        rebound = [keys[i] for i in changed_words(self.value_ptrs[:cut], prev.value_ptrs[:cut])]
+        cur = dict(zip(keys[p:], self.ids(p), strict=True))
+        old = dict(zip(prev.keys[p:], prev.ids(p), strict=True))
+        rebound += [k for k, _ in cur.items() - old.items()]
+        return rebound, list(old.keys() - cur.keys())
