@@ -52,6 +52,36 @@ end
 """
 
 
+_LUA_ROTATING = r"""
+wrk.method = "POST"
+%(headers)s
+local prefix, count, meta = [==[%(prefix)s]==], %(count)d, [==[%(meta)s]==]
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) bad = 0; n = 0 end
+function request()
+  n = n + 1  -- a fresh id and the next URI: no two requests in a row alike (head or body)
+  local uri = prefix .. (n %% count)
+  wrk.headers["Mcp-Name"] = uri
+  local body = '{"jsonrpc":"2.0","id":' .. n .. ',"method":"resources/read","params":{"uri":"' .. uri ..
+    '","_meta":' .. meta .. '}}'
+  return wrk.format(nil, nil, nil, body)
+end
+function response(status, headers, body)
+  if status < 300 and not string.find(body, '"result"', 1, true) then bad = bad + 1 end
+end
+""" + _LUA[_LUA.index("function done") :]
+
+
+def run_wrk_rotating(
+    url: str, headers: dict[str, str], prefix: str, count: int, connections: int, seconds: float
+) -> dict[str, Any]:
+    """wrk reading ``prefix0`` .. ``prefix{count-1}`` in turn (stateless era), a new id each time."""
+    lines = "\n".join(f'wrk.headers["{k}"] = [==[{v}]==]' for k, v in headers.items())
+    script = _LUA_ROTATING % {"headers": lines, "prefix": prefix, "count": count, "meta": json.dumps(META)}
+    return _wrk(script, url, connections, seconds)
+
+
 def have_wrk() -> bool:
     return shutil.which("wrk") is not None
 
@@ -122,21 +152,15 @@ def run_wrk(url: str, headers: dict[str, str], body: bytes, connections: int, se
     if not tail:
         raise ValueError("the request body needs an id of 1 to vary")
     script = _LUA % {"head": head + marker[:-2], "tail": "," + tail, "headers": lines}
+    return _wrk(script, url, connections, seconds)
+
+
+def _wrk(script: str, url: str, connections: int, seconds: float) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(script)
         path = f.name
     try:
-        cmd = [
-            "wrk",
-            "-t1",
-            f"-c{connections}",
-            f"-d{max(1, round(seconds))}s",
-            "--timeout",
-            "10s",
-            "-s",
-            path,
-            url,
-        ]
+        cmd = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s", "-s", path, url]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
     finally:
         Path(path).unlink(missing_ok=True)

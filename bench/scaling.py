@@ -6,7 +6,9 @@
    connection) and throughput under load (wrk or the Python load generator, 16 connections).
 2. Subscribers: 1, 100, 1,000 subscriptions spread over up to 100 ``subscriptions/listen``
    streams (2026-07-28 era); a cell rebinds every subscribed variable; time from the cell's end
-   (stamped in the kernel) to the last notification at the clients.
+   (stamped in the kernel) to the last notification at the clients. Two clients: a raw SSE
+   reader (asyncio streams, counts events per read: what the hub takes) and httpx parsing lines
+   (a typical Python client: its own parsing of 1,000 events is part of the figure).
 3. 50 concurrent clients, each one keep-alive connection reading in a loop: throughput, p50/p99.
 Every loop is bounded by a count or a deadline.
 """
@@ -107,7 +109,43 @@ async def _listen(
                     got.setdefault(msg["params"]["uri"], []).append(time.time())
 
 
-async def _fanout(k: S.BenchKernel, info: dict[str, Any], subs: int, streams: int, cells: int) -> dict[str, Any]:
+_UPDATED = b'"notifications/resources/updated"'
+
+
+async def _listen_raw(
+    url: str, token: str, uris: list[str], sub_id: int, got: dict[str, list[float]], ready: asyncio.Event
+):
+    """A lean listen client: one POST on a raw connection; counts updated events per read."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    params = {"notifications": {"resourceSubscriptions": uris}, "_meta": loadgen.META}
+    body = json.dumps({"jsonrpc": "2.0", "id": sub_id, "method": "subscriptions/listen", "params": params}).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {loadgen.STATELESS}\r\n"
+        f"Mcp-Method: subscriptions/listen\r\nAuthorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(head.encode() + body)
+    seen = b""
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                return
+            now = time.time()
+            if not ready.is_set():
+                seen += data
+                if b"notifications/subscriptions/acknowledged" in seen:
+                    ready.set()
+                continue
+            got.setdefault("", []).extend([now] * data.count(_UPDATED))
+    finally:
+        writer.close()
+
+
+async def _fanout(
+    k: S.BenchKernel, info: dict[str, Any], subs: int, streams: int, cells: int, raw: bool = True
+) -> dict[str, Any]:
     per = max(1, subs // streams)
     names = [f"s{i}" for i in range(subs)]
     k.run("\n".join(f"{n} = 0" for n in names))
@@ -118,7 +156,8 @@ async def _fanout(k: S.BenchKernel, info: dict[str, Any], subs: int, streams: in
         uris = [f"nb://vars/{n}" for n in names[s * per : (s + 1) * per]]
         ready = asyncio.Event()
         readies.append(ready)
-        tasks.append(asyncio.create_task(_listen(info["url"], info["token"], uris, 1000 + s, got, ready)))
+        listen = _listen_raw if raw else _listen
+        tasks.append(asyncio.create_task(listen(info["url"], info["token"], uris, 1000 + s, got, ready)))
     await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
     delays = []
     for c in range(cells):
@@ -142,9 +181,9 @@ async def _fanout(k: S.BenchKernel, info: dict[str, Any], subs: int, streams: in
 def subscribers(k: S.BenchKernel, info: dict[str, Any], cells: int) -> dict[str, Any]:
     out = {}
     for subs, streams in ((1, 1), (100, 100), (1000, 100)):
-        out[f"{subs} subscriptions / {streams} streams"] = S.guarded(
-            lambda s=subs, n=streams: asyncio.run(_fanout(k, info, s, n, cells))
-        )
+        for raw in (True, False):
+            key = f"{subs} subscriptions / {streams} streams, {'raw SSE reader' if raw else 'httpx lines'}"
+            out[key] = S.guarded(lambda s=subs, n=streams, r=raw: asyncio.run(_fanout(k, info, s, n, cells, r)))
     return out
 
 

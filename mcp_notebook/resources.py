@@ -310,8 +310,10 @@ class Resources:
             self.journal.append(UPDATED, tuple(sorted(set(uris) - watched)))
 
     def _exact_check(self, refresh: tuple[str, ...], recheck: set[str], cell: int | None = None) -> None:
-        for uri in refresh:
+        for i, uri in enumerate(refresh, 1):
             self._record_digest(uri)
+            if not i % 64:
+                time.sleep(0)  # let the hub's loop write the notifications this cell queued (the GIL)
         changed = []
         for uri in sorted(recheck):
             if cell is not None and self._announced.get(uri, 0) > cell:

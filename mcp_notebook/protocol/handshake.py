@@ -23,7 +23,7 @@ from .eras import HANDSHAKE
 from .exchange import SESSION_NOT_FOUND, Ctx, HttpReply, HttpRequest, session_key, status_reply
 from .jsonrpc import RpcError
 from .params import LOG_LEVELS, check_params
-from .streams import Stream
+from .streams import Stream, sse_event, updated_events
 
 
 @dataclass
@@ -308,9 +308,9 @@ class HandshakeEra:
             if kind == LIST_CHANGED:
                 _send(session, rpc.notification("notifications/resources/list_changed"))
             elif kind == UPDATED:
-                for uri in uris:
-                    if uri in session.subscriptions:
-                        _send(session, rpc.notification("notifications/resources/updated", {"uri": uri}))
+                hits = sorted(session.subscriptions.intersection(uris))
+                if hits:
+                    _send_events(session, updated_events(hits))
 
     def log(self, level: str, data: Any, logger: str = "mcp-notebook") -> None:
         """Send a log message to sessions whose level admits it."""
@@ -335,6 +335,10 @@ class HandshakeEra:
 
 def _send(session: Session, message: dict[str, Any]) -> None:
     """Each message goes on exactly one stream: the newest one still open."""
+    _send_events(session, [sse_event(message)])
+
+
+def _send_events(session: Session, events: list[bytes]) -> None:
     for stream in reversed(session.streams):
-        if stream.push(message):
+        if stream.push_events(events):
             return

@@ -24,7 +24,7 @@ from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO,
 from .exchange import Ctx, HttpReply, HttpRequest, status_reply
 from .jsonrpc import RpcError
 from .params import LOG_LEVELS, check_params
-from .streams import Stream
+from .streams import Stream, updated_events
 
 MAX_CLIENTS = 50  # clients remembered by clientInfo (for the panel's list)
 # Results a client may cache (they carry ttlMs and cacheScope).
@@ -211,17 +211,17 @@ class StatelessEra:
             return list(self._listens.values())
 
     def notify(self, kind: str, uris: tuple[str, ...]) -> None:
-        """A change of the resources, sent on every listen stream that asked for it."""
+        """A change of the resources, sent on every listen stream that asked for it (the URIs each
+        listen watches, found by set intersection: listens x URIs is never walked)."""
+        changed = frozenset(uris)
         for listen in self.listens():
             meta = {META_SUB_ID: listen.sub_id}
             if kind == LIST_CHANGED and listen.list_changed:
                 listen.stream.push(rpc.notification("notifications/resources/list_changed", {"_meta": meta}))
             elif kind == UPDATED:
-                for uri in uris:
-                    if uri in listen.uris:
-                        listen.stream.push(
-                            rpc.notification("notifications/resources/updated", {"_meta": meta, "uri": uri})
-                        )
+                hits = sorted(listen.uris & changed)
+                if hits:
+                    listen.stream.push_events(updated_events(hits, meta))
 
     def stream_closed(self, stream: Stream) -> None:
         """A listen stream went away (the caller holds the lock)."""

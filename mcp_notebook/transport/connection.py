@@ -279,7 +279,12 @@ class Connection(asyncio.Protocol):
         self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admit ran on the head
         mcp = self.owner.mcp
-        reply = mcp.answer_inline(req, admitted is not None and admitted.replay is None)
+        # A replay is learnt on a head's second request, not its first: a client whose requests
+        # all differ (another URI in each) would pay for learning what is never replayed.
+        learn = admitted is not None and admitted.replay is None and admitted.seen
+        if admitted is not None:
+            admitted.seen = True
+        reply = mcp.answer_inline(req, learn)
         if reply is not None:
             if admitted is not None and req.replay is not None:
                 admitted.replay = req.replay  # the next such request, with another id, is replayed

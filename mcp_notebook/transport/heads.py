@@ -18,7 +18,7 @@ class AdmittedHead:
     """A head admitted under ``settings`` (``block``: its bytes with the blank line), the protocol's
     replay memo for requests sent with it, if any, and the encoded header lines of its replies."""
 
-    __slots__ = ("block", "keep_alive", "proto", "replay", "reply_block", "reply_headers", "settings")
+    __slots__ = ("block", "keep_alive", "proto", "replay", "reply_block", "reply_headers", "seen", "settings")
 
     def __init__(self, block: bytes, proto: RequestHead, settings: object):
         self.block = block
@@ -26,6 +26,7 @@ class AdmittedHead:
         self.settings = settings
         self.keep_alive = proto.keep_alive and proto.version == "HTTP/1.1"
         self.replay: object | None = None
+        self.seen = False  # a request was answered under this head (a replay is learnt on the second)
         self.reply_headers: dict[str, str] | None = None
         self.reply_block = b""
 

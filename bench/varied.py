@@ -1,0 +1,98 @@
+"""Small reads that differ one from the next, hub vs a bare uvloop HTTP responder, in one run.
+
+    .venv/bin/python bench/varied.py [--seconds 5] [--rounds 2]
+
+The load generator (wrk, one thread) reads ``nb://vars/v0`` .. ``nb://vars/v999`` in turn with a
+fresh id each time (stateless era: the ``Mcp-Name`` header moves with the URI), so neither the
+hub's remembered heads nor its replays of a repeated request apply; the same script is sent to
+bench/bare.py, a uvloop responder that only finds each request's end and answers fixed bytes.
+Rounds alternate hub and responder so drift hits both. Needs wrk. Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import loadgen
+import sections as S
+
+HERE = Path(__file__).resolve().parent
+
+
+def _bare(size: int, framing_only: bool = False) -> tuple[subprocess.Popen, str]:
+    port = S._free_port()
+    extra = ["--framing-only"] if framing_only else []
+    proc = subprocess.Popen([sys.executable, str(HERE / "bare.py"), str(port), str(size), *extra])
+    S._wait_port(port, proc)
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+def varied_reads(k: S.BenchKernel, info: dict[str, Any], seconds: float, rounds: int) -> dict[str, Any]:
+    """Requests/s of rotating reads at 1 and 16 connections: hub, bare responder, ratio."""
+    if not loadgen.have_wrk():
+        return {"error": "wrk is not installed"}
+    k.run("kside.define_vars(1000)")
+    headers = {**loadgen.BASE_HEADERS, "MCP-Protocol-Version": loadgen.STATELESS, "Mcp-Method": "resources/read"}
+    auth = {**headers, "Authorization": f"Bearer {info['token']}"}
+    size = loadgen.check_once(info["url"], *_one(auth, "nb://vars/v7"))
+    proc, bare_url = _bare(size)
+    floor, floor_url = _bare(size, framing_only=True)
+    out: dict[str, Any] = {"response_bytes": size, "uris": 1000}
+    try:
+        loadgen.run_wrk_rotating(info["url"], auth, "nb://vars/v", 1000, 4, 1)  # warm-up
+        for conns in (1, 16):
+            hub, bare, framing = [], [], []
+            for _ in range(rounds):
+                hub.append(loadgen.run_wrk_rotating(info["url"], auth, "nb://vars/v", 1000, conns, seconds))
+                bare.append(loadgen.run_wrk_rotating(bare_url, headers, "nb://vars/v", 1000, conns, seconds))
+                framing.append(loadgen.run_wrk_rotating(floor_url, headers, "nb://vars/v", 1000, conns, seconds))
+            best_hub = max(hub, key=lambda r: r["rps"])
+            best_bare = max(bare, key=lambda r: r["rps"])
+            out[f"c{conns}"] = {
+                "hub_rps": [round(r["rps"]) for r in hub],
+                "bare_rps": [round(r["rps"]) for r in bare],
+                "hub_errors": sum(r["errors"] for r in hub),
+                "hub_p50_us": best_hub["p50_us"],
+                "bare_p50_us": best_bare["p50_us"],
+                "ratio_pct": round(100 * best_hub["rps"] / best_bare["rps"], 1),
+                "framing_only_rps": [round(r["rps"]) for r in framing],
+                "ratio_to_framing_only_pct": round(100 * best_hub["rps"] / max(r["rps"] for r in framing), 1),
+            }
+    finally:
+        for p in (proc, floor):
+            p.terminate()
+            p.wait(10)
+    return out
+
+
+def _one(headers: dict[str, str], uri: str) -> tuple[dict[str, str], bytes]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": uri, "_meta": loadgen.META}}
+    return {**headers, "Mcp-Name": uri}, json.dumps(body).encode()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mcpnb-varied-") as runtime:
+        k = S.BenchKernel(runtime)
+        try:
+            k.run("%load_ext mcp_notebook")
+            out = varied_reads(k, k.info(), args.seconds, args.rounds)
+        finally:
+            k.shutdown()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
