@@ -3,8 +3,11 @@
     .venv/bin/python bench/run.py [--quick] [--out PATH]
 
 Measures the request path (hub vs the official SDK's low-level Server and MCPServer, with wrk),
-the post-cell hook, notification latency, reads during a busy cell, big reads and the cost of
-loading. Prints a table and writes bench/results/latest.json. All traffic stays on 127.0.0.1 and
+the post-cell hook (up to 100,000 names), notification latency, reads during a busy cell with the
+official SDK client and what a reading client costs the cell (bench/cellfirst.py), reads that
+differ one from the next beside a bare uvloop responder (bench/varied.py), the fan-out to 1,000
+subscriptions (bench/scaling.py), big reads and the cost of loading. Prints a table and writes
+bench/results/latest.json. All traffic stays on 127.0.0.1 and
 every loop is bounded by a count or a deadline. ``--quick`` is a smoke run (under 2 minutes).
 """
 
@@ -21,7 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cellfirst
+import scaling
 import sections as S
+import varied
 from notify import notification_latency
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -37,6 +43,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "notify_cells": 50,
         "busy_s": 5,
         "big_n": 10,
+        "slow_blocks": 6,
+        "slow_cell_s": 2.0,
+        "varied_rounds": 2,
+        "fanout_cells": 10,
     },
     "quick": {
         "wrk_s": 1,
@@ -50,6 +60,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "notify_cells": 8,
         "busy_s": 2.5,
         "big_n": 2,
+        "slow_blocks": 2,
+        "slow_cell_s": 1.0,
+        "varied_rounds": 1,
+        "fanout_cells": 3,
     },
 }
 
@@ -63,8 +77,9 @@ def run_suite(quick: bool, request_only: bool = False) -> dict[str, Any]:
     res: dict[str, Any] = {"mode": "quick" if quick else "full", "profile": prof, "machine": S.machine_facts()}
     res["machine"]["loadavg_start"] = os.getloadavg()
     t_start = time.perf_counter()
+    S.compile_package()  # bytecode as pip writes it: the load cost users see, whatever PYTHONDONTWRITEBYTECODE says
     with tempfile.TemporaryDirectory(prefix="mcpnb-bench-") as runtime:
-        log("kernel A: load cost, request path, notifications, busy reads, big reads")
+        log("kernel A: load cost, request path, notifications, busy reads, varied reads, fan-out, big reads")
         k = S.BenchKernel(runtime)
         try:
             k.run("kside.install_stamp_hook()")  # before the hub's hook: stamps the end of each cell
@@ -79,10 +94,17 @@ def run_suite(quick: bool, request_only: bool = False) -> dict[str, Any]:
                 res["notify"] = S.guarded(notification_latency, k, info, prof["notify_cells"])
                 log("reads during a busy cell")
                 res["busy"] = S.guarded(S.busy_reads, k, info, prof["busy_s"])
+                log("varied reads beside a bare uvloop responder")
+                res["varied"] = S.guarded(varied.varied_reads, k, info, prof["wrk_s"], prof["varied_rounds"])
+                log("fan-out to 1, 100, 1,000 subscriptions")
+                res["fanout"] = S.guarded(scaling.subscribers, k, info, prof["fanout_cells"])
                 log("big reads")
                 res["big_reads"] = S.guarded(S.big_reads, k, info, prof["big_n"])
         finally:
             k.shutdown()
+        if not request_only:
+            log("the cell comes first: busy reads with the official SDK client, cell slowdown at 20 reads/s")
+            res["cellfirst"] = S.guarded(cellfirst.run, prof)
         for kind in ("lowlevel", "mcpserver"):
             log(f"request path: SDK {kind}")
             res[f"request_sdk_{kind}"] = S.guarded(S.sdk_request_path, kind, prof)
@@ -265,6 +287,7 @@ def render(res: dict[str, Any]) -> str:
             rows,
         )
     )
+    out.extend(render_cellfirst(res))
     ld = res.get("load", {})
     out.append(
         _table(
@@ -283,6 +306,88 @@ def render(res: dict[str, Any]) -> str:
         )
     )
     return "\n".join(out)
+
+
+def render_cellfirst(res: dict[str, Any]) -> list[str]:
+    """The tables of issue #26: busy reads with the SDK client, cell slowdown, varied reads, fan-out."""
+    out = []
+    cf = res.get("cellfirst") or {}
+    busy = cf.get("busy") or {}
+    rows = [
+        [k, d.get("n"), d.get("errors"), d.get("p50_ms"), d.get("p90_ms"), d.get("p99_ms")]
+        for k, d in busy.items()
+        if isinstance(d, dict)
+    ]
+    slow = cf.get("cell_slowdown") or {}
+    if "error" in cf or "error" in slow:
+        rows.append(["error", (cf.get("error") or slow.get("error", ""))[:80], "", "", "", ""])
+    out.append(
+        _table(
+            f"Reads idle and during a {busy.get('busy_s', '?')} s pure-Python cell: official SDK client (httpx, "
+            "head and body in two writes) and a one-write client (1 ms between requests)",
+            ["client/case", "n", "errors", "p50 ms", "p90 ms", "p99 ms"],
+            rows,
+        )
+    )
+    if "slowdown_pct_median" in slow:
+        out.append(
+            _table(
+                "The cell's own speed while the SDK client reads at 20/s (same pure-Python cell, alternating blocks)",
+                [
+                    "cell alone s (median)",
+                    "cell while reading s (median)",
+                    "slower % (median)",
+                    "slower % (best of each)",
+                ],
+                [
+                    [
+                        sorted(slow["alone_s"])[len(slow["alone_s"]) // 2],
+                        sorted(slow["reading_s"])[len(slow["reading_s"]) // 2],
+                        slow["slowdown_pct_median"],
+                        slow["slowdown_pct_min"],
+                    ]
+                ],
+            )
+        )
+    var = res.get("varied") or {}
+    rows = [
+        [
+            k,
+            max(d["hub_rps"]),
+            max(d["bare_rps"]),
+            d["ratio_pct"],
+            max(d["framing_only_rps"]),
+            d["ratio_to_framing_only_pct"],
+        ]
+        for k, d in var.items()
+        if isinstance(d, dict) and "hub_rps" in d
+    ]
+    if "error" in var:
+        rows.append(["error", var["error"][:80], "", "", "", ""])
+    out.append(
+        _table(
+            "Reads that differ one from the next (rotating URIs and ids, wrk) vs a bare uvloop responder (head to a "
+            "dict, fixed reply) and a framing-only one",
+            ["URIs, connections", "hub req/s", "bare req/s", "hub / bare %", "framing-only req/s", "hub / framing %"],
+            rows,
+        )
+    )
+    fan = res.get("fanout") or {}
+    rows = [
+        [k, d.get("complete"), d.get("p50_ms"), d.get("p99_ms"), d.get("max_ms")]
+        if "error" not in d
+        else [k, "error: " + d["error"][:60], "", "", ""]
+        for k, d in fan.items()
+        if isinstance(d, dict)
+    ]
+    out.append(
+        _table(
+            "Cell end to the last notification at the clients (listen streams)",
+            ["subscriptions / streams, client", "cells", "p50 ms", "p99 ms", "max ms"],
+            rows,
+        )
+    )
+    return out
 
 
 def main() -> None:

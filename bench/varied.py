@@ -36,8 +36,12 @@ def _bare(size: int, framing_only: bool = False) -> tuple[subprocess.Popen, str]
     return proc, f"http://127.0.0.1:{port}/mcp"
 
 
-def varied_reads(k: S.BenchKernel, info: dict[str, Any], seconds: float, rounds: int) -> dict[str, Any]:
-    """Requests/s of rotating reads at 1 and 16 connections: hub, bare responder, ratio."""
+def varied_reads(
+    k: S.BenchKernel, info: dict[str, Any], seconds: float, rounds: int, uris: tuple[int, ...] = (10, 1000)
+) -> dict[str, Any]:
+    """Requests/s of rotating reads at 1 and 16 connections over ``uris`` distinct URIs: hub, bare
+    responder, ratio. 10 URIs: a client reading a handful of resources (the hub remembers their
+    heads); 1,000: every request is new to the hub (more distinct heads than it remembers)."""
     if not loadgen.have_wrk():
         return {"error": "wrk is not installed"}
     k.run("kside.define_vars(1000)")
@@ -46,18 +50,18 @@ def varied_reads(k: S.BenchKernel, info: dict[str, Any], seconds: float, rounds:
     size = loadgen.check_once(info["url"], *_one(auth, "nb://vars/v7"))
     proc, bare_url = _bare(size)
     floor, floor_url = _bare(size, framing_only=True)
-    out: dict[str, Any] = {"response_bytes": size, "uris": 1000}
+    out: dict[str, Any] = {"response_bytes": size}
     try:
-        loadgen.run_wrk_rotating(info["url"], auth, "nb://vars/v", 1000, 4, 1)  # warm-up
-        for conns in (1, 16):
+        loadgen.run_wrk_rotating(info["url"], auth, "nb://vars/v", 1000, 4, 1)  # warm-up: every read cached
+        for n, conns in [(n, c) for n in uris for c in (1, 16)]:
             hub, bare, framing = [], [], []
             for _ in range(rounds):
-                hub.append(loadgen.run_wrk_rotating(info["url"], auth, "nb://vars/v", 1000, conns, seconds))
-                bare.append(loadgen.run_wrk_rotating(bare_url, headers, "nb://vars/v", 1000, conns, seconds))
-                framing.append(loadgen.run_wrk_rotating(floor_url, headers, "nb://vars/v", 1000, conns, seconds))
+                hub.append(loadgen.run_wrk_rotating(info["url"], auth, "nb://vars/v", n, conns, seconds))
+                bare.append(loadgen.run_wrk_rotating(bare_url, headers, "nb://vars/v", n, conns, seconds))
+                framing.append(loadgen.run_wrk_rotating(floor_url, headers, "nb://vars/v", n, conns, seconds))
             best_hub = max(hub, key=lambda r: r["rps"])
             best_bare = max(bare, key=lambda r: r["rps"])
-            out[f"c{conns}"] = {
+            out[f"{n} URIs, c{conns}"] = {
                 "hub_rps": [round(r["rps"]) for r in hub],
                 "bare_rps": [round(r["rps"]) for r in bare],
                 "hub_errors": sum(r["errors"] for r in hub),
