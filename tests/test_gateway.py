@@ -106,6 +106,7 @@ def test_handshake_subscription_gets_updated_through_the_get_stream(setup):
 
 def test_stateless_listen_gets_updated_and_list_changed(setup):
     _cell(setup, "gw_listened = {'a': 1}")
+    before = _open_streams(setup)  # other senders' streams (the all-kernels front keeps a listen)
 
     async def go() -> None:
         async with sdk(setup["url"], "auto", AUTH) as (client, _):
@@ -125,7 +126,7 @@ def test_stateless_listen_gets_updated_and_list_changed(setup):
                             break
 
     anyio.run(go)
-    assert _wait_streams(setup, 0), "the hub still holds the stream of a client that left"
+    assert _wait_streams(setup, before), "the hub still holds the stream of a client that left"
 
 
 def _open_streams(setup: dict[str, Any]) -> int:
@@ -168,7 +169,10 @@ def _control(setup: dict[str, Any]) -> Any:
     return websocket.create_connection(url, header=[f"Authorization: token {gw.token}"], timeout=30)
 
 
-def _ask(ws: Any, msg_type: str, content: dict[str, Any], timeout: float = 10) -> list[dict[str, Any]]:
+def _ask(
+    ws: Any, msg_type: str, content: dict[str, Any], timeout: float = 10, final: bool = True
+) -> list[dict[str, Any]]:
+    """Send one control message; its answers up to the final one (``final=False``: the first)."""
     msg_id = uuid.uuid4().hex
     header = {"msg_id": msg_id, "msg_type": msg_type, "username": "t", "session": "s", "date": "", "version": "5.3"}
     ws.send(
@@ -185,7 +189,7 @@ def _ask(ws: Any, msg_type: str, content: dict[str, Any], timeout: float = 10) -
             got.append(msg)  # nothing of ours may make the kernel publish (busy/idle flicker)
             continue
         got.append(msg)
-        if msg["msg_type"] == "mcp_info_reply" or msg["content"].get("final"):
+        if msg["msg_type"] == "mcp_info_reply" or msg["content"].get("final") or not final:
             return got
     raise TimeoutError(msg_type)
 
@@ -362,3 +366,71 @@ def test_the_stdio_bridge_reaches_gateway_kernels(setup):
 
     anyio.run(bridged, [], "nb://kernels/remote/vars/x")
     anyio.run(bridged, ["--kernel", setup["id"]], "nb://vars/x")
+
+
+def test_bad_control_messages_get_clear_answers_and_streams_are_bounded(setup):
+    """Malformed requests are answered with a status, the kernel keeps running; one sender holds at
+    most 16 streams; cancelling ends them at the hub."""
+    from mcp_notebook.transport.control import MAX_STREAMS
+
+    ws = _control(setup)
+    try:
+        token = _ask(ws, "mcp_info_request", {})[0]["content"]["token"]
+        before = _open_streams(setup)  # other senders' (the all-kernels front keeps a listen)
+        auth = {"host": "127.0.0.1", "authorization": f"Bearer {token}", "content-type": "application/json"}
+        cases = [
+            ({"method": "POST", "headers": "nope", "body": ""}, 400),
+            ({"method": "POST", "headers": {f"x-{i}": "v" for i in range(70)}, "body": ""}, 400),
+            ({"method": "POST", "headers": auth, "body": "x" * 1_000_001}, 413),
+            ({"method": "POST", "headers": auth, "body": "{not json"}, 400),
+            ({}, 405),
+        ]
+        for content, status in cases:
+            assert _ask(ws, "mcp_request", content)[0]["content"]["status"] == status, content
+        header = {"msg_id": "x", "msg_type": "mcp_cancel", "username": "t", "session": "s", "version": "5.3"}
+        unknown = {"header": header, "parent_header": {}, "metadata": {}, "content": {"request": "nothing"}}
+        ws.send(json.dumps({**unknown, "channel": "control"}))  # cancels nothing, answers nothing
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        listen = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "subscriptions/listen",
+                "params": {"notifications": {"resourcesListChanged": True}, "_meta": meta},
+            }
+        )
+        h = {**auth, "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28"}
+        h["mcp-method"] = "subscriptions/listen"
+        first = _ask(ws, "mcp_request", {"method": "POST", "headers": h, "body": listen}, final=False)
+        assert first[0]["content"]["status"] == 200, first
+        opened = [first[0]["parent_header"]["msg_id"]]
+        for _ in range(MAX_STREAMS - 1):
+            msg_id = uuid.uuid4().hex
+            header = {"msg_id": msg_id, "msg_type": "mcp_request", "username": "t", "session": "s", "version": "5.3"}
+            content = {"method": "POST", "headers": h, "body": listen}
+            ws.send(
+                json.dumps(
+                    {"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "control"}
+                )
+            )
+            opened.append(msg_id)
+        assert _wait_streams(setup, before + MAX_STREAMS), _open_streams(setup)
+        refused = _ask(ws, "mcp_request", {"method": "POST", "headers": h, "body": listen})
+        assert refused[0]["content"]["status"] == 429
+        for msg_id in opened:
+            header = {
+                "msg_id": uuid.uuid4().hex,
+                "msg_type": "mcp_cancel",
+                "username": "t",
+                "session": "s",
+                "version": "5.3",
+            }
+            cancel = {"header": header, "parent_header": {}, "metadata": {}, "content": {"request": msg_id}}
+            ws.send(json.dumps({**cancel, "channel": "control"}))
+        assert _wait_streams(setup, before), _open_streams(setup)
+    finally:
+        ws.close()
+    assert _cell(setup, "print(1 + 1)").strip() == "2"

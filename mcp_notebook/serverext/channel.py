@@ -240,6 +240,10 @@ class KernelChannel:
     def idle(self) -> bool:
         return not self._pending
 
+    @property
+    def is_open(self) -> bool:
+        return self._wire is not None and not self._wire.closed
+
     def close(self) -> None:
         if self._wire is not None:
             self._wire.close()

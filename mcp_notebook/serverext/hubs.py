@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from ..transport.client import UpstreamError
 from .channel import LISTING_NO_HUB_SECONDS, KernelChannel, NoHub
 from .wires import GatewayWire, Wire, ZmqWire
 
+IDLE_WIRE_SECONDS = 600.0  # a kernel's control connection unused this long is closed (reopened on use)
 INFO_LISTING_SECONDS = 2.0  # how long the kernels listing waits for a kernel's control channel
 
 
@@ -196,6 +198,9 @@ class HubFinder:
             for gone in [k for k in self.channels if not self.known(k)]:
                 self.channels.pop(gone).close()
             found = self.channels[kernel_id] = KernelChannel(kernel_id, lambda: self._wire(kernel_id))
+        for other in self.channels.values():  # a websocket nobody uses still carries all IOPub: close it
+            if other is not found and other.is_open and other.idle and time.monotonic() - other.last_used > IDLE_WIRE_SECONDS:
+                other.close()
         return found
 
     def _wire(self, kernel_id: str) -> Wire:

@@ -312,8 +312,8 @@ class ControlCarrier:
             if now - sender.last_seen > SENDER_IDLE_SECONDS:
                 for msg_id in [m for m, ex in sender.exchanges.items() if ex.stream is not None]:
                     self._cancel(sender, msg_id)
-                if not sender.exchanges:
-                    del self.senders[sender_id]
+            if not sender.exchanges:  # nothing open: nothing to remember
+                del self.senders[sender_id]
         self._schedule_sweep()
 
     def _stop_sweep(self) -> None:
