@@ -61,6 +61,10 @@ class McpServer:
         # learnt on (see answer_inline), or None: the usual path. Bound here, not wrapped: it is
         # the hottest call there is.
         self.replay = self.flat.replay
+        # replay_uri(memo, uri, digits) / same_read(memo, body, uri): the same for a read of another
+        # URI written the same way (a stateless client reading one URI after another).
+        self.replay_uri = self.flat.replay_uri
+        self.same_read = self.flat.same_read
         resources.add_listener(self.on_change)
 
     # -- shared state, as the hub and its views see it ------------------------------------

@@ -24,7 +24,7 @@ from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 from . import http11
 from .busy_poll import BusyPoll
-from .heads import AdmittedHead, AdmittedHeads
+from .heads import AdmittedHead, AdmittedHeads, HeadFamily, learn_family
 from .http11 import BadRequest, RequestHead, RequestReader
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ KEEPALIVE_SECONDS = 15.0  # an SSE comment this often on a quiet stream
 IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on
 LINGER_SECONDS = 2.0  # after refusing a request whose body is still coming: drop it this long, then close
 PATH = "/mcp"
+FAMILY_TRIES = 4  # head families a connection tries to learn (heads.py)
 
 
 class Owner(Protocol):
@@ -78,6 +79,8 @@ class Connection(asyncio.Protocol):
         self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
         self._admitted: AdmittedHead | None = None  # the remembered form of the head being read
         self._last_head: AdmittedHead | None = None  # the remembered head this connection sent last
+        self._family: HeadFamily | None = None  # its reads of one URI after another (heads.py)
+        self._family_tries = 0  # attempts at learning one (bounded per connection)
 
     @property
     def idle(self) -> bool:
@@ -107,6 +110,10 @@ class Connection(asyncio.Protocol):
             if head is None or head.settings is not settings or not data.startswith(head.block):
                 end = data.find(b"\r\n\r\n")
                 head = self.owner.heads.get(data[:end], settings) if end > 0 else None
+                if head is None and self._family is not None and self._family_read(data, settings):
+                    if self.paused_reading or self.peer_done:
+                        self._process()
+                    return
             if head is not None and len(data) == len(head.block) + head.proto.length:
                 self._last_head = head
                 self._timer_kind = ""
@@ -142,6 +149,27 @@ class Connection(asyncio.Protocol):
         reply = self.owner.mcp.replay(memo, body)
         if reply is None:
             return False
+        self._write_replayed(head, reply)
+        return True
+
+    def _family_read(self, data: bytes, settings: object) -> bool:
+        """Answer a read of this connection's head family (heads.py): the learnt read with another
+        id and another URI; False: it is not one (or is not cached), take the usual path."""
+        family = self._family
+        assert family is not None
+        if family.settings is not settings:
+            self._family = None
+            return False
+        found = None if self.owner.stopping else family.match(data)
+        reply = None if found is None else self.owner.mcp.replay_uri(family.shape, *found)
+        if reply is None:
+            return False
+        self._timer_kind = ""
+        self._write_replayed(family, reply)
+        return True
+
+    def _write_replayed(self, head: AdmittedHead | HeadFamily, reply: HttpReply) -> None:
+        """Write a replayed reply (keep-alive), then its bookkeeping; go on with the next request."""
         if reply.headers is not head.reply_headers:  # the status line and header lines, encoded once
             head.reply_headers = reply.headers
             head.reply_block = http11.header_lines(reply.headers)
@@ -157,7 +185,6 @@ class Connection(asyncio.Protocol):
         if after is not None:
             after()
         self._done(True)
-        return True
 
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
@@ -281,13 +308,17 @@ class Connection(asyncio.Protocol):
         mcp = self.owner.mcp
         # A replay is learnt on a head's second request, not its first: a client whose requests
         # all differ (another URI in each) would pay for learning what is never replayed.
-        learn = admitted is not None and admitted.replay is None and admitted.seen
+        # (On the first sight too while this connection may still learn a head family.)
+        family = self._family is None and self._family_tries < FAMILY_TRIES
+        learn = admitted is not None and admitted.replay is None and (admitted.seen or family)
         if admitted is not None:
             admitted.seen = True
         reply = mcp.answer_inline(req, learn)
         if reply is not None:
             if admitted is not None and req.replay is not None:
                 admitted.replay = req.replay  # the next such request, with another id, is replayed
+                if family and "mcp-name" in head.headers:
+                    self._learn_family(admitted)
             self._reply(head, reply)
             return
         self.busy = True
@@ -298,6 +329,14 @@ class Connection(asyncio.Protocol):
             self._reply(head, error_reply(503, "Service unavailable: the hub is stopping"))
             return
         future.add_done_callback(lambda f: self._answered(head, f))
+
+    def _learn_family(self, admitted: AdmittedHead) -> None:
+        self._family_tries += 1
+        shape = admitted.replay
+        uri = getattr(shape, "key", ("", None))[1]
+        if isinstance(uri, str):
+            check = lambda body, probe: self.owner.mcp.same_read(shape, body, probe)  # noqa: E731
+            self._family = learn_family(admitted, uri, shape.prefix, shape.suffix, check)  # type: ignore[union-attr]
 
     def _answered(self, head: RequestHead, future: asyncio.Future[HttpReply]) -> None:
         if future.cancelled():

@@ -1,0 +1,242 @@
+"""Reads of one URI after another (issue #26): a stateless client's head differs only in Mcp-Name and
+Content-Length, its body only in the id and the URI. Once a connection has learnt that family
+(transport/heads.py ``HeadFamily``), such a request is answered like a replay. Over real sockets:
+every reply must equal what the general path (``McpServer.handle``) answers to the same bytes."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_fast_read import _mutations, mutated
+from test_protocol import META, STATELESS, TOKEN
+from test_replay import NS, SERVER, exchange, general, same, transport  # noqa: F401 (the fixture)
+
+from mcp_notebook.protocol.server import HttpRequest
+from mcp_notebook.transport.heads import AdmittedHead, learn_family
+from mcp_notebook.transport.http11 import parse_head
+from mcp_notebook.transport.server import HttpTransport
+
+for _i in range(300):  # more distinct heads than the transport remembers (heads.py HEADS_KEPT)
+    NS[f"v{_i}"] = _i * 7 + 1000
+SERVER.core.resources.after_cell()  # the new names are exposed
+URIS = [f"nb://vars/v{i}" for i in range(300)]
+
+
+@pytest.fixture
+def hits() -> Iterator[list[str]]:
+    """The URIs answered through a head family."""
+    seen: list[str] = []
+    original = SERVER.replay_uri
+
+    def counting(shape: Any, uri: str, digits: bytes) -> Any:
+        reply = original(shape, uri, digits)
+        if reply is not None:
+            seen.append(uri)
+        return reply
+
+    SERVER.replay_uri = counting
+    try:
+        yield seen
+    finally:
+        SERVER.replay_uri = original
+
+
+def head_for(uri: str, **extra: str) -> dict[str, str]:
+    return {
+        "Host": "127.0.0.1",
+        "Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": STATELESS,
+        "Mcp-Method": "resources/read",
+        "Mcp-Name": uri,
+        **extra,
+    }
+
+
+def body_for(uri: str, msg_id: int) -> bytes:
+    msg = {"jsonrpc": "2.0", "id": msg_id, "method": "resources/read", "params": {"uri": uri, "_meta": META}}
+    return json.dumps(msg).encode()
+
+
+def test_reads_of_one_uri_after_another(transport, hits):  # noqa: F811
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(700):
+            uri = URIS[n % len(URIS)]
+            head, body = head_for(uri), body_for(uri, 1000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert len(hits) > 300  # after the first round (which fills the read cache), through the family
+        NS["v3"] = "changed"  # the value behind a URI moves: read again, not the old reply
+        SERVER.core.resources.after_cell()
+        try:
+            head, body = head_for("nb://vars/v3"), body_for("nb://vars/v3", 5000)
+            got = exchange(s, head, body)
+            assert json.loads(json.loads(got[2])["result"]["contents"][0]["text"])["repr"] == "'changed'"
+            same(got, general(head, body))
+        finally:
+            NS["v3"] = 3 * 7 + 1000
+            SERVER.core.resources.after_cell()
+
+
+ODD_URIS = [
+    "nb://vars/n",
+    "nb://vars/obj",  # not cached (its read may run user code): the general path
+    "nb://vars/missing",
+    "nb://vars?limit=1",
+    'nb://vars/"q"',
+    "nb://vars/back\\slash",
+    "=?base64?bmI6Ly92YXJzL24=?=",
+    "nb://vars/sp ace",
+    "x" * 9000,
+]
+
+
+@pytest.mark.parametrize("odd", ODD_URIS)
+def test_uris_of_every_kind_get_the_general_paths_answer(transport, odd):  # noqa: F811
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n, uri in enumerate(["nb://vars/v1", "nb://vars/v2", odd, "nb://vars/v1", odd]):
+            head, body = head_for(uri), body_for(uri, 70 + n)
+            same(exchange(s, head, body), general(head, body))
+
+
+def test_lookalikes_take_the_general_path(transport, hits):  # noqa: F811
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        _warm([*URIS[10:13], "nb://vars/v5", "nb://vars/v6"])
+        for n in range(3):  # ids of six digits: heads no other test sent (their Content-Length)
+            exchange(s, head_for(URIS[10 + n]), body_for(URIS[10 + n], 800000 + n))
+        assert hits
+        hits.clear()
+        cases = [
+            (head_for("nb://vars/v5"), body_for("nb://vars/v6", 900000)),  # header and body disagree
+            (head_for("nb://vars/v5 "), body_for("nb://vars/v5", 900001)),  # a space after the value
+            (head_for("nb://vars/v5", **{"X-Extra": "1"}), body_for("nb://vars/v5", 900002)),  # another field
+            (head_for("nb://vars/v5"), body_for("nb://vars/v5", 90003).replace(b'"id": 90003', b'"id": 090003')),
+            (head_for("nb://vars/v5"), body_for("nb://vars/v5", 900004).replace(b"v5", b"v5\\u0020")),
+            (head_for("nb://vars/v5"), body_for("nb://vars/v5", 90005) + b" "),
+        ]
+        for head, body in cases:  # (the general path gets the field values HTTP parsing leaves)
+            same(exchange(s, head, body), general({k: v.strip() for k, v in head.items()}, body))
+        # Raw non-ASCII in both the field and the body: HTTP reads the field as latin-1, so they
+        # differ for the general path too (a header mismatch), and the family never decodes it.
+        raw = json.dumps(json.loads(body_for("nb://vars/é", 900007)), ensure_ascii=False).encode()
+        got = exchange(s, head_for("nb://vars/é"), raw)
+        assert got[0] == 400 and json.loads(got[2])["error"]["code"] == -32020
+        assert hits == []  # none of them was taken for a family member
+        head, body = head_for("nb://vars/v5"), body_for("nb://vars/v5", 9000006)
+        same(exchange(s, head, body), general(head, body))
+        assert hits == ["nb://vars/v5"]
+
+
+def test_another_token_is_not_answered_from_the_family(transport):  # noqa: F811
+    import dataclasses
+
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(3):
+            assert exchange(s, head_for(URIS[n]), body_for(URIS[n], 100 + n))[0] == 200
+        old = SERVER.settings
+        SERVER.settings = dataclasses.replace(old, token="other")
+        try:
+            assert exchange(s, head_for(URIS[4]), body_for(URIS[4], 110))[0] == 401
+        finally:
+            SERVER.settings = old
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    mutations=st.lists(st.sampled_from(_mutations("nb://vars/v9")), max_size=2),
+    msg_id=st.integers(0, 10**12),
+)
+def test_every_departure_from_a_family_member_gets_the_general_paths_answer(transport, mutations, msg_id):  # noqa: F811
+    """Each generated request (test_fast_read's departures from a well-formed read, in the stateless
+    era) comes after a freshly learnt family: answered through it or not, the reply is the same."""
+    _warm([*URIS[20:23], "nb://vars/v9"])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        _learn(s, transport)
+        req = mutated("stateless", "nb://vars/v9", msg_id, False, mutations)
+        head = {"Host": "127.0.0.1", **{k: v for k, v in req.headers.items() if k != "host"}}
+        same(exchange(s, head, req.body), general(head, req.body))
+
+
+def _send(s: socket.socket, req: HttpRequest) -> tuple[int, dict[str, str], bytes]:
+    head = {"Host": "127.0.0.1", **{k: v for k, v in req.headers.items() if k != "host"}}
+    return exchange(s, head, req.body)
+
+
+def _learn(s: socket.socket, transport: HttpTransport, first_id: int = 12000000) -> None:  # noqa: F811
+    """Learn the family of test_fast_read's well-formed stateless reads on this connection; the
+    transport's remembered heads are forgotten first (as when that memory fills up), so no request
+    is replayed as a whole instead."""
+    transport.heads._heads.clear()
+    for n in range(3):
+        assert _send(s, mutated("stateless", URIS[20 + n], first_id + n, False, []))[0] == 200
+
+
+def _warm(uris: list[str]) -> None:
+    """Reads cached (a cell makes every cached read stale)."""
+    for uri in uris:
+        warm = {k.lower(): v for k, v in head_for(uri).items()}
+        assert SERVER.handle(HttpRequest("POST", warm, body_for(uri, 1), True)).status == 200
+
+
+def test_the_family_answers_a_well_formed_member(transport, hits):  # noqa: F811
+    _warm([*URIS[20:23], "nb://vars/v9"])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        _learn(s, transport, 1_000_000_000_000_000)
+        req = mutated("stateless", "nb://vars/v9", 12345678901234, False, [])  # an id length not sent before
+        head = {"Host": "127.0.0.1", **{k: v for k, v in req.headers.items() if k != "host"}}
+        same(exchange(s, head, req.body), general(head, req.body))
+    assert "nb://vars/v9" in hits  # the generated requests above are family members but for their departures
+
+
+def _admitted(uri: str, extra: str = "", body: bytes | None = None) -> tuple[AdmittedHead, bytes]:
+    block = ("POST /mcp HTTP/1.1\r\nHost: h\r\nMcp-Name: " + uri + f"\r\n{extra}Content-Length: 10\r\nX: y").encode()
+    head = AdmittedHead(block + b"\r\n\r\n", parse_head(block), object())
+    head.replay = object()
+    return head, body if body is not None else body_for(uri, 1)
+
+
+@pytest.mark.parametrize(
+    ("uri", "extra", "body", "ok"),
+    [
+        ("nb://vars/a", "", None, True),
+        ("nb://vars/a", "Mcp-Name: nb://vars/a\r\n", None, False),  # the field twice
+        ("nb://vars/a", "Content-Length:  10\r\n", None, False),
+        ("nb://vars/a", "", b'{"id":1,"params":{"uri":"nb://vars/a","x":"nb://vars/a"}}', False),  # twice
+        ('nb://vars/"', "", None, False),
+        ("=?base64?eA==?=", "", None, False),
+    ],
+)
+def test_a_family_is_learnt_only_from_one_plain_place_for_each_value(uri, extra, body, ok):
+    head, raw = _admitted(uri, extra, body)
+    prefix, _, suffix = raw.partition(b"1")
+    family = learn_family(head, uri, prefix, suffix, lambda body, probe: True)
+    assert (family is not None) is ok
+    if ok:
+        refused = learn_family(head, uri, prefix, suffix, lambda body, probe: False)
+        assert refused is None  # the proof decides
+
+
+def test_two_members_in_one_read_are_both_answered(transport, hits):  # noqa: F811
+    _warm([*URIS[20:23], "nb://vars/v7", "nb://vars/v8"])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        _learn(s, transport, 3_000_000_000)
+        raw = b""
+        for uri, msg_id in (("nb://vars/v7", 4_000_000_001), ("nb://vars/v8", 4_000_000_002)):
+            req = mutated("stateless", uri, msg_id, False, [])
+            lines = "".join(f"{k}: {v}\r\n" for k, v in req.headers.items())
+            raw += f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {len(req.body)}\r\n\r\n".encode() + req.body
+        s.sendall(raw)  # pipelined: not one request per read, so never a family member as a whole
+        data = b""
+        while data.count(b'"result"') < 2:
+            chunk = s.recv(65536)
+            assert chunk
+            data += chunk
+        assert b'"id":4000000001' in data and b'"id":4000000002' in data
+        assert data.index(b'"id":4000000001') < data.index(b'"id":4000000002')
