@@ -140,6 +140,12 @@ class FlatReads:
         msg = shape.msg
         return {**again, "id": msg.get("id"), "params": {**params, "uri": msg["params"]["uri"]}} == msg
 
+    def member_shape(self, shape: ReadShape, uri: str, prefix: bytes, suffix: bytes) -> ReadShape:
+        """The replay memo of the read ``shape`` was learnt on, for ``uri`` (its body ``prefix`` + id
+        + ``suffix``, as a family ``same_read`` proved gives it)."""
+        msg = {**shape.msg, "params": {**shape.msg["params"], "uri": uri}}
+        return shape._replace(prefix=prefix, suffix=suffix, key=(shape.key[0], uri), msg=msg)
+
     def replay_uri(self, shape: ReadShape, uri: str, digits: bytes) -> HttpReply | None:
         """The reply to the read ``shape`` was learnt on, with id ``digits`` and URI ``uri`` (a body
         ``same_read`` proved equivalent); None: take the usual path (not cached, or stale)."""

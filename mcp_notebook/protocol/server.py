@@ -65,6 +65,7 @@ class McpServer:
         # URI written the same way (a stateless client reading one URI after another).
         self.replay_uri = self.flat.replay_uri
         self.same_read = self.flat.same_read
+        self.member_shape = self.flat.member_shape
         resources.add_listener(self.on_change)
 
     # -- shared state, as the hub and its views see it ------------------------------------

@@ -161,11 +161,17 @@ class Connection(asyncio.Protocol):
             self._family = None
             return False
         found = None if self.owner.stopping else family.match(data)
-        reply = None if found is None else self.owner.mcp.replay_uri(family.shape, *found)
+        mcp = self.owner.mcp
+        reply = None if found is None else mcp.replay_uri(family.shape, *found)
         if reply is None:
             return False
         self._timer_kind = ""
         self._write_replayed(family, reply)
+        uri = found[0]
+        length = len(data) - data.find(b"\r\n\r\n") - 4
+        if self.owner.heads.room():  # this very head again (a few URIs in turn): a plain replay
+            memo = mcp.member_shape(family.shape, uri, *family.member_body(uri))
+            self.owner.heads.adopt(family.member(data[: len(data) - length], uri, length, memo))
         return True
 
     def _write_replayed(self, head: AdmittedHead | HeadFamily, reply: HttpReply) -> None:

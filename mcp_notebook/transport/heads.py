@@ -56,6 +56,14 @@ class AdmittedHeads:
         known = self._heads[block] = AdmittedHead(block + b"\r\n\r\n", head.copy(), settings)
         return known
 
+    def room(self) -> bool:
+        """Whether a head may be adopted (the memory is not full)."""
+        return len(self._heads) < HEADS_KEPT - 1
+
+    def adopt(self, head: AdmittedHead) -> None:
+        """Remember a head made from a family (below); never clears the memory."""
+        self._heads.setdefault(head.block[:-4], head)
+
     def __len__(self) -> int:
         return len(self._heads)
 
@@ -85,6 +93,7 @@ class HeadFamily:
         "reply_headers",
         "settings",
         "shape",
+        "template",
         "uri_first_in_body",
         "uri_first_in_head",
     )
@@ -105,8 +114,25 @@ class HeadFamily:
         self.uri_first_in_body = uri_first_in_body
         self.shape = head.replay  # the protocol's replay memo (fast_read.ReadShape) of the learnt read
         self.settings = head.settings
+        self.template = head.proto
         self.reply_headers: dict[str, str] | None = None
         self.reply_block = b""
+
+    def member(self, block: bytes, uri: str, length: int, memo: object) -> AdmittedHead:
+        """The admitted head of a member (``block``: its head with the blank line) reading ``uri``
+        with a body of ``length`` bytes, and ``memo``, its replay memo: later requests with these
+        very head bytes are replays."""
+        t = self.template
+        fields = {**t.headers, "mcp-name": uri, "content-length": str(length)}
+        head = AdmittedHead(block, RequestHead(t.method, t.path, t.version, fields), self.settings)
+        head.replay, head.seen = memo, True
+        return head
+
+    def member_body(self, uri: str) -> tuple[bytes, bytes]:
+        """A member's body around its id, for ``uri``."""
+        p, q, r = self.body
+        raw = uri.encode("ascii")
+        return (p + raw + q, r) if self.uri_first_in_body else (p, q + raw + r)
 
     def match(self, data: bytes) -> tuple[str, bytes] | None:
         """(URI, id digits) when ``data`` is exactly one request of this family, else None."""
