@@ -323,8 +323,8 @@ class Connection(asyncio.Protocol):
         if reply is not None:
             if admitted is not None and req.replay is not None:
                 admitted.replay = req.replay  # the next such request, with another id, is replayed
-                if family and "mcp-name" in head.headers:
-                    self._learn_family(admitted)
+                if family:
+                    self._learn_family(admitted, "mcp-name" in head.headers)
             self._reply(head, reply)
             return
         self.busy = True
@@ -336,9 +336,13 @@ class Connection(asyncio.Protocol):
             return
         future.add_done_callback(lambda f: self._answered(head, f))
 
-    def _learn_family(self, admitted: AdmittedHead) -> None:
+    def _learn_family(self, admitted: AdmittedHead, named: bool) -> None:
+        """Learn this connection's head family from a read just learnt as a replay (bounded tries:
+        a client whose heads have no Mcp-Name, the handshake era, stops paying for it)."""
         self._family_tries += 1
         shape = admitted.replay
+        if not named:
+            return
         uri = getattr(shape, "key", ("", None))[1]
         if isinstance(uri, str):
             check = lambda body, probe: self.owner.mcp.same_read(shape, body, probe)  # noqa: E731
