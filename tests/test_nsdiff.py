@@ -147,3 +147,22 @@ def test_the_hub_sees_rebinding_mutation_and_deletion(path: str, size: int):
     del ns["kept"]  # a watched name deleted
     assert "nb://vars/kept" in cell()
     assert cell() == set()  # nothing changed: nothing announced
+
+
+def test_a_watched_scalar_rebound_at_its_old_address_is_seen(path: str):
+    """``f = f * 2`` twice puts a new float where the old one was (the allocator reuses the freed
+    block): the snapshot sees the same address, the watched scalar's check must still see it."""
+    ns: dict[str, Any] = {"f": 1.5, "other": 1}
+    _, hub = _provider(ns)
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    hub.add_listener(lambda kind, uris: seen.append((kind, tuple(uris))))
+    hub.watch("nb://vars/f")
+    hub.after_cell()
+    assert hub.drain()
+    for _ in range(20):  # without a held baseline the old float is freed and its block reused
+        seen.clear()
+        for _ in range(2):
+            ns["f"] = ns["f"] * 2
+        hub.after_cell()
+        assert hub.drain()
+        assert "nb://vars/f" in {u for kind, uris in seen if kind == UPDATED for u in uris}

@@ -36,6 +36,15 @@ _VAR_SCHEMA = compile_template(VAR_SCHEMA_TEMPLATE)
 _INLINE_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray})
 # Hashable, immutable scalars whose encoded read is cached while the value stays the same.
 _CACHED_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+class _Held:
+    """A watched immutable scalar kept as the baseline of the next cell's check (by identity)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _SECRET_SCAN_CHARS = 8192
@@ -216,6 +225,9 @@ class VariablesProvider(Provider):
 
     def _check_watched(self, watched: frozenset[str], changes: ChangeSet) -> None:
         prefix = PREFIX + "/"
+        if len(self._fingerprints) > len(watched):  # names no longer watched: let their baselines go
+            for name in [n for n in self._fingerprints if prefix + n not in watched]:
+                del self._fingerprints[name]
         for uri in watched:
             if uri == INDEX_URI:
                 changes.maybe.add(uri)
@@ -226,11 +238,17 @@ class VariablesProvider(Provider):
             if name not in self._exposed:
                 continue
             value = self._ns.get(name)
+            if type(value) in _CACHED_SCALARS:
+                # Immutable: unchanged while it is the very object seen last. The baseline holds it,
+                # so its address cannot be reused by a new value the snapshot would then mistake for
+                # it (``f = f * 2`` twice in a loop puts a new float at the old float's address).
+                held = self._fingerprints.get(name)
+                if uri not in changes.updated and not (type(held) is _Held and held.value is value):
+                    changes.maybe.add(uri)  # another object: the exact digest decides
+                self._fingerprints[name] = _Held(value)
+                continue
             fingerprint = cheap_shape(value)
             if uri in changes.updated:  # rebound in this cell: its new shape is the baseline for the next one
-                self._fingerprints[name] = fingerprint
-                continue
-            if type(value) in _CACHED_SCALARS:  # immutable, and not rebound: it cannot have changed
                 self._fingerprints[name] = fingerprint
                 continue
             if self._fingerprints.get(name, fingerprint) != fingerprint:
