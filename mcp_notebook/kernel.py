@@ -181,7 +181,13 @@ class KernelHub:
         if getattr(kernel, "control_stream", None) is None or getattr(kernel, "session", None) is None:
             return None
         carrier = ControlCarrier(
-            self.server, kernel, transport.loop, transport.executor, self.config.max_body_bytes, self._control_info
+            self.server,
+            kernel,
+            transport.loop,
+            transport.executor,
+            self.config.max_body_bytes,
+            self._control_info,
+            transport.switch.client,  # a sender on control counts as a connected client
         )
         try:
             carrier.install()

@@ -91,13 +91,23 @@ def header_type(frames: list[Any]) -> str | None:
 class ControlCarrier:
     """Serves one hub's MCP on the kernel's control channel (see the module docstring)."""
 
-    def __init__(self, mcp: Any, kernel: Any, loop: Any, executor: Any, max_body_bytes: int, info: Callable[[], dict]):
+    def __init__(
+        self,
+        mcp: Any,
+        kernel: Any,
+        loop: Any,
+        executor: Any,
+        max_body_bytes: int,
+        info: Callable[[], dict],
+        on_client: Callable[[int], None] | None = None,
+    ):
         self.mcp = mcp
         self.kernel = kernel
         self.loop = loop  # the hub's loop: every exchange lives there
         self.executor = executor
         self.max_body_bytes = max_body_bytes
         self.info = info
+        self.on_client = on_client  # told +1 / -1 as senders come and go (the GIL switch interval)
         self.stream = kernel.control_stream
         self.control_loop = self.stream.io_loop
         self.threaded = bool(getattr(kernel, "control_thread", None))
@@ -154,6 +164,7 @@ class ControlCarrier:
         sender = self.senders.get(sender_id)
         if sender is None:
             sender = self.senders[sender_id] = _Sender(time.monotonic())
+            self._client(+1)
         sender.last_seen = time.monotonic()
         content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
         if kind == INFO:
@@ -164,6 +175,11 @@ class ControlCarrier:
             self._cancel(sender, str(content.get("request") or ""))
         if not sender.exchanges and kind != REQUEST and sender_id in self.senders:
             del self.senders[sender_id]  # nothing open: nothing to remember
+            self._client(-1)
+
+    def _client(self, delta: int) -> None:
+        if self.on_client is not None:
+            self.on_client(delta)
 
     def _info(self) -> dict[str, Any]:
         if not self.threaded:
@@ -314,12 +330,16 @@ class ControlCarrier:
                     self._cancel(sender, msg_id)
             if not sender.exchanges:  # nothing open: nothing to remember
                 del self.senders[sender_id]
+                self._client(-1)
         self._schedule_sweep()
 
     def _stop_sweep(self) -> None:
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None
+        for _ in self.senders:
+            self._client(-1)
+        self.senders.clear()
 
     @property
     def open_streams(self) -> int:
