@@ -169,15 +169,20 @@ def _control(setup: dict[str, Any]) -> Any:
     return websocket.create_connection(url, header=[f"Authorization: token {gw.token}"], timeout=30)
 
 
+def _send(ws: Any, msg_type: str, content: dict[str, Any]) -> str:
+    """One control message on a raw kernel websocket; its msg_id."""
+    msg_id = uuid.uuid4().hex
+    header = {"msg_id": msg_id, "msg_type": msg_type, "username": "t", "session": "s", "date": "", "version": "5.3"}
+    msg = {"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "control"}
+    ws.send(json.dumps(msg))
+    return msg_id
+
+
 def _ask(
     ws: Any, msg_type: str, content: dict[str, Any], timeout: float = 10, final: bool = True
 ) -> list[dict[str, Any]]:
     """Send one control message; its answers up to the final one (``final=False``: the first)."""
-    msg_id = uuid.uuid4().hex
-    header = {"msg_id": msg_id, "msg_type": msg_type, "username": "t", "session": "s", "date": "", "version": "5.3"}
-    ws.send(
-        json.dumps({"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "control"})
-    )
+    msg_id = _send(ws, msg_type, content)
     got: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -387,9 +392,7 @@ def test_bad_control_messages_get_clear_answers_and_streams_are_bounded(setup):
         ]
         for content, status in cases:
             assert _ask(ws, "mcp_request", content)[0]["content"]["status"] == status, content
-        header = {"msg_id": "x", "msg_type": "mcp_cancel", "username": "t", "session": "s", "version": "5.3"}
-        unknown = {"header": header, "parent_header": {}, "metadata": {}, "content": {"request": "nothing"}}
-        ws.send(json.dumps({**unknown, "channel": "control"}))  # cancels nothing, answers nothing
+        _send(ws, "mcp_cancel", {"request": "nothing"})  # cancels nothing, answers nothing
         meta = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {},
@@ -408,28 +411,12 @@ def test_bad_control_messages_get_clear_answers_and_streams_are_bounded(setup):
         assert first[0]["content"]["status"] == 200, first
         opened = [first[0]["parent_header"]["msg_id"]]
         for _ in range(MAX_STREAMS - 1):
-            msg_id = uuid.uuid4().hex
-            header = {"msg_id": msg_id, "msg_type": "mcp_request", "username": "t", "session": "s", "version": "5.3"}
-            content = {"method": "POST", "headers": h, "body": listen}
-            ws.send(
-                json.dumps(
-                    {"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": "control"}
-                )
-            )
-            opened.append(msg_id)
+            opened.append(_send(ws, "mcp_request", {"method": "POST", "headers": h, "body": listen}))
         assert _wait_streams(setup, before + MAX_STREAMS), _open_streams(setup)
         refused = _ask(ws, "mcp_request", {"method": "POST", "headers": h, "body": listen})
         assert refused[0]["content"]["status"] == 429
         for msg_id in opened:
-            header = {
-                "msg_id": uuid.uuid4().hex,
-                "msg_type": "mcp_cancel",
-                "username": "t",
-                "session": "s",
-                "version": "5.3",
-            }
-            cancel = {"header": header, "parent_header": {}, "metadata": {}, "content": {"request": msg_id}}
-            ws.send(json.dumps({**cancel, "channel": "control"}))
+            _send(ws, "mcp_cancel", {"request": msg_id})
         assert _wait_streams(setup, before), _open_streams(setup)
     finally:
         ws.close()

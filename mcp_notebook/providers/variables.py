@@ -528,7 +528,7 @@ class VariablesProvider(Provider):
             self._exposed.pop(name, None)
             if value is not missing:
                 self._remember_hidden(name, value)
-        elif name in self._keys:  # a name new in this cell is exposed (and announced) by the next snapshot
+        elif name in self._snap.keys:  # a name new in this cell is exposed (and announced) by the next snapshot
             self._exposed[name] = type(value)
             self._modified.setdefault(name, _now())
         self._list_version += 1
