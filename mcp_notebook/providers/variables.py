@@ -45,6 +45,8 @@ class _Held:
 
     def __init__(self, value: Any):
         self.value = value
+
+
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _SECRET_SCAN_CHARS = 8192

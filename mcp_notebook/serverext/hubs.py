@@ -199,7 +199,12 @@ class HubFinder:
                 self.channels.pop(gone).close()
             found = self.channels[kernel_id] = KernelChannel(kernel_id, lambda: self._wire(kernel_id))
         for other in self.channels.values():  # a websocket nobody uses still carries all IOPub: close it
-            if other is not found and other.is_open and other.idle and time.monotonic() - other.last_used > IDLE_WIRE_SECONDS:
+            if (
+                other is not found
+                and other.is_open
+                and other.idle
+                and time.monotonic() - other.last_used > IDLE_WIRE_SECONDS
+            ):
                 other.close()
         return found
 
