@@ -26,6 +26,7 @@ from .providers.frames import FramesProvider
 from .providers.kernel import KernelProvider
 from .providers.notebook import NotebookProvider
 from .providers.variables import VariablesProvider
+from .providers.views import ViewsProvider
 from .redact import REDACTOR, NameFilter
 from .resources import Resources
 from .revisions import ALL_VERSIONS
@@ -68,6 +69,7 @@ class KernelHub:
         self.resources.add_provider(CellsProvider(self.capture, cfg))
         self.notebook = NotebookProvider(self.notebook_path, cfg, self.capture.seq_for_cell_id)
         self.resources.add_provider(self.notebook)
+        self.resources.add_provider(ViewsProvider())  # the MCP Apps views (listed to Apps clients only)
         self.resources.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
         self.server = McpServer(self.resources, self._settings())
         self.transport: HttpTransport | None = None

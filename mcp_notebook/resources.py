@@ -112,10 +112,12 @@ class Resources:
             raise ResourceNotFound(uri)
         return provider
 
-    def list_resources(self) -> list[Resource]:
+    def list_resources(self, apps: bool = False) -> list[Resource]:
+        """Every listed resource; the Apps views (``apps_only`` providers) only with ``apps``."""
         out: list[Resource] = []
         for provider in self._providers:
-            out.extend(provider.list_resources())
+            if apps or not provider.apps_only:
+                out.extend(provider.list_resources())
         return out
 
     def list_templates(self) -> list[ResourceTemplate]:

@@ -141,9 +141,13 @@ class Contents:
     text: str | None = None
     blob: bytes | None = None
     meta: dict[str, Any] | None = field(default=None)
+    # The package's own static text (a view's HTML), not kernel data: it leaves the hub unmasked.
+    verbatim: bool = False
 
     def masked_text(self) -> str:
         """The text as it may leave the hub (secrets masked)."""
+        if self.verbatim:
+            return self.text or ""
         return REDACTOR.mask(self.text) if self.text else ""
 
     def to_json(self, version: str) -> dict[str, Any]:
@@ -155,7 +159,7 @@ class Contents:
         else:
             out["text"] = self.masked_text()
         if self.meta and knows(version, "meta"):
-            out["_meta"] = REDACTOR.mask_obj(self.meta)
+            out["_meta"] = self.meta if self.verbatim else REDACTOR.mask_obj(self.meta)
         return out
 
 

@@ -39,7 +39,7 @@ class Inbox:
 
 @contextlib.asynccontextmanager
 async def connect(
-    info: dict[str, Any], mode: str = "auto", token: str | None = None
+    info: dict[str, Any], mode: str = "auto", token: str | None = None, extensions: Any = None
 ) -> AsyncIterator[tuple[Client, Inbox]]:
     """An SDK client in the given mode ("auto" is the SDK default) plus its notification inbox."""
     headers = {}
@@ -49,5 +49,7 @@ async def connect(
     inbox = Inbox()
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
         transport = streamable_http_client(info["url"], http_client=http)
-        async with Client(transport, message_handler=inbox.handle, mode=mode, cache=None) as client:
+        async with Client(
+            transport, message_handler=inbox.handle, mode=mode, cache=None, extensions=extensions
+        ) as client:
             yield client, inbox

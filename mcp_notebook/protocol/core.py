@@ -20,6 +20,7 @@ from ..resources import Resources
 from ..revisions import knows
 from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError
 from . import jsonrpc as rpc
+from .apps import server_capability
 from .cursors import decode_cursor, encode_cursor
 from .eras import META_SERVER_INFO
 from .exchange import Ctx, HttpReply, ServerSettings
@@ -138,7 +139,7 @@ class Core:
         method = msg.method or ""
         try:
             check_params(method, msg.params)
-            items = self.encoded_listing(method, ctx.version)
+            items = self.encoded_listing(method, ctx.version, ctx.apps)
             offset = decode_cursor(msg.params.get("cursor"))
         except Exception:  # errors are reported (and logged) by run()
             return None
@@ -152,7 +153,7 @@ class Core:
         body = b"".join((REPLY_START, rpc.dumps(msg.id), LIST_METHODS[method], page, b"]", tail, b"}"))
         return HttpReply(200, body, {"Content-Type": "application/json", **(headers or {})})
 
-    def encoded_listing(self, method: str, version: str) -> list[bytes]:
+    def encoded_listing(self, method: str, version: str, apps: bool = False) -> list[bytes]:
         """Every listed item of every provider as compact JSON, in listing order.
 
         A provider with a ``list_token()`` is re-listed only when its token or the resources'
@@ -163,6 +164,8 @@ class Core:
         generation = self.resources.generation
         out: list[bytes] = []
         for provider in self.resources.providers():
+            if provider.apps_only and not apps:
+                continue
             key = (method, version, id(provider))
             entry = self._listings.get(key)
             token = None if templates else provider.list_token()
@@ -246,7 +249,7 @@ class Core:
         return {}
 
     def list_resources(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
-        return self._page(self.resources.list_resources(), params, "resources", ctx.version)
+        return self._page(self.resources.list_resources(ctx.apps), params, "resources", ctx.version)
 
     def list_templates(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         return self._page(self.resources.list_templates(), params, "resourceTemplates", ctx.version)
@@ -301,8 +304,11 @@ class Core:
         return out
 
     # -- what the server says about itself ------------------------------------------------
-    def capabilities(self, version: str) -> dict[str, Any]:
+    def capabilities(self, version: str, apps: bool = False) -> dict[str, Any]:
+        """The server's capabilities; the Apps extension's entry only for a client that offered it."""
         caps: dict[str, Any] = {"resources": {"subscribe": True, "listChanged": True}, "tools": {}}
+        if apps:
+            caps["extensions"] = server_capability()
         if knows(version, "completions_capability"):
             caps["completions"] = {}
         if not knows(version, "stateless"):

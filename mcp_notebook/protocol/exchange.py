@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from . import jsonrpc as rpc
-from .eras import META_CLIENT_INFO, META_LOG_LEVEL
+from .apps import offered
+from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL
 from .jsonrpc import RpcError
 from .params import LOG_LEVELS
 from .streams import Stream
@@ -75,6 +76,7 @@ class SessionView(Protocol):
 
     id: str
     log_level: str | None
+    capabilities: dict[str, Any]
 
 
 def session_key(session_id: str) -> str:
@@ -103,6 +105,12 @@ class Ctx:
         if isinstance(info, dict):
             return f"client:{info.get('name', '?')}/{info.get('version', '?')}"
         return "client:anonymous"
+
+    @property
+    def apps(self) -> bool:
+        """Whether the client offered the MCP Apps extension (its session's, or this request's, capabilities)."""
+        caps = self.session.capabilities if self.session is not None else self.meta.get(META_CAPS)
+        return offered(caps)
 
     @property
     def log_level(self) -> str | None:

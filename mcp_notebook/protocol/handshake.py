@@ -18,6 +18,7 @@ from ..resources import LIST_CHANGED, UPDATED
 from ..revisions import HANDSHAKE_VERSIONS, allows_batch, negotiate
 from ..types import ResourceNotFound
 from . import jsonrpc as rpc
+from .apps import offered
 from .core import Core, Handler, uri_param
 from .eras import HANDSHAKE
 from .exchange import SESSION_NOT_FOUND, Ctx, HttpReply, HttpRequest, session_key, status_reply
@@ -195,7 +196,7 @@ class HandshakeEra:
         core = self.core
         result: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": core.capabilities(version),
+            "capabilities": core.capabilities(version, offered(session.capabilities)),
             "serverInfo": core.server_info(version),
         }
         if core.settings.instructions:

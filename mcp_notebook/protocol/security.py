@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
@@ -100,3 +101,44 @@ def token_valid(headers: Mapping[str, str], token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+# CORS, for hosts that run in a browser page (an MCP Apps host, the Inspector): only Origins that
+# pass origin_allowed get here, and every request but the preflight still needs the token.
+_CORS_REQUEST_HEADERS = (
+    "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID"
+)
+_CORS_EXPOSED = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"
+_cors: dict[str, dict[str, str]] = {}
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}")
+
+
+def cors_headers(origin: str) -> dict[str, str]:
+    """The CORS fields of a reply to a request from an allowed ``origin`` (kept per origin)."""
+    known = _cors.get(origin)
+    if known is None:
+        if len(_cors) >= _CACHE_SIZE:
+            _cors.clear()
+        known = _cors[origin] = {
+            "Access-Control-Allow-Origin": origin,
+            "Access-Control-Expose-Headers": _CORS_EXPOSED,
+            "Vary": "Origin",
+        }
+    return known
+
+
+def preflight_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The reply fields of a CORS preflight (OPTIONS) from an allowed Origin. The fields it asks
+    for are allowed when they are plain header names (a revision may add ``Mcp-*`` fields): the
+    token, not the field list, is what guards the hub."""
+    out = {"Allow": "GET, POST, DELETE, OPTIONS"}
+    origin = headers.get("origin")
+    if origin is not None:
+        asked = headers.get("access-control-request-headers", "")
+        names = [n.strip() for n in asked.split(",") if n.strip()]
+        plain = len(asked) <= 1000 and all(_HEADER_NAME.fullmatch(n) for n in names)
+        out.update(cors_headers(origin))
+        out["Access-Control-Allow-Methods"] = "GET, POST, DELETE"
+        out["Access-Control-Allow-Headers"] = ", ".join(names) if names and plain else _CORS_REQUEST_HEADERS
+        out["Access-Control-Max-Age"] = "600"
+    return out

@@ -27,7 +27,7 @@ from .fast_read import FlatReads
 from .handshake import HandshakeEra, Session
 from .jsonrpc import RpcError
 from .params import MAX_URI
-from .security import host_allowed, origin_allowed, token_valid
+from .security import host_allowed, origin_allowed, preflight_headers, token_valid
 from .stateless import Listen, StatelessEra
 from .streams import Stream
 from .tools import Tools
@@ -112,16 +112,20 @@ class McpServer:
         self.handshake.log(level, data, logger)
 
     # -- what a carrier calls -------------------------------------------------------------
-    def admit(self, headers: dict[str, str]) -> HttpReply | None:
+    def admit(self, headers: dict[str, str], method: str | None = None) -> HttpReply | None:
         """The reply refusing a request by its headers alone (Host, Origin, token), or None to go on.
 
-        Carriers call this as soon as a request head is complete, before reading the body.
+        Carriers call this as soon as a request head is complete, before reading the body. A CORS
+        preflight (``method`` OPTIONS) from an allowed Origin is answered here, without the token
+        (browsers send none with it); the request it clears still needs one.
         """
         s = self.settings
         if not host_allowed(headers, s.allowed_hosts):
             return status_reply(403, "Forbidden: Host header is not a loopback name or one of MCPHub.allowed_hosts")
         if not origin_allowed(headers, s.allowed_origins, s.allowed_hosts):
             return status_reply(403, "Forbidden: Origin is not allowed")
+        if method == "OPTIONS":
+            return HttpReply(204, None, preflight_headers(headers))
         if s.require_token and not token_valid(headers, s.token):
             return status_reply(
                 401,

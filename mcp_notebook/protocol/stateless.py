@@ -148,7 +148,7 @@ class StatelessEra:
     def _discover(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {
             "supportedVersions": list(reversed(ALL_VERSIONS)),
-            "capabilities": self.core.capabilities(ctx.version),
+            "capabilities": self.core.capabilities(ctx.version, ctx.apps),
             "ttlMs": 60_000,
         }
         if self.core.settings.instructions:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,6 +24,7 @@ from .exchange import Ctx
 from .jsonrpc import RpcError
 from .params import MAX_URI
 from .tool_watch import ClientWatches, ToolWatches
+from .view_tools import VIEW_TOOLS, Tool, ViewTools, schema_of
 
 MAX_WAIT_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 20.0
@@ -36,43 +36,20 @@ TOOL_PAGE = 100  # list_resources: resources per page (tool outputs must stay sm
 TOOLS_TTL_MS = 3_600_000  # the tool set never changes while a hub runs
 
 
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    title: str
-    description: str
-    schema: dict[str, Any]
-
-    def to_json(self, version: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.schema}
-        if knows(version, "title"):
-            out["title"] = self.title
-        if knows(version, "completions_capability"):  # ToolAnnotations arrived with 2025-03-26
-            out["annotations"] = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
-        return out
-
-
-def _schema(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        out["required"] = list(required)
-    return out
-
-
 TOOLS = (
     Tool(
         "list_resources",
         "List notebook resources",
         "List the resources of the live Jupyter kernel (variables, data frames, kernel facts) and, on the first "
         "page, the URI templates. Read one with read_resource. Start with nb://vars.",
-        _schema({"cursor": {"type": "string", "description": "nextCursor of the previous page"}}),
+        schema_of({"cursor": {"type": "string", "description": "nextCursor of the previous page"}}),
     ),
     Tool(
         "read_resource",
         "Read a notebook resource",
         "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
         "Large values come in bounded pages that name the URI of the next page.",
-        _schema({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
+        schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
     ),
     Tool(
         "changes_since",
@@ -84,7 +61,7 @@ TOOLS = (
         "0 answers at once) when nothing changed yet. Rebinding a name is always seen; in-place edits "
         "(df['x'] *= 2) are seen for resources you read with read_resource (watched for you until you stop "
         "calling tools for 30 minutes) and for subscribed ones.",
-        _schema(
+        schema_of(
             {
                 "cursor": {"type": "string", "description": "cursor returned by the previous call"},
                 "wait_seconds": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
@@ -99,7 +76,7 @@ class ArgumentError(ValueError):
 
 
 def check_arguments(schema: dict[str, Any], args: Any) -> dict[str, Any]:
-    """Validate ``args`` against the small schemas above (object, string/number props, required)."""
+    """Validate ``args`` against the small schemas above (object, string/number/integer props, required)."""
     if args is None:
         args = {}
     if not isinstance(args, dict):
@@ -115,7 +92,9 @@ def check_arguments(schema: dict[str, Any], args: Any) -> dict[str, Any]:
         spec = props[name]
         if spec["type"] == "string" and not isinstance(value, str):
             raise ArgumentError(f"arguments.{name} must be a string")
-        if spec["type"] == "number":
+        if spec["type"] == "integer" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ArgumentError(f"arguments.{name} must be an integer")
+        if spec["type"] in ("number", "integer"):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ArgumentError(f"arguments.{name} must be a number")
             if not spec.get("minimum", value) <= value <= spec.get("maximum", value):
@@ -143,30 +122,45 @@ class Tools:
         self.resources = resources
         self.page_size = max(1, min(page_size, TOOL_PAGE))
         self._by_name = {t.name: t for t in TOOLS}
+        self._views = {t.name: t for t in VIEW_TOOLS}
         self._waiters = threading.BoundedSemaphore(MAX_WAITERS)
         self.watches = ToolWatches(resources)
+        self.view_tools = ViewTools(resources, self._changes_since)
 
     # -- methods ------------------------------------------------------------------------
     def list_tools(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        """The tools; with the Apps extension offered, also the view tools (and structured results)."""
         if params.get("cursor") is not None:
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: invalid cursor")
-        out: dict[str, Any] = {"tools": [t.to_json(ctx.version) for t in TOOLS]}
+        apps = ctx.apps
+        tools = (*TOOLS, *VIEW_TOOLS) if apps else TOOLS
+        out: dict[str, Any] = {"tools": [t.to_json(ctx.version) for t in tools]}
         if knows(ctx.version, "stateless"):
             out["ttlMs"] = TOOLS_TTL_MS
-            out["cacheScope"] = "public"
+            out["cacheScope"] = "private" if apps else "public"  # the list depends on what the client offers
         return out
 
     def call_tool(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: name (string) is required")
-        tool = self._by_name.get(name)
+        apps = ctx.apps
+        tool = self._by_name.get(name) or (self._views.get(name) if apps else None)
         if tool is None:
             raise RpcError(rpc.INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
         try:
             args = check_arguments(tool.schema, params.get("arguments"))
-            handler = getattr(self, f"_{name}")
-            return handler(ctx.version, args, self.watches.client(ctx.client_key))
+            client = self.watches.client(ctx.client_key)
+            if name in self._views:
+                return getattr(self.view_tools, name)(ctx.version, args, client)
+            result = getattr(self, f"_{name}")(ctx.version, args, client)
+            if apps:  # structured results only for a client with Apps: the others see what they always saw
+                structured = result.pop("structured", None)
+                if structured is not None:
+                    result["structuredContent"] = structured()
+            else:
+                result.pop("structured", None)
+            return result
         except ArgumentError as exc:
             return _error(f"Invalid arguments for {name}: {exc}")
         except ResourceNotFound as exc:
@@ -220,7 +214,7 @@ class Tools:
             else:
                 items.append({"type": "resource", "resource": c.to_json(version)})
         items.extend(_links(version, [(c.uri, _name_of(c.uri), c.mime_type) for c in contents]))
-        return {"content": items}
+        return {"content": items, "structured": lambda: {"contents": [c.to_json(version) for c in contents]}}
 
     def _changes_since(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
         journal = self.resources.journal
@@ -266,7 +260,10 @@ class Tools:
         if not entries and wait > 0:
             doc["timed_out" if waited else "busy"] = True
         text = REDACTOR.mask(json.dumps(doc))  # URIs a client read (typed arguments) and change lines
-        return {"content": [_text(text), *_links(version, [(u, _name_of(u), None) for u in uris])]}
+        return {
+            "content": [_text(text), *_links(version, [(u, _name_of(u), None) for u in uris])],
+            "structured": lambda: REDACTOR.mask_obj(doc),
+        }
 
     def _parse_cursor(self, cursor: str | None) -> tuple[int | None, bool]:
         """(seq, reset): reset when the cursor belongs to an earlier hub."""

@@ -118,6 +118,8 @@ class Provider:
 
     # True when listing reads names and types only: no user code, no live value (answered on the loop).
     list_is_pure = False
+    # True for the MCP Apps views: listed only to clients that offer the Apps extension.
+    apps_only = False
 
     def owns(self, uri: str) -> bool:
         raise NotImplementedError

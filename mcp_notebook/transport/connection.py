@@ -20,6 +20,7 @@ import socket
 from concurrent.futures import Executor
 from typing import Protocol, cast
 
+from ..protocol.security import cors_headers, origin_allowed
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 from . import http11
@@ -178,7 +179,10 @@ class Connection(asyncio.Protocol):
         """Write a replayed reply (keep-alive), then its bookkeeping; go on with the next request."""
         if reply.headers is not head.reply_headers:  # the status line and header lines, encoded once
             head.reply_headers = reply.headers
-            head.reply_block = http11.header_lines(reply.headers)
+            origin = (head.proto if isinstance(head, AdmittedHead) else head.template).headers.get("origin")
+            head.reply_block = http11.header_lines(
+                reply.headers if origin is None else {**reply.headers, **cors_headers(origin)}
+            )
         payload = reply.body or b""
         self._write(
             b"HTTP/1.1 200 OK\r\n%s%sContent-Length: %d\r\n\r\n%s"
@@ -285,7 +289,7 @@ class Connection(asyncio.Protocol):
         if head.path != PATH:
             refusal: HttpReply | None = HttpReply(404, b"Not Found", {"Content-Type": "text/plain"})
         else:
-            refusal = owner.mcp.admit(head.headers)
+            refusal = owner.mcp.admit(head.headers, head.method)
         if refusal is not None:
             self._refuse(head, refusal)
             return None
@@ -358,6 +362,11 @@ class Connection(asyncio.Protocol):
 
     # -- writing ---------------------------------------------------------------------------------
     def _reply(self, head: RequestHead, reply: HttpReply) -> None:
+        origin = head.headers.get("origin")
+        if origin is not None and "Access-Control-Allow-Origin" not in reply.headers:
+            s = self.owner.mcp.settings  # a page's request: CORS fields only for an Origin we allow
+            if origin_allowed(head.headers, s.allowed_origins, s.allowed_hosts):
+                reply.headers = {**reply.headers, **cors_headers(origin)}
         if reply.stream is not None:
             self.busy = True
             self.streaming = reply.stream.kind != "response"

@@ -1,0 +1,190 @@
+"""The tools of the MCP Apps views (listed only to clients that offer the extension).
+
+Each names its view in ``_meta.ui.resourceUri`` and answers with ``structuredContent`` the view
+renders first (no round trip before the first paint) and a ``content`` text the model reads.
+Everything else a view shows it fetches itself through the host's bridge (read_resource and
+changes_since, or resources/read): the views never see the hub's address or token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from ..providers.frame_pages import META_KEY
+from ..providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
+from ..redact import REDACTOR
+from ..resources import Resources
+from ..revisions import knows
+from ..types import Contents, ResourceNotFound
+
+FIRST_PAGE_ROWS = 100
+LAST_CELLS = 50  # show_outputs without a cell: the newest cell with outputs among the last ones
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    title: str
+    description: str
+    schema: dict[str, Any]
+    view: str | None = None  # the ui:// resource a host renders the result in
+
+    def to_json(self, version: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.schema}
+        if knows(version, "title"):
+            out["title"] = self.title
+        if knows(version, "completions_capability"):  # ToolAnnotations arrived with 2025-03-26
+            out["annotations"] = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
+        if self.view is not None:  # the stable key, and the flat one early hosts read
+            out["_meta"] = {
+                "ui": {"resourceUri": self.view, "visibility": ["model", "app"]},
+                "ui/resourceUri": self.view,
+            }
+        return out
+
+
+def schema_of(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+VIEW_TOOLS = (
+    Tool(
+        "explore_frame",
+        "Explore a data frame",
+        "Open an interactive explorer of a table in the live kernel (pandas, polars, pyarrow, numpy, or a "
+        "lazy engine: Spark, Dask, DuckDB, Ibis), for the user to scroll, sort and filter; returns its schema "
+        "and first rows. name: a variable name, or nb://frames/NAME or nb://db/NAME/tables/TABLE.",
+        schema_of({"name": {"type": "string", "description": "variable name or table URI"}}, ("name",)),
+        FRAME_EXPLORER,
+    ),
+    Tool(
+        "show_outputs",
+        "Show a cell's outputs",
+        "Show a cell's source and outputs (text, errors, images) to the user. cell: its seq number as in "
+        "nb://cells; without it, the newest cell that has outputs.",
+        schema_of({"cell": {"type": "integer", "minimum": 1, "description": "seq of the cell (nb://cells)"}}),
+        OUTPUT_VIEWER,
+    ),
+    Tool(
+        "watch_changes",
+        "Watch notebook changes",
+        "Open a live feed of what the user's cells change from now on (variables, frames, cells), each entry "
+        "opening its view. Returns the starting cursor for changes_since.",
+        schema_of({}),
+        CHANGES,
+    ),
+)
+
+ChangesSince = Callable[[str, dict[str, Any], Any], dict[str, Any]]
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": REDACTOR.mask(text)}
+
+
+def _json_of(contents: list[Contents]) -> Any:
+    return json.loads(contents[0].masked_text())
+
+
+def frame_uri(name: str) -> str:
+    """The page base URI of a table named by a variable name or a URI (nb://vars/X, nb://frames/X[/schema])."""
+    name = name.strip()
+    if not name:
+        raise ValueError("name must name a variable or a table URI")
+    if not name.startswith("nb://"):
+        return "nb://frames/" + quote(name, safe="")
+    base = name.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    if base.startswith("nb://vars/"):
+        base = "nb://frames/" + base[len("nb://vars/") :]
+    if base.endswith("/schema"):
+        base = base[: -len("/schema")]
+    if base.startswith("nb://frames/") or (base.startswith("nb://db/") and "/tables/" in base):
+        return base
+    raise ValueError(f"{name} is not a table URI (nb://frames/NAME or nb://db/NAME/tables/TABLE)")
+
+
+class ViewTools:
+    """explore_frame, show_outputs and watch_changes, over the hub's resources."""
+
+    def __init__(self, resources: Resources, changes_since: ChangesSince):
+        self.resources = resources
+        self._changes_since = changes_since
+
+    def explore_frame(self, version: str, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        try:
+            base = frame_uri(args["name"])
+        except ValueError as exc:
+            return {"content": [_text(str(exc))], "isError": True}
+        try:
+            schema = _json_of(self.resources.read(base + "/schema"))
+        except ResourceNotFound:
+            return {
+                "content": [
+                    _text(f"No table named {args['name']}: nb://vars lists the variables, list_resources the rest")
+                ],
+                "isError": True,
+            }
+        page = self.resources.read(f"{base}?format=json&limit={FIRST_PAGE_ROWS}")
+        rows = _json_of(page)
+        info = REDACTOR.mask_obj((page[0].meta or {}).get(META_KEY, {}))
+        shape = schema.get("shape") or [None, len(schema.get("columns", []))]
+        columns = ", ".join(f"{c.get('name')} ({c.get('dtype')})" for c in schema.get("columns", [])[:20])
+        total = "an unknown number of" if shape[0] is None else f"{shape[0]:,}"
+        text = (
+            f"{schema.get('name', args['name'])}: {schema.get('type', 'table')}, {total} rows x {shape[1]} columns "
+            f"({columns}). The user sees it in the frame explorer; pages: read_resource "
+            f"{base}?offset=0&limit={FIRST_PAGE_ROWS}&format=json"
+        )
+        doc = {
+            "view": "frame",
+            "name": schema.get("name", args["name"]),
+            "uri": base,
+            "schemaUri": base + "/schema",
+            "schema": schema,
+            "page": info,
+            "rows": rows,
+        }
+        return {"content": [_text(text)], "structuredContent": doc}
+
+    def show_outputs(self, version: str, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        seq = args.get("cell")
+        if seq is None:
+            seq = self._newest_with_outputs()
+            if seq is None:
+                return {"content": [_text("No cell with outputs yet.")], "isError": True}
+        try:
+            cell = _json_of(self.resources.read(f"nb://cells/{int(seq)}"))
+        except ResourceNotFound as exc:
+            return {"content": [_text(f"{exc} (nb://cells lists the cells kept)")], "isError": True}
+        outputs = cell.get("outputs") or []
+        kinds = ", ".join(str(o.get("output_type") or o.get("type") or "output") for o in outputs) or "none"
+        uris = " ".join(f"nb://cells/{seq}/outputs/{i}" for i in range(len(outputs)))
+        text = f"Cell {seq} (In [{cell.get('execution_count')}]): {len(outputs)} outputs ({kinds}). {uris}".strip()
+        return {"content": [_text(text)], "structuredContent": {"view": "outputs", "cell": cell}}
+
+    def _newest_with_outputs(self) -> int | None:
+        index = _json_of(self.resources.read("nb://cells?limit=1"))
+        count = int(index.get("count") or 0)
+        if not count:
+            return None
+        start = max(0, count - LAST_CELLS)
+        recent = _json_of(self.resources.read(f"nb://cells?offset={start}&limit={LAST_CELLS}"))
+        with_outputs = [row["seq"] for row in recent.get("cells", []) if row.get("outputs")]
+        return with_outputs[-1] if with_outputs else None
+
+    def watch_changes(self, version: str, args: dict[str, Any], client: Any) -> dict[str, Any]:
+        journal = self.resources.journal
+        result = self._changes_since(version, {"cursor": f"{journal.epoch}.{journal.seq}", "wait_seconds": 0}, client)
+        doc = result["structured"]()
+        text = (
+            "The user now sees a live feed of the notebook's changes. To follow them yourself: changes_since "
+            f"with cursor {doc['cursor']}."
+        )
+        return {"content": [_text(text)], "structuredContent": {"view": "changes", **doc}}
