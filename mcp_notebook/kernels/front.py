@@ -7,6 +7,7 @@ import secrets
 
 from ..protocol.exchange import ServerSettings
 from ..protocol.server import McpServer
+from ..providers.views import ViewsProvider
 from ..resources import Resources
 from ..transport.server import HttpTransport
 from ..version import __version__
@@ -21,7 +22,7 @@ class KernelsFront:
 
     def __init__(self, directory: Directory, token: str | None = None):
         self.provider = KernelsProvider(directory)
-        self.resources = Resources([self.provider])
+        self.resources = Resources([self.provider, ViewsProvider()])  # views: for Apps hosts (listed to them only)
         self.provider.changed = lambda uris, list_changed: self.resources.changed(uris, list_changed)
         self.settings = ServerSettings(
             name="mcp-notebook",

@@ -9,6 +9,7 @@ changes_since, or resources/read): the views never see the hub's address or toke
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -82,6 +83,11 @@ VIEW_TOOLS = (
     ),
 )
 
+# A table's URI, also kernel-qualified (the all-kernels front): nb://[kernels/K/]frames|vars/NAME[/schema]
+# or nb://[kernels/K/]db/NAME/tables/TABLE[/schema].
+_TABLE_URI = re.compile(
+    r"nb://(?P<kernel>kernels/[^/]+/)?(?P<path>(?:frames|vars)/[^/]+|db/[^/]+/tables/[^/]+)(?:/schema)?"
+)
 ChangesSince = Callable[[str, dict[str, Any], Any], dict[str, Any]]
 
 
@@ -100,14 +106,13 @@ def frame_uri(name: str) -> str:
         raise ValueError("name must name a variable or a table URI")
     if not name.startswith("nb://"):
         return "nb://frames/" + quote(name, safe="")
-    base = name.split("?", 1)[0].split("#", 1)[0].rstrip("/")
-    if base.startswith("nb://vars/"):
-        base = "nb://frames/" + base[len("nb://vars/") :]
-    if base.endswith("/schema"):
-        base = base[: -len("/schema")]
-    if base.startswith("nb://frames/") or (base.startswith("nb://db/") and "/tables/" in base):
-        return base
-    raise ValueError(f"{name} is not a table URI (nb://frames/NAME or nb://db/NAME/tables/TABLE)")
+    match = _TABLE_URI.fullmatch(name.split("?", 1)[0].split("#", 1)[0].rstrip("/"))
+    if match is None:
+        raise ValueError(f"{name} is not a table URI (nb://frames/NAME or nb://db/NAME/tables/TABLE)")
+    path = match.group("path")
+    if path.startswith("vars/"):
+        path = "frames/" + path[len("vars/") :]
+    return f"nb://{match.group('kernel') or ''}{path}"
 
 
 class ViewTools:
