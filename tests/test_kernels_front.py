@@ -197,3 +197,35 @@ def test_the_bridge_with_no_selector_serves_every_kernel(two_kernels):
             assert "alpha" in read.content[0].text
 
     anyio.run(go)
+
+
+def test_an_apps_host_through_the_front_opens_views_of_any_kernel(two_kernels):
+    from mcp.client.extension import advertise
+
+    kernels = two_kernels["kernels"]
+    kernels["beta"].run("import pandas as pd\nbeta_df = pd.DataFrame({'v': range(300)})")
+    ext = advertise("io.modelcontextprotocol/ui", {"mimeTypes": ["text/html;profile=mcp-app"]})
+
+    async def run() -> None:
+        async with connect(two_kernels["info"], mode="auto", extensions=[ext]) as (client, _):
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["explore_frame"].meta["ui"]["resourceUri"] == "ui://mcp-notebook/frame-explorer"
+            listed = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert "ui://mcp-notebook/changes" in listed
+            html = await client.read_resource("ui://mcp-notebook/frame-explorer")
+            assert html.contents[0].mime_type == "text/html;profile=mcp-app"
+            result = await client.call_tool("explore_frame", {"name": "nb://kernels/beta/frames/beta_df"})
+            doc = result.structured_content
+            assert doc["uri"] == "nb://kernels/beta/frames/beta_df" and doc["schema"]["shape"] == [300, 1]
+            page = await client.call_tool("read_resource", {"uri": doc["uri"] + "?offset=250&limit=5&format=json"})
+            assert [row["v"] for row in json.loads(page.structured_content["contents"][0]["text"])] == list(
+                range(250, 255)
+            )
+        async with connect(two_kernels["info"], mode="auto") as (client, _):  # no Apps: no views
+            assert [t.name for t in (await client.list_tools()).tools] == [
+                "list_resources",
+                "read_resource",
+                "changes_since",
+            ]
+
+    anyio.run(run)
