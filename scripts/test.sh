@@ -66,6 +66,20 @@ if [[ ! -f $node_stamp || tests/node/package-lock.json -nt $node_stamp || tests/
   (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# The MCP Apps views (views/): their Node tooling, and the browser tests' host page built from it.
+# The views themselves are committed as built HTML (mcp_notebook/views/); tests/test_views_build.py
+# rebuilds them and checks the committed files are what the sources build.
+views_stamp=views/node_modules/.package-lock.json
+if [[ ! -f $views_stamp || views/package-lock.json -nt $views_stamp || views/package.json -nt $views_stamp ]]; then
+  echo "scripts/test.sh: installing the views' Node tooling (npm ci in views/)"
+  (cd views && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [[ ! -f tests/apps_host/dist/host.js || -n $(find tests/apps_host/host.ts views/package-lock.json -newer tests/apps_host/dist/host.js -print -quit) ]]; then
+  views_tmp=$(mktemp -d)
+  node views/build.mjs --out "$views_tmp" --host >/dev/null
+  rm -rf "$views_tmp"
+fi
+
 # The oldest supported stack, in its own venv; reinstalled when the pins or pyproject.toml change.
 COMPAT=${COMPAT:-1}
 COMPAT_PY=.venv-compat/bin/python

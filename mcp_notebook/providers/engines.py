@@ -277,7 +277,11 @@ class EngineFrame(Table):
                 state["sc"] = sc
                 sc.setJobGroup(group, "mcp-notebook read", interruptOnCancel=True)
             try:
-                return work()
+                serial = _ONE_CALL_AT_A_TIME.get(self.engine)
+                if serial is None:
+                    return work()
+                with serial:
+                    return work()
             finally:
                 if "sc" in state:
                     try:
@@ -316,6 +320,11 @@ class EngineFrame(Table):
             except Exception:
                 pass
         return cons
+
+
+# A DuckDB connection refuses a second call while one runs ("connection is busy"): the hub's own
+# reads of DuckDB (and Ibis-on-DuckDB) frames take turns, so two pages asked at once both arrive.
+_ONE_CALL_AT_A_TIME: dict[str, threading.Lock] = {"duckdb": threading.Lock(), "ibis": threading.Lock()}
 
 
 def _native_slice(engine: str, native: Any, offset: int, n: int) -> Any:

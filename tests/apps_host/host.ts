@@ -1,0 +1,54 @@
+// A minimal MCP Apps host for the browser tests: the official TypeScript client talks to the hub
+// (with the token, which only the host holds), the official AppBridge talks to the view in a
+// sandboxed iframe, and window.host lets the test drive it.
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { AppBridge, PostMessageTransport, getToolUiResourceUri } from "@modelcontextprotocol/ext-apps/app-bridge";
+
+const EXT = "io.modelcontextprotocol/ui";
+const MIME = "text/html;profile=mcp-app";
+const info = { name: "apps-test-host", version: "1.0.0" };
+let client: Client;
+const problems: string[] = [];
+
+window.addEventListener("securitypolicyviolation", (e) => problems.push(`csp(host): ${e.violatedDirective} ${e.blockedURI}`));
+
+async function connect(url: string, token: string, apps = true): Promise<string[]> {
+  client = new Client(info, { capabilities: apps ? { extensions: { [EXT]: { mimeTypes: [MIME] } } } : {} });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  return (await client.listTools()).tools.map((t) => t.name);
+}
+
+async function open(tool: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const started = performance.now();
+  const listed = (await client.listTools()).tools.find((t) => t.name === tool);
+  const uri = listed ? getToolUiResourceUri(listed) : undefined;
+  if (!uri) throw new Error(`${tool} names no view`);
+  const [resource, result] = await Promise.all([client.readResource({ uri }), client.callTool({ name: tool, arguments: args })]);
+  const item = resource.contents[0] as { mimeType?: string; text?: string };
+  if (item.mimeType !== MIME || !item.text) throw new Error(`${uri} is not an app view`);
+  const frame = document.createElement("iframe");
+  frame.setAttribute("sandbox", "allow-scripts");
+  frame.id = "view";
+  frame.style.cssText = "width: 100%; height: 640px; border: 1px solid #ccc";
+  document.getElementById("stage")!.replaceChildren(frame);
+  const bridge = new AppBridge(client, info, { serverTools: {}, serverResources: {}, openLinks: {}, logging: {} }, {
+    hostContext: { theme: "light", displayMode: "inline" },
+  });
+  const ready = new Promise<void>((resolve) => (bridge.oninitialized = () => resolve()));
+  bridge.onsizechange = ({ height }) => {
+    if (height) frame.style.height = `${Math.min(Math.max(height, 200), 900)}px`;
+  };
+  bridge.onloggingmessage = (m) => problems.push(`view log: ${JSON.stringify(m)}`);
+  await bridge.connect(new PostMessageTransport(frame.contentWindow!, frame.contentWindow!));
+  frame.srcdoc = item.text;
+  await ready;
+  await bridge.sendToolInput({ arguments: args });
+  await bridge.sendToolResult(result as never);
+  return { uri, openedMs: performance.now() - started, structured: (result as { structuredContent?: unknown }).structuredContent ?? null };
+}
+
+async function call(tool: string, args: Record<string, unknown>): Promise<unknown> {
+  return client.callTool({ name: tool, arguments: args });
+}
+
+(window as unknown as { host: unknown }).host = { connect, open, call, problems };

@@ -1,0 +1,59 @@
+// Build the views into self-contained HTML (script and style inline, a CSP with their hashes and no
+// external domain) under mcp_notebook/views/, and the test host under tests/apps_host/dist/.
+//   node build.mjs [--out DIR] [--host]
+import { build } from "esbuild";
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const outAt = args.indexOf("--out");
+const out = outAt >= 0 ? resolve(args[outAt + 1]) : join(here, "..", "mcp_notebook", "views");
+const VIEWS = { "frame-explorer": ["frame", "Frame explorer"], "output-viewer": ["outputs", "Cell outputs"], changes: ["changes", "Notebook changes"] };
+
+const bundle = await build({
+  entryPoints: [join(here, "src", "main.ts")], bundle: true, minify: true, format: "iife", target: "es2020",
+  write: false, legalComments: "none", charset: "utf8", logLevel: "warning",
+});
+const script = bundle.outputFiles[0].text.replaceAll("</script", "<\\/script").trimEnd();
+for (const banned of ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"]) {
+  for (const file of ["main.ts", "frame.ts", "outputs.ts", "changes.ts", "dom.ts", "bridge.ts"]) {
+    if (readFileSync(join(here, "src", file), "utf8").includes(banned)) throw new Error(`views/src/${file} uses ${banned}: kernel text must stay text`);
+  }
+}
+const style = readFileSync(join(here, "src", "style.css"), "utf8").trim();
+const hash = (text) => `'sha256-${createHash("sha256").update(text, "utf8").digest("base64")}'`;
+const csp = [
+  "default-src 'none'", `script-src ${hash(script)}`, `style-src ${hash(style)}`, "img-src data:",
+  "connect-src 'none'", "font-src 'none'", "frame-src 'none'", "base-uri 'none'", "form-action 'none'",
+].join("; ");
+mkdirSync(out, { recursive: true });
+for (const [file, [view, title]] of Object.entries(VIEWS)) {
+  const html = `<!doctype html>
+<html lang="en" data-view="${view}">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="${csp}">
+<title>${title} · mcp-notebook</title>
+<style>${style}</style>
+</head>
+<body>
+<div id="root"></div>
+<script>${script}</script>
+</body>
+</html>
+`;
+  writeFileSync(join(out, `${file}.html`), html);
+}
+console.log(`views: ${Object.keys(VIEWS).length} files in ${out}, script ${script.length} bytes`);
+
+if (args.includes("--host")) {
+  await build({
+    entryPoints: [join(here, "..", "tests", "apps_host", "host.ts")], bundle: true, format: "iife", target: "es2020",
+    outfile: join(here, "..", "tests", "apps_host", "dist", "host.js"), logLevel: "warning", nodePaths: [join(here, "node_modules")],
+  });
+  console.log("test host: tests/apps_host/dist/host.js");
+}

@@ -1,0 +1,202 @@
+// The frame explorer: schema, a virtually scrolled table over pages fetched through the host,
+// sort (column headers) and filter (where) pushed to the hub, which pushes them to the engine.
+import { Bridge, Json } from "./bridge";
+import { append, cellText, clear, el, errorBox } from "./dom";
+
+const ROW_HEIGHT = 24;
+const PAGE_ROWS = 100;
+const MAX_PAGES = 60; // pages kept (older ones are fetched again when scrolled back to)
+const MAX_IN_FLIGHT = 2;
+const MARGIN_ROWS = 20;
+const MAX_SPACER_ROWS = 1_000_000; // browsers cap element heights; beyond it rows are scaled
+
+interface PageInfo {
+  total_rows?: number | null;
+  next?: string | null;
+  sortable?: boolean;
+  filterable?: boolean;
+}
+
+export interface FrameDoc {
+  name: string;
+  uri: string;
+  schema: Json;
+  page: PageInfo;
+  rows: Record<string, Json>[];
+}
+
+export class FrameExplorer {
+  readonly node = el("div", { cls: "frame" });
+  private readonly scroller = el("div", { cls: "scroller", attrs: { tabindex: "0", "data-testid": "rows" } });
+  private readonly spacer = el("div", { cls: "spacer" });
+  private readonly body = el("div", { cls: "rows" });
+  private readonly head = el("div", { cls: "row head" });
+  private readonly status = el("span", { cls: "status", attrs: { "data-testid": "status" } });
+  private readonly problem = el("div", { cls: "problem" });
+  private readonly columns: string[];
+  private pages = new Map<number, Record<string, Json>[]>();
+  private inFlight = new Set<number>();
+  private total: number | null;
+  private known: number; // rows known to exist when the total is not
+  private sort = "";
+  private where = "";
+  private generation = 0;
+  private readonly sortable: boolean;
+
+  constructor(private readonly bridge: Bridge, private readonly doc: FrameDoc) {
+    const schema = doc.schema ?? {};
+    this.columns = (schema.columns ?? []).map((c: Json) => String(c.name));
+    if (!this.columns.length && doc.rows.length) this.columns = Object.keys(doc.rows[0]);
+    this.total = typeof doc.page?.total_rows === "number" ? doc.page.total_rows : null;
+    this.known = doc.rows.length + (doc.page?.next ? PAGE_ROWS : 0);
+    this.sortable = schema.sortable !== false && doc.page?.sortable !== false;
+    this.pages.set(0, doc.rows);
+    this.build(schema);
+    this.scroller.addEventListener("scroll", () => this.paint());
+    this.paint();
+    requestAnimationFrame(() => this.paint()); // once attached, the scroller has its height
+  }
+
+  private build(schema: Json): void {
+    const shape = schema.shape ?? [this.total, this.columns.length];
+    const rows = shape[0] === null || shape[0] === undefined ? "rows unknown" : `${Number(shape[0]).toLocaleString()} rows`;
+    const title = el("div", { cls: "title" }, el("strong", {}, this.doc.name), ` ${schema.type ?? "table"} · ${rows} · ${this.columns.length} columns`);
+    const filter = el("input", { cls: "filter", attrs: { placeholder: "filter: price > 10; name ~ abc", "aria-label": "filter", "data-testid": "filter" } });
+    filter.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") this.requery(this.sort, filter.value.trim());
+    });
+    if (schema.filterable === false) {
+      filter.disabled = true;
+      filter.title = "this table cannot be filtered";
+    }
+    const jump = el("input", { cls: "jump", attrs: { placeholder: "go to row", inputmode: "numeric", "aria-label": "go to row", "data-testid": "jump" } });
+    jump.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") this.goTo(Number(jump.value.replace(/[,_\s]/g, "")));
+    });
+    const types = el("details", { cls: "schema" }, el("summary", {}, "schema"));
+    for (const c of schema.columns ?? []) append(types, el("div", {}, `${c.name}: ${c.dtype ?? "?"}`));
+    this.head.style.gridTemplateColumns = this.template();
+    append(this.head, el("div", { cls: "cell index" }, "#"));
+    this.columns.forEach((name, i) => this.head.appendChild(this.header(name, schema.columns?.[i]?.dtype)));
+    this.scroller.append(this.spacer, this.body);
+    append(this.node, title, el("div", { cls: "toolbar" }, filter, jump, this.status), this.problem, types, el("div", { cls: "table" }, this.head, this.scroller));
+  }
+
+  private header(name: string, dtype: string | undefined): HTMLElement {
+    const button = el("button", { cls: "cell colname", title: dtype ? `${name}: ${dtype}` : name, attrs: { "data-column": name } }, name);
+    if (!this.sortable) {
+      button.disabled = true;
+      button.title = "this table cannot be sorted";
+      return button;
+    }
+    button.addEventListener("click", () => {
+      const next = this.sort === name ? `-${name}` : this.sort === `-${name}` ? "" : name;
+      this.requery(next, this.where);
+    });
+    return button;
+  }
+
+  private template(): string {
+    return `5em repeat(${Math.max(1, this.columns.length)}, minmax(7em, 1fr))`;
+  }
+
+  private rowCount(): number {
+    return this.total ?? this.known;
+  }
+
+  /** Row index -> pixel scale: very long tables map onto a capped spacer height. */
+  private scale(): number {
+    return Math.max(1, this.rowCount() / MAX_SPACER_ROWS);
+  }
+
+  private goTo(row: number): void {
+    if (!Number.isFinite(row) || row < 0) return;
+    if (this.total === null) this.known = Math.max(this.known, Math.floor(row) + PAGE_ROWS); // rows unknown: look there
+    const target = Math.min(Math.floor(row), Math.max(0, this.rowCount() - 1));
+    this.sizeSpacer(); // first: a scroll past the old height would be clamped
+    this.scroller.scrollTop = (target / this.scale()) * ROW_HEIGHT;
+    this.paint();
+  }
+
+  private requery(sort: string, where: string): void {
+    this.sort = sort;
+    this.where = where;
+    this.generation += 1;
+    this.pages.clear();
+    this.inFlight.clear();
+    this.total = null;
+    this.known = PAGE_ROWS;
+    clear(this.problem);
+    for (const b of Array.from(this.head.querySelectorAll<HTMLElement>("[data-column]"))) {
+      const col = b.dataset.column ?? "";
+      b.dataset.sort = sort === col ? "asc" : sort === `-${col}` ? "desc" : "";
+    }
+    this.scroller.scrollTop = 0;
+    this.paint();
+  }
+
+  private sizeSpacer(): void {
+    this.spacer.style.height = `${Math.ceil(this.rowCount() / this.scale()) * ROW_HEIGHT}px`;
+  }
+
+  private paint(): void {
+    const count = this.rowCount();
+    const scale = this.scale();
+    this.sizeSpacer();
+    const top = Math.floor((this.scroller.scrollTop / ROW_HEIGHT) * scale);
+    const visible = Math.ceil(this.scroller.clientHeight / ROW_HEIGHT) + 1;
+    const first = Math.max(0, top);
+    const last = Math.min(count, first + visible);
+    clear(this.body);
+    this.body.style.top = `${this.scroller.scrollTop}px`;
+    for (let i = first; i < last; i++) this.body.appendChild(this.row(i));
+    this.status.textContent = count ? `rows ${(first + 1).toLocaleString()}–${last.toLocaleString()} of ${this.total === null ? `${count.toLocaleString()}+` : count.toLocaleString()}` : "no rows";
+    const wanted = new Set<number>();
+    for (let i = Math.max(0, first - MARGIN_ROWS); i < Math.min(count, last + MARGIN_ROWS); i++) wanted.add(Math.floor(i / PAGE_ROWS));
+    for (const page of wanted) this.fetch(page);
+  }
+
+  private row(i: number): HTMLElement {
+    const data = this.pages.get(Math.floor(i / PAGE_ROWS))?.[i % PAGE_ROWS];
+    const row = el("div", { cls: "row", attrs: { "data-row": String(i) } }, el("div", { cls: "cell index" }, String(i)));
+    row.style.gridTemplateColumns = this.template();
+    for (const name of this.columns) {
+      const value = data === undefined ? "…" : cellText(data[name]);
+      append(row, el("div", { cls: data !== undefined && (data[name] === null || data[name] === undefined) ? "cell null" : "cell" }, value));
+    }
+    return row;
+  }
+
+  private fetch(page: number): void {
+    if (this.pages.has(page) || this.inFlight.has(page) || this.inFlight.size >= MAX_IN_FLIGHT) return;
+    const generation = this.generation;
+    this.inFlight.add(page);
+    let uri = `${this.doc.uri}?offset=${page * PAGE_ROWS}&limit=${PAGE_ROWS}&format=json`;
+    if (this.sort) uri += `&sort=${encodeURIComponent(this.sort)}`;
+    if (this.where) uri += `&where=${encodeURIComponent(this.where)}`;
+    this.bridge
+      .read(uri)
+      .then((contents) => {
+        if (generation !== this.generation) return; // a page of an earlier sort or filter
+        const rows = JSON.parse(contents[0]?.text ?? "[]") as Record<string, Json>[];
+        const info: PageInfo = contents[0]?._meta?.["mcp-notebook/page"] ?? JSON.parse(contents[1]?.text ?? "{}");
+        this.pages.set(page, rows);
+        if (this.pages.size > MAX_PAGES) this.pages.delete(this.pages.keys().next().value as number);
+        if (typeof info.total_rows === "number") this.total = info.total_rows;
+        else if (info.next) this.known = Math.max(this.known, (page + 2) * PAGE_ROWS);
+        else if (rows.length) this.total = page * PAGE_ROWS + rows.length; // the last page: the end is known
+        else this.known = Math.min(this.known, page * PAGE_ROWS); // past the end: the rows stop earlier
+      })
+      .catch((err: Error) => {
+        if (generation !== this.generation) return;
+        clear(this.problem);
+        this.problem.appendChild(errorBox(err.message));
+        if (this.sort || this.where) this.total = 0;
+      })
+      .finally(() => {
+        if (generation !== this.generation) return;
+        this.inFlight.delete(page);
+        this.paint();
+      });
+  }
+}
