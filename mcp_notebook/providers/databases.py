@@ -23,7 +23,7 @@ from .variables import rank_completions
 
 PREFIX = "nb://db/"
 DB_TEMPLATE = "nb://db/{name}"
-TABLE_TEMPLATE = "nb://db/{name}/tables/{table}{?offset,limit,columns,format,count}"
+TABLE_TEMPLATE = "nb://db/{name}/tables/{table}{?offset,limit,columns,format,count,sort,where}"
 TABLE_SCHEMA_TEMPLATE = "nb://db/{name}/tables/{table}/schema"
 _DB = compile_template(DB_TEMPLATE)
 _TABLE = compile_template(TABLE_TEMPLATE)

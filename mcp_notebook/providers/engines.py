@@ -150,7 +150,7 @@ class EngineFrame(Table):
         self.engine = engine
         self.kind = _KIND.get(engine, engine)
         self.timeout = timeout
-        self._connections = connections  # DuckDB connections that may own the relation (to interrupt)
+        self.connections = connections  # DuckDB connections that may own the relation (to interrupt)
         self._schema: Any = None
 
     # -- metadata (no compute) ----------------------------------------------------------
@@ -264,6 +264,10 @@ class EngineFrame(Table):
 
         return table_for(self._bounded(work, f"sampling rows of a {self.kind}"))
 
+    def run_plan(self, work: Callable[[], Any], what: str) -> Any:
+        """Build a new plan on this frame (sort, filter): bounded and taking turns like a read."""
+        return self._bounded(work, f"{what} a {self.kind}")
+
     def _bounded(self, work: Callable[[], Any], what: str) -> Any:
         group = f"mcp-notebook-{next(_groups)}"
         state: dict[str, Any] = {}
@@ -305,7 +309,7 @@ class EngineFrame(Table):
         return run_bounded(run, self.timeout, cancel, what)
 
     def _duckdb_connections(self) -> list[Any]:
-        cons = list(self._connections())
+        cons = list(self.connections())
         if self.engine == "ibis":
             try:
                 con = getattr(self.value._find_backend(), "con", None)

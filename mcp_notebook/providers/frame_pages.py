@@ -16,15 +16,16 @@ from typing import Any
 
 from ..redact import mask_secrets
 from ..types import Contents
+from . import frame_query
 from .base import InvalidResourceParams, int_param
 from .engines import EngineFrame
-from .tables import CellRenderer, Table, cell_text
+from .tables import CellRenderer, Table, cell_text, table_for
 
-PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format}"
+PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format,sort,where}"
 FORMATS = {"csv": "text/csv", "json": "application/json", "markdown": "text/markdown"}
 JSON = "application/json"
 META_KEY = "mcp-notebook/page"
-_PAGE_PARAMS = {"name", "offset", "limit", "columns", "format", "count", "db", "table"}
+_PAGE_PARAMS = {"name", "offset", "limit", "columns", "format", "count", "db", "table", "sort", "where"}
 
 
 @dataclass
@@ -55,7 +56,7 @@ def page_ask(params: dict[str, str], table: Table, name: str, limits: Any) -> Pa
     unknown = set(params) - _PAGE_PARAMS
     if unknown:
         raise InvalidResourceParams(
-            f"unknown parameter(s) {sorted(unknown)} for {PAGE_TEMPLATE}; use offset, limit, columns, format, count"
+            f"unknown parameter(s) {sorted(unknown)} for {PAGE_TEMPLATE}; use offset, limit, columns, format, count, sort, where"
         )
     fmt = (params.get("format") or "csv").lower()
     if fmt not in FORMATS:
@@ -101,10 +102,20 @@ def page_contents(
 ) -> list[Contents]:
     """A page of ``table`` as two contents items (rows in the asked format, then page info)."""
     ask = page_ask(params, table, name, limits)
+    sortable, filterable = frame_query.capabilities(
+        table.value, table.engine if isinstance(table, EngineFrame) else None
+    )
+    query = frame_query.parse(params, table.labels())
+    if query is not None:
+        table = _queried(table, query, sortable, filterable)
     labels = table.labels()
     header = _unique([mask_secrets(h) for h in table.index_labels() + [labels[p] for p in ask.positions]])
     rows = fetch_rows(table, ask)
     info = _page_info(name, table, ask, rows, header, len(labels), schema_link)
+    info.update(sortable=sortable, filterable=filterable)
+    for key in ("sort", "where"):
+        if params.get(key):
+            info[key] = params[key]
     reserve = len(json.dumps(info, ensure_ascii=False)) * 2 + 300 + len(uri)
     budget = max(1000, limits.max_read_chars - reserve)
     cells = CellRenderer(max(20, min(1000, budget // (2 * max(1, len(header))))))
@@ -115,6 +126,7 @@ def page_contents(
     if (total is not None and end < total) or (total is None and (shown < rows.stop - rows.start or rows.more)):
         info["truncated"] = True
         nxt: dict[str, Any] = {"offset": end, "limit": ask.limit, "columns": params.get("columns") or None}
+        nxt.update({k: params[k] for k in ("sort", "where") if params.get(k)})
         if "format" in params:
             nxt["format"] = ask.fmt
         info["next"] = page_uri(nxt)
@@ -126,6 +138,20 @@ def page_contents(
         Contents(uri=uri, mime_type=FORMATS[ask.fmt], text=text, meta={META_KEY: info}),
         Contents(uri=uri, mime_type=JSON, text=json.dumps(info, ensure_ascii=False)),
     ]
+
+
+def _queried(table: Table, query: frame_query.Query, sortable: bool, filterable: bool) -> Table:
+    """``table`` sorted and filtered (a lazy engine's plan grows; nothing is computed here)."""
+    if (query.sort and not sortable) or (query.where and not filterable):
+        what = "sorted" if query.sort and not sortable else "filtered"
+        raise InvalidResourceParams(f"a {table.kind} cannot be {what} here")
+    if isinstance(table, EngineFrame):
+        native = table.run_plan(lambda: frame_query.apply(table.value, query, table.engine), "sorting or filtering")
+        return EngineFrame(native, table.engine, table.timeout, table.connections)
+    queried = table_for(frame_query.apply(table.value, query, None))
+    if queried is None:
+        raise InvalidResourceParams(f"a {table.kind} cannot be sorted or filtered here")
+    return queried
 
 
 def _page_info(
