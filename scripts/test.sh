@@ -74,7 +74,7 @@ if [[ ! -f $views_stamp || views/package-lock.json -nt $views_stamp || views/pac
   echo "scripts/test.sh: installing the views' Node tooling (npm ci in views/)"
   (cd views && npm ci --no-audit --no-fund --loglevel=error)
 fi
-if [[ ! -f tests/apps_host/dist/host.js || -n $(find tests/apps_host/host.ts views/package-lock.json -newer tests/apps_host/dist/host.js -print -quit) ]]; then
+if [[ ! -f tests/apps_host/dist/host.js || -n $(find tests/apps_host/host.ts views/build.mjs views/package-lock.json -newer tests/apps_host/dist/host.js -print -quit) ]]; then
   views_tmp=$(mktemp -d)
   node views/build.mjs --out "$views_tmp" --host >/dev/null
   rm -rf "$views_tmp"

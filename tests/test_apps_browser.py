@@ -68,7 +68,17 @@ def notebook(kernel, hub) -> dict[str, Any]:
     plot_seq = _last_seq(kernel)
     kernel.run("print('<img src=x onerror=\"window.__pwned=1\"> and <b>bold</b>')")
     html_seq = _last_seq(kernel)
-    return {**hub, "plot_seq": plot_seq, "html_seq": html_seq}
+    kernel.run(
+        "from IPython.display import HTML, display\n"
+        "display(HTML('<img src=x onerror=\"window.__pwned=2\"><b>rich</b>'))\n"
+        "display({'text/html': '<img src=x onerror=\"window.__pwned=3\"><i>html only</i>'}, raw=True)"
+    )
+    rich_seq = _last_seq(kernel)
+    kernel.run(
+        "def boom():\n    raise ValueError(chr(27) + '[31mred <b>bad</b>' + chr(27) + '[0m')\nboom()", check=False
+    )
+    error_seq = _last_seq(kernel)
+    return {**hub, "plot_seq": plot_seq, "html_seq": html_seq, "rich_seq": rich_seq, "error_seq": error_seq}
 
 
 def _last_seq(kernel) -> int:
@@ -85,7 +95,7 @@ def browser_page(host_page, notebook) -> Iterator[Any]:
         page.console_problems = []  # type: ignore[attr-defined]
         page.on(
             "console",
-            lambda m: m.type in ("error", "warning") and page.console_problems.append(m.text),  # type: ignore[attr-defined]
+            lambda m: m.type in ("error", "warning") and page.console_problems.append(f"{m.type}: {m.text}"),  # type: ignore[attr-defined]
         )
         page.on("pageerror", lambda e: page.console_problems.append(str(e)))  # type: ignore[attr-defined]
         page.goto(host_page)
@@ -107,14 +117,31 @@ def _view_frame(page):
     return next(f for f in page.frames if f.parent_frame is not None)
 
 
+# Everything a script in the view could see: its markup, its globals (strings, and objects as
+# JSON where they serialize), its address and referrer, and the URLs it has loaded.
+VIEW_SURFACE = """() => {
+  const seen = [document.documentElement.outerHTML, location.href, document.referrer];
+  for (const key of Object.getOwnPropertyNames(window)) {
+    let value;
+    try { value = window[key]; } catch { continue; }
+    if (typeof value === "string") seen.push(key + "=" + value);
+    else if (value && typeof value === "object" && !(value instanceof Node) && value !== window) {
+      try { seen.push(key + "=" + JSON.stringify(value)); } catch {}
+    }
+  }
+  for (const entry of performance.getEntries()) seen.push(entry.name);
+  return seen.join("\\n");
+}"""
+
+
 def _no_secrets_in_view(page, notebook) -> None:
     frame = _view_frame(page)
-    html = frame.evaluate("document.documentElement.outerHTML")
+    surface = frame.evaluate(VIEW_SURFACE)
+    assert "</html>" in surface and "data-view" in surface  # the scan saw the view
     port = notebook["url"].rsplit(":", 1)[1].split("/")[0]
-    assert notebook["token"] not in html and f":{port}" not in html
+    assert notebook["token"] not in surface and f":{port}" not in surface
     assert frame.evaluate("typeof window.__pwned") == "undefined"
-    csp = [p for p in page.console_problems if "Content Security Policy" in p or "Refused" in p]
-    assert not csp, csp
+    assert not page.console_problems, page.console_problems  # CSP violations are console errors too
 
 
 def _shot(page, name: str) -> None:
@@ -163,6 +190,16 @@ def test_frame_explorer_pages_deep_into_a_million_rows(browser_page, notebook, k
     assert _row_text(view, 0)[1:4:2] == ["499999", "w999"]
     assert "of 500" in view.locator('[data-testid="status"]').inner_text()
     _shot(page, "frame-explorer-sorted-filtered")
+    view.locator('[data-testid="filter"]').fill("no_such_column == 1")
+    view.locator('[data-testid="filter"]').press("Enter")
+    problem = view.locator(".problem .error")
+    problem.wait_for(timeout=15_000)
+    assert "no_such_column" in problem.inner_text()
+    assert view.locator('[data-testid="status"]').inner_text() == "no rows"
+    view.locator('[data-testid="filter"]').fill("")
+    view.locator('[data-testid="filter"]').press("Enter")  # the error goes, the rows (still sorted) come back
+    assert _row_text(view, 0)[1] == "999999"
+    assert view.locator(".problem .error").count() == 0
     print(
         f"\nframe explorer: tool call to first rows painted {loaded * 1000:.0f} ms; jump to row 900,123 {deep_s * 1000:.0f} ms"
     )
@@ -205,6 +242,30 @@ def test_output_viewer_shows_the_plot_and_keeps_kernel_html_as_text(browser_page
     _no_secrets_in_view(page, notebook)
 
 
+def test_output_viewer_never_renders_html_outputs(browser_page, notebook):
+    page = browser_page
+    view, _ = _open(page, "show_outputs", {"cell": notebook["rich_seq"]})
+    texts = view.locator('[data-testid="output-text"]')
+    texts.nth(1).wait_for(timeout=15_000)
+    shown = texts.all_inner_texts()
+    assert shown[0] == "<IPython.core.display.HTML object>"  # the text/plain alternative
+    assert shown[1] == '<img src=x onerror="window.__pwned=3"><i>html only</i>'  # no alternative: the source, as text
+    assert "shown as its source text" in view.locator(".output").nth(1).inner_text()
+    assert view.locator("img").count() == 0 and view.locator("b, i").count() == 0
+    time.sleep(0.3)  # an onerror handler, had one been parsed, would have run by now
+    _shot(page, "output-viewer-html")
+
+    view, _ = _open(page, "show_outputs", {"cell": notebook["error_seq"]})
+    view.locator(".ename").wait_for(timeout=15_000)
+    assert view.locator(".ename").inner_text() == "ValueError: red <b>bad</b>"  # escapes stripped, markup kept as text
+    traceback = view.locator('[data-testid="output-text"]').inner_text()
+    assert "boom()" in traceback and "red <b>bad</b>" in traceback
+    assert "\x1b" not in traceback and "ValueError: red <b>bad</b>" in traceback  # escapes stripped
+    assert view.locator("b").count() == 0
+    _shot(page, "output-viewer-error")
+    _no_secrets_in_view(page, notebook)
+
+
 def test_changes_feed_shows_a_cell_change_and_opens_its_view(browser_page, notebook, kernel):
     page = browser_page
     view, _ = _open(page, "watch_changes", {})
@@ -220,6 +281,19 @@ def test_changes_feed_shows_a_cell_change_and_opens_its_view(browser_page, noteb
     assert _row_text(view, 0)[:2] == ["0", "0"]
     assert "50 rows" in view.locator(".title").first.inner_text()
     _shot(page, "changes-opened-frame")
+    view.locator('[data-testid="back"]').click()
+    view.locator('[data-uri="nb://vars/apps_changed"]').wait_for(timeout=5_000)
+
+    ran = time.perf_counter()
+    kernel.run("x_new = 42")  # a plain value: no frame view, so it opens as the resource's text
+    scalar = view.locator('[data-uri="nb://vars/x_new"]')
+    scalar.wait_for(timeout=15_000)
+    print(f"changes feed: x_new = 42 shown {(time.perf_counter() - ran) * 1000:.0f} ms after the cell")
+    assert view.locator(".entry").first.locator('[data-uri="nb://vars/x_new"]').count() == 1  # newest first
+    scalar.click()
+    text = view.locator(".resource pre")
+    text.first.wait_for(timeout=15_000)
+    assert "42" in text.first.inner_text()
     view.locator('[data-testid="back"]').click()
     view.locator('[data-uri="nb://vars/apps_changed"]').wait_for(timeout=5_000)
     _no_secrets_in_view(page, notebook)

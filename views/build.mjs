@@ -3,7 +3,8 @@
 //   node build.mjs [--out DIR] [--host]
 import { build } from "esbuild";
 import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -13,15 +14,31 @@ const outAt = args.indexOf("--out");
 const out = outAt >= 0 ? resolve(args[outAt + 1]) : join(here, "..", "mcp_notebook", "views");
 const VIEWS = { "frame-explorer": ["frame", "Frame explorer"], "output-viewer": ["outputs", "Cell outputs"], changes: ["changes", "Notebook changes"] };
 
+// zod bundles every locale's error messages (about 260 kB minified) behind `z.locales`; the views
+// only ever use English, which zod registers itself, so the locale index keeps English alone.
+const zodLocales = join(here, "node_modules", "zod", "v4", "locales", "index.js");
+if (!readFileSync(zodLocales, "utf8").includes('export { default as en } from "./en.js";')) {
+  throw new Error(`${zodLocales} changed: check the English-only locale stub in views/build.mjs`);
+}
+const englishOnly = {
+  name: "zod-english-only",
+  setup(b) {
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({
+      contents: 'export { default as en } from "./en.js";\n', resolveDir: dirname(zodLocales), loader: "js",
+    }));
+  },
+};
+
 const bundle = await build({
   entryPoints: [join(here, "src", "main.ts")], bundle: true, minify: true, format: "iife", target: "es2020",
-  write: false, legalComments: "none", charset: "utf8", logLevel: "warning",
+  write: false, legalComments: "none", charset: "utf8", logLevel: "warning", plugins: [englishOnly],
 });
 const script = bundle.outputFiles[0].text.replaceAll("</script", "<\\/script").trimEnd();
-for (const banned of ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"]) {
-  for (const file of ["main.ts", "frame.ts", "outputs.ts", "changes.ts", "dom.ts", "bridge.ts"]) {
-    if (readFileSync(join(here, "src", file), "utf8").includes(banned)) throw new Error(`views/src/${file} uses ${banned}: kernel text must stay text`);
-  }
+// Kernel text must only ever become text nodes: no markup sinks anywhere in our sources.
+const BANNED = /\b(innerHTML|outerHTML|insertAdjacentHTML|createContextualFragment|srcdoc)\b|document\.write|DOMParser|\beval\s*\(|new Function\b/;
+for (const file of readdirSync(join(here, "src"))) {
+  const found = BANNED.exec(readFileSync(join(here, "src", file), "utf8"));
+  if (found) throw new Error(`views/src/${file} uses ${found[0]}: kernel text must stay text`);
 }
 const style = readFileSync(join(here, "src", "style.css"), "utf8").trim();
 const hash = (text) => `'sha256-${createHash("sha256").update(text, "utf8").digest("base64")}'`;
@@ -48,7 +65,8 @@ for (const [file, [view, title]] of Object.entries(VIEWS)) {
 `;
   writeFileSync(join(out, `${file}.html`), html);
 }
-console.log(`views: ${Object.keys(VIEWS).length} files in ${out}, script ${script.length} bytes`);
+const size = (text) => `${Buffer.byteLength(text)} bytes (${gzipSync(text, { level: 9 }).length} gzip)`;
+console.log(`views: ${Object.keys(VIEWS).length} files in ${out}; script ${size(script)}, style ${size(style)}`);
 
 if (args.includes("--host")) {
   await build({

@@ -9,6 +9,7 @@ const MAX_PAGES = 60; // pages kept (older ones are fetched again when scrolled 
 const MAX_IN_FLIGHT = 2;
 const MARGIN_ROWS = 20;
 const MAX_SPACER_ROWS = 1_000_000; // browsers cap element heights; beyond it rows are scaled
+const RETRY_MS = [1000, 2000, 5000, 15000]; // a page whose read failed is asked again after these
 
 interface PageInfo {
   total_rows?: number | null;
@@ -36,6 +37,7 @@ export class FrameExplorer {
   private readonly columns: string[];
   private pages = new Map<number, Record<string, Json>[]>();
   private inFlight = new Set<number>();
+  private failed = new Map<number, { at: number; tries: number }>(); // page -> when to ask again
   private total: number | null;
   private known: number; // rows known to exist when the total is not
   private sort = "";
@@ -124,6 +126,7 @@ export class FrameExplorer {
     this.generation += 1;
     this.pages.clear();
     this.inFlight.clear();
+    this.failed.clear();
     this.total = null;
     this.known = PAGE_ROWS;
     clear(this.problem);
@@ -150,10 +153,12 @@ export class FrameExplorer {
     clear(this.body);
     this.body.style.top = `${this.scroller.scrollTop}px`;
     for (let i = first; i < last; i++) this.body.appendChild(this.row(i));
-    this.status.textContent = count ? `rows ${(first + 1).toLocaleString()}–${last.toLocaleString()} of ${this.total === null ? `${count.toLocaleString()}+` : count.toLocaleString()}` : "no rows";
     const wanted = new Set<number>();
     for (let i = Math.max(0, first - MARGIN_ROWS); i < Math.min(count, last + MARGIN_ROWS); i++) wanted.add(Math.floor(i / PAGE_ROWS));
     for (const page of wanted) this.fetch(page);
+    const range = count ? `rows ${(first + 1).toLocaleString()}–${last.toLocaleString()} of ${this.total === null ? `${count.toLocaleString()}+` : count.toLocaleString()}` : "no rows";
+    this.status.textContent = this.inFlight.size ? `${range} · loading…` : range;
+    this.status.dataset.loading = this.inFlight.size ? "true" : "false";
   }
 
   private row(i: number): HTMLElement {
@@ -169,6 +174,8 @@ export class FrameExplorer {
 
   private fetch(page: number): void {
     if (this.pages.has(page) || this.inFlight.has(page) || this.inFlight.size >= MAX_IN_FLIGHT) return;
+    const failed = this.failed.get(page);
+    if (failed && failed.at > Date.now()) return; // a timer paints again when it is due
     const generation = this.generation;
     this.inFlight.add(page);
     let uri = `${this.doc.uri}?offset=${page * PAGE_ROWS}&limit=${PAGE_ROWS}&format=json`;
@@ -181,6 +188,7 @@ export class FrameExplorer {
         const rows = JSON.parse(contents[0]?.text ?? "[]") as Record<string, Json>[];
         const info: PageInfo = contents[0]?._meta?.["mcp-notebook/page"] ?? JSON.parse(contents[1]?.text ?? "{}");
         this.pages.set(page, rows);
+        if (this.failed.delete(page) && !this.failed.size) clear(this.problem);
         if (this.pages.size > MAX_PAGES) this.pages.delete(this.pages.keys().next().value as number);
         if (typeof info.total_rows === "number") this.total = info.total_rows;
         else if (info.next) this.known = Math.max(this.known, (page + 2) * PAGE_ROWS);
@@ -191,7 +199,14 @@ export class FrameExplorer {
         if (generation !== this.generation) return;
         clear(this.problem);
         this.problem.appendChild(errorBox(err.message));
-        if (this.sort || this.where) this.total = 0;
+        if (this.sort || this.where) {
+          this.total = 0; // a sort or filter the table refuses: no rows until it changes
+          return;
+        }
+        const tries = (this.failed.get(page)?.tries ?? 0) + 1; // no hot loop on a page that keeps failing
+        const wait = RETRY_MS[Math.min(tries, RETRY_MS.length) - 1];
+        this.failed.set(page, { at: Date.now() + wait, tries });
+        setTimeout(() => generation === this.generation && this.paint(), wait + 10);
       })
       .finally(() => {
         if (generation !== this.generation) return;

@@ -43,7 +43,7 @@ export class OutputViewer {
     const [item] = await this.bridge.read(mime && out.default_mime !== mime ? `${uri}?mime=${encodeURIComponent(mime)}` : uri);
     const text = stripAnsi(item?.text ?? "");
     const cls = out.output_type === "error" ? "text error-output" : out.name === "stderr" ? "text stderr" : "text";
-    const label = out.output_type === "error" ? el("div", { cls: "ename" }, `${out.ename ?? "Error"}: ${out.evalue ?? ""}`) : null;
+    const label = out.output_type === "error" ? el("div", { cls: "ename" }, stripAnsi(`${out.ename ?? "Error"}: ${out.evalue ?? ""}`)) : null;
     const note = htmlOnly ? el("div", { cls: "muted" }, "HTML output, shown as its source text") : null;
     const parts: HTMLElement[] = [];
     if (label) parts.push(label);
