@@ -179,6 +179,13 @@ def test_frame_explorer_pages_deep_into_a_million_rows(browser_page, notebook, k
     assert deep[1] == expected[0] and deep[3] == expected[2]
     assert deep[2] == ("NaN" if expected[1] == "nan" else expected[1]) or deep[2] == "null"
     _shot(page, "frame-explorer-deep")
+    scroller = view.locator('[data-testid="rows"]')
+    scroller.evaluate("s => { s.scrollTop = 950000 * 24; }")  # a plain scroll (24 px rows, no scaling at 1M)
+    scrolled = _row_text(view, 950000)
+    assert scrolled[1] == "950000" and scrolled[3] == "w0"
+    status = view.locator('[data-testid="status"]')
+    status.and_(view.locator('[data-loading="false"]')).wait_for(timeout=15_000)
+    assert status.inner_text().startswith("rows 950,001")
 
     header = view.locator('[data-column="n"]')
     header.click()
