@@ -22,6 +22,7 @@ from .engines import EngineFrame
 from .tables import CellRenderer, Table, cell_text, table_for
 
 PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format,sort,where}"
+OLD_PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format}"  # completions still answer clients that kept it
 FORMATS = {"csv": "text/csv", "json": "application/json", "markdown": "text/markdown"}
 JSON = "application/json"
 META_KEY = "mcp-notebook/page"

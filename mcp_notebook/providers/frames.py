@@ -1,6 +1,6 @@
 """Tables and arrays as resources: pages of rows and a schema.
 
-``nb://frames/{name}{?offset,limit,columns,format}`` reads a page of rows of a pandas
+``nb://frames/{name}{?offset,limit,columns,format,sort,where}`` reads a page of rows of a pandas
 DataFrame/Series, polars DataFrame/Series, pyarrow Table/RecordBatch or numpy array (1-D, 2-D;
 higher dimensions flatten their leading axes). ``format`` is ``csv`` (default), ``json``
 (records) or ``markdown``; ``columns=a,b`` picks columns (index columns always come first).
@@ -39,7 +39,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 from .engines import EngineFrame, engine_of_type, is_connection_type
-from .frame_pages import FORMATS, JSON, PAGE_TEMPLATE, page_contents
+from .frame_pages import FORMATS, JSON, OLD_PAGE_TEMPLATE, PAGE_TEMPLATE, page_contents
 from .frame_schema import SCHEMA_TEMPLATE, schema_contents
 from .optional import missing_package
 from .tables import Table, adapter_for_type, quiet, table_for
@@ -211,7 +211,7 @@ class FramesProvider(Provider):
         ]
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
-        if template not in (PAGE_TEMPLATE, SCHEMA_TEMPLATE):
+        if template not in (PAGE_TEMPLATE, OLD_PAGE_TEMPLATE, SCHEMA_TEMPLATE):
             return None
         if argument == "name":
             return rank_completions([n for n, _ in self._tabular_names()], value)
