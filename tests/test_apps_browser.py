@@ -213,6 +213,24 @@ def test_frame_explorer_pages_deep_into_a_million_rows(browser_page, notebook, k
     _no_secrets_in_view(page, notebook)
 
 
+def test_a_failing_page_is_retried_with_backoff_not_in_a_loop(browser_page, kernel):
+    page = browser_page
+    kernel.run("gone = pd.DataFrame({'k': range(5000)})")
+    view, _ = _open(page, "explore_frame", {"name": "gone"})
+    assert _row_text(view, 0)[1] == "0"
+    kernel.run("del gone")
+    view.locator('[data-testid="jump"]').fill("4000")
+    view.locator('[data-testid="jump"]').press("Enter")
+    view.locator(".problem .error").wait_for(timeout=15_000)
+    time.sleep(2.5)
+    reads = page.evaluate("window.host.reads").count
+    assert 1 <= reads("nb://frames/gone?offset=4000&limit=100&format=json") <= 3  # asked at 0, 1 and 3 s
+    kernel.run("gone = pd.DataFrame({'k': range(5000)})")
+    assert _row_text(view, 4000, timeout=15_000)[1] == "4000"  # the next retry finds it again
+    assert view.locator(".problem .error").count() == 0
+    _shot(page, "frame-explorer-retry")
+
+
 def test_frame_explorer_on_a_lazy_duckdb_relation(browser_page, notebook):
     page = browser_page
     view, start = _open(page, "explore_frame", {"name": "duck"})

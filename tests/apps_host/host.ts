@@ -9,11 +9,17 @@ const MIME = "text/html;profile=mcp-app";
 const info = { name: "apps-test-host", version: "1.0.0" };
 let client: Client;
 const problems: string[] = [];
+const reads: string[] = [];
 
 window.addEventListener("securitypolicyviolation", (e) => problems.push(`csp(host): ${e.violatedDirective} ${e.blockedURI}`));
 
 async function connect(url: string, token: string, apps = true): Promise<string[]> {
   client = new Client(info, { capabilities: apps ? { extensions: { [EXT]: { mimeTypes: [MIME] } } } : {} });
+  const request = client.request.bind(client); // every resources/read a view has the host forward, for the tests
+  client.request = ((req: { method: string; params?: { uri?: string } }, ...rest: unknown[]) => {
+    if (req.method === "resources/read") reads.push(String(req.params?.uri));
+    return (request as (...a: unknown[]) => unknown)(req, ...rest);
+  }) as typeof client.request;
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
   return (await client.listTools()).tools.map((t) => t.name);
 }
@@ -51,4 +57,4 @@ async function call(tool: string, args: Record<string, unknown>): Promise<unknow
   return client.callTool({ name: tool, arguments: args });
 }
 
-(window as unknown as { host: unknown }).host = { connect, open, call, problems };
+(window as unknown as { host: unknown }).host = { connect, open, call, problems, reads };
