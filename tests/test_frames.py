@@ -12,7 +12,7 @@ import anyio
 import pytest
 from sdk import connect
 
-PAGE = "nb://frames/{name}{?offset,limit,columns,format}"
+PAGE = "nb://frames/{name}{?offset,limit,columns,format,count,sort,where}"
 SCHEMA = "nb://frames/{name}/schema"
 
 SETUP = """
@@ -128,7 +128,8 @@ def test_page_cut_by_size_has_marker_and_next(frames, kernel, mcp):
         ("nb://frames/fr?limit=10001", "at most 10000"),
         ("nb://frames/fr?offset=-1", "must not be negative"),
         ("nb://frames/fr?limit=ten", "whole number"),
-        ("nb://frames/fr?sort=a", "unknown parameter"),
+        ("nb://frames/fr?shuffle=a", "unknown parameter"),
+        ("nb://frames/fr?sort=zz", "no column named"),
         ("nb://frames/fr/schema?columns=zz", "unknown column"),
         ("nb://frames/fr_lazy?count=maybe", "count must be true or false"),
     ],

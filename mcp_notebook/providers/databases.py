@@ -1,7 +1,7 @@
 """DuckDB connections as resources: their tables and views, paged through the frame machinery.
 
 ``nb://db/{name}`` lists the tables and views of the DuckDB connection ``name`` (catalog metadata
-only), ``nb://db/{name}/tables/{table}{?offset,limit,columns,format,count}`` pages one of them and
+only), ``nb://db/{name}/tables/{table}{?offset,limit,columns,format,count,sort,where}`` pages one of them and
 ``nb://db/{name}/tables/{table}/schema`` describes it, exactly as ``nb://frames`` does for a DuckDB
 relation (``table`` may be ``schema.table``). Reads run on a cursor of their own (a separate
 connection to the same database), bounded by ``MCPHub.engine_timeout`` and interrupted on expiry.
@@ -97,8 +97,8 @@ class DatabasesProvider(Provider):
                 uri_template=TABLE_TEMPLATE,
                 name="database-table",
                 title="Rows of a DuckDB table or view",
-                description="A page of a table or view (pushed down: projection, limit/offset); same parameters "
-                "and page info as nb://frames.",
+                description="A page of a table or view (pushed down: projection, sort, filter, limit/offset); "
+                "same parameters (sort=-a,b, where=a>=3;b~text) and page info as nb://frames.",
                 mime_type="text/csv",
             ),
             ResourceTemplate(
