@@ -113,14 +113,16 @@ def _split(text: str, lookup: dict[str, list[int]]) -> tuple[str, str, str]:
     stripped = text.strip()
     for label in sorted((k for k in lookup if stripped.startswith(k)), key=len, reverse=True):
         rest = stripped[len(label) :].lstrip()
-        op = next((o for o in OPS if rest.startswith(o)), None)
-        if op is not None:
-            return label, op, rest[len(op) :].strip()
+        run = rest[: len(rest) - len(rest.lstrip("=<>!~"))]
+        if run in OPS:
+            return label, run, rest[len(run) :].strip()
+        if run:
+            raise InvalidResourceParams(
+                f"where: unknown operator {run!r} in {mask_secrets(stripped)!r}; use one of {' '.join(OPS)}"
+            )
     if match is None:
-        single = re.search(r"(?<![=!<>])=(?!=)", stripped)
-        what = "unknown operator '=' (use ==) in " if single else ""
         raise InvalidResourceParams(
-            f"where: {what}{mask_secrets(stripped)!r} is not 'column OP value' with OP one of {' '.join(OPS)} "
+            f"where: {mask_secrets(stripped)!r} is not 'column OP value' with OP one of {' '.join(OPS)} "
             "(conditions join with ';')"
         )
     return match.group("col"), match.group("op"), match.group("val").strip()
@@ -142,9 +144,14 @@ def _condition(text: str, lookup: dict[str, list[int]]) -> Condition:
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
         return Condition(column, positions, op, raw[1:-1], raw)
     if _NUMBER.fullmatch(raw) and op != "~":
-        number = float(raw)
-        exact = number.is_integer() and "." not in raw and "e" not in raw.lower()
-        return Condition(column, positions, op, int(raw) if exact else number, raw)
+        try:
+            number = float(raw)
+            exact = number.is_integer() and "." not in raw and "e" not in raw.lower()
+            return Condition(column, positions, op, int(raw) if exact else number, raw)
+        except ValueError:  # more digits than Python turns into an int
+            raise InvalidResourceParams(
+                f"where: the number in {mask_secrets(text.strip())[:80]!r} is too long"
+            ) from None
     return Condition(column, positions, op, raw, raw)
 
 
