@@ -77,7 +77,10 @@ def base_messages() -> list[dict[str, Any]]:
         {
             "method": "completion/complete",
             "params": {
-                "ref": {"type": "ref/resource", "uri": "nb://frames/{name}{?offset,limit,columns,format}"},
+                "ref": {
+                    "type": "ref/resource",
+                    "uri": "nb://frames/{name}{?offset,limit,columns,format,count,sort,where}",
+                },
                 "argument": {"name": "columns", "value": "x"},
                 "context": {"arguments": {"name": "df"}},
             },

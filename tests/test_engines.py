@@ -112,7 +112,7 @@ def test_vars_listing_and_completion(engines, mcp):
 
     def complete(name, value):
         params = {
-            "ref": {"type": "ref/resource", "uri": "nb://frames/{name}{?offset,limit,columns,format}"},
+            "ref": {"type": "ref/resource", "uri": "nb://frames/{name}{?offset,limit,columns,format,count,sort,where}"},
             "argument": {"name": "columns", "value": value},
             "context": {"arguments": {"name": name}},
         }

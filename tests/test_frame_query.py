@@ -121,5 +121,5 @@ def test_the_parser_accepts_or_says_why(sort, where):
         assert str(exc)
         return
     if query is not None:
-        assert all(c in ("a", "b c", "n") for c, _ in query.sort)
-        assert all(c in ("a", "b c", "n") and op in frame_query.OPS for c, op, _ in query.where)
+        assert all(k.label in ("a", "b c", "n") for k in query.sort)
+        assert all(c.label in ("a", "b c", "n") and c.op in frame_query.OPS for c in query.where)

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from sdk import connect
 
-PAGE = "nb://frames/{name}{?offset,limit,columns,format,sort,where}"
+PAGE = "nb://frames/{name}{?offset,limit,columns,format,count,sort,where}"
 SCHEMA = "nb://frames/{name}/schema"
 
 SETUP = """

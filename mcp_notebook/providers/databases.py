@@ -97,8 +97,8 @@ class DatabasesProvider(Provider):
                 uri_template=TABLE_TEMPLATE,
                 name="database-table",
                 title="Rows of a DuckDB table or view",
-                description="A page of a table or view (pushed down: projection, limit/offset); same parameters "
-                "and page info as nb://frames.",
+                description="A page of a table or view (pushed down: projection, sort, filter, limit/offset); "
+                "same parameters (sort=-a,b, where=a>=3;b~text) and page info as nb://frames.",
                 mime_type="text/csv",
             ),
             ResourceTemplate(

@@ -53,6 +53,8 @@ _groups = itertools.count(1)
 # narwhals announces that its Dask backend moves to a plugin; from a server thread the warning
 # would be printed into the current cell's output.
 warnings.filterwarnings("ignore", message=r".*Dask support is moving out of Narwhals.*", category=FutureWarning)
+# A filtered Dask partition often holds fewer rows than a page asks of it: expected, not news.
+warnings.filterwarnings("ignore", message=r"Insufficient elements for `head`", category=UserWarning)
 
 
 class EngineError(ResourceReadError):
@@ -145,9 +147,17 @@ class EngineFrame(Table):
     mutable = False  # engine handles are immutable plans: only rebinding changes them
     lazy = True
 
-    def __init__(self, value: Any, engine: str, timeout: float = 30.0, connections: Callable[[], list[Any]] = list):
+    def __init__(
+        self,
+        value: Any,
+        engine: str,
+        timeout: float = 30.0,
+        connections: Callable[[], list[Any]] = list,
+        ordered: bool = False,
+    ):
         super().__init__(value)
         self.engine = engine
+        self.ordered = ordered  # the plan ends in a sort (Spark pages it with its own offset)
         self.kind = _KIND.get(engine, engine)
         self.timeout = timeout
         self.connections = connections  # DuckDB connections that may own the relation (to interrupt)
@@ -217,7 +227,7 @@ class EngineFrame(Table):
             if self.engine == "dask":
                 return _dask_rows(self.value, names, offset, n)
             if self.engine == "pyspark":
-                return _spark_rows(self.value, names, offset, n)
+                return _spark_rows(self.value, names, offset, n, self.ordered)
             nw = _nw()
             projected = self._frame().select(names)
             if offset == 0:
@@ -344,17 +354,20 @@ def _native_slice(engine: str, native: Any, offset: int, n: int) -> Any:
     raise NotImplementedError(f"no offset for {engine}")
 
 
-def _spark_rows(sdf: Any, names: list[str], offset: int, n: int) -> list[list[Any]]:
+def _spark_rows(sdf: Any, names: list[str], offset: int, n: int, ordered: bool = False) -> list[list[Any]]:
     """Rows of a Spark frame through ``collect()`` of a limited plan, which Spark runs as CollectLimit:
     partitions are scanned a few at a time until enough rows came back. (narwhals collects through
     ``toArrow()``, which runs every partition of the plan: a slow UDF would make a 10-row page cost
     a pass over the whole frame.) Deep pages do not use Spark's ``offset()``, which brings all
     ``offset + n`` rows to the driver: rows are addressed by ``monotonically_increasing_id()``
-    (partition id << 33 | row in partition) once the partition sizes are known (one JVM-side count)."""
+    (partition id << 33 | row in partition) once the partition sizes are known (one JVM-side count).
+    A sorted plan (``ordered``) does use ``offset().limit()``: Spark runs it as TakeOrderedAndProject
+    (each partition keeps its first ``offset + n`` rows), and a sort's partition bounds are sampled
+    anew by every job, so partition sizes counted by one job would not address rows of the next."""
     width = len(names)
     projected = sdf.select(*names)
-    if offset == 0:
-        rows = projected.limit(n).collect()
+    if offset == 0 or ordered:
+        rows = (projected.offset(offset) if offset else projected).limit(n).collect()
         return [[row[j] for row in rows] for j in range(width)]
     from pyspark.sql import functions as F
 

@@ -16,12 +16,13 @@ from typing import Any
 
 from ..redact import mask_secrets
 from ..types import Contents
-from . import frame_query
+from . import frame_order, frame_query
 from .base import InvalidResourceParams, int_param
 from .engines import EngineFrame
-from .tables import CellRenderer, Table, cell_text, table_for
+from .frame_order import OrderCache
+from .tables import CellRenderer, Table, cell_text
 
-PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format,sort,where}"
+PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format,count,sort,where}"
 OLD_PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format}"  # completions still answer clients that kept it
 FORMATS = {"csv": "text/csv", "json": "application/json", "markdown": "text/markdown"}
 JSON = "application/json"
@@ -71,8 +72,13 @@ def page_ask(params: dict[str, str], table: Table, name: str, limits: Any) -> Pa
     return PageAsk(fmt, offset, limit, count, positions, cut)
 
 
-def fetch_rows(table: Table, ask: PageAsk) -> PageRows:
-    """The page's rows: sliced by the table, or pushed down to the engine of a lazy frame."""
+def fetch_rows(table: Table, ask: PageAsk, order: Any = None) -> PageRows:
+    """The page's rows: sliced by the table (or taken at ``order``, the sorted and filtered row
+    positions), or pushed down to the engine of a lazy frame."""
+    if order is not None:
+        start = min(ask.offset, len(order))
+        stop = min(len(order), start + ask.limit)
+        return PageRows(table.take(order[start:stop], ask.positions), start, stop, len(order))
     if not isinstance(table, EngineFrame):
         total = table.nrows or 0
         start = min(ask.offset, total)
@@ -100,23 +106,23 @@ def page_contents(
     limits: Any,
     page_uri: Callable[[dict[str, Any]], str],
     schema_link: str,
+    orders: OrderCache | None = None,
 ) -> list[Contents]:
-    """A page of ``table`` as two contents items (rows in the asked format, then page info)."""
+    """A page of ``table`` as two contents items (rows in the asked format, then page info);
+    ``orders`` caches the row order of sorted or filtered eager tables."""
     ask = page_ask(params, table, name, limits)
-    sortable, filterable = frame_query.capabilities(
-        table.value, table.engine if isinstance(table, EngineFrame) else None
-    )
+    sortable, filterable, why = frame_order.capabilities(table)
     query = frame_query.parse(params, table.labels())
+    order = None
     if query is not None:
-        table = _queried(table, query, sortable, filterable)
+        table, order = _queried(table, query, (sortable, filterable, why), orders)
     labels = table.labels()
     header = _unique([mask_secrets(h) for h in table.index_labels() + [labels[p] for p in ask.positions]])
-    rows = fetch_rows(table, ask)
+    rows = fetch_rows(table, ask, order)
     info = _page_info(name, table, ask, rows, header, len(labels), schema_link)
     info.update(sortable=sortable, filterable=filterable)
-    for key in ("sort", "where"):
-        if params.get(key):
-            info[key] = params[key]
+    echo = _echo(query)
+    info.update(echo)
     reserve = len(json.dumps(info, ensure_ascii=False)) * 2 + 300 + len(uri)
     budget = max(1000, limits.max_read_chars - reserve)
     cells = CellRenderer(max(20, min(1000, budget // (2 * max(1, len(header))))))
@@ -127,7 +133,7 @@ def page_contents(
     if (total is not None and end < total) or (total is None and (shown < rows.stop - rows.start or rows.more)):
         info["truncated"] = True
         nxt: dict[str, Any] = {"offset": end, "limit": ask.limit, "columns": params.get("columns") or None}
-        nxt.update({k: params[k] for k in ("sort", "where") if params.get(k)})
+        nxt.update(echo)
         if "format" in params:
             nxt["format"] = ask.fmt
         info["next"] = page_uri(nxt)
@@ -141,18 +147,31 @@ def page_contents(
     ]
 
 
-def _queried(table: Table, query: frame_query.Query, sortable: bool, filterable: bool) -> Table:
-    """``table`` sorted and filtered (a lazy engine's plan grows; nothing is computed here)."""
+def _queried(
+    table: Table, query: frame_query.Query, can: tuple[bool, bool, str], orders: OrderCache | None
+) -> tuple[Table, Any]:
+    """A lazy engine frame whose plan sorts and filters (nothing computes yet), or the eager table
+    with its sorted and filtered row positions."""
+    sortable, filterable, why = can
     if (query.sort and not sortable) or (query.where and not filterable):
         what = "sorted" if query.sort and not sortable else "filtered"
-        raise InvalidResourceParams(f"a {table.kind} cannot be {what} here")
+        raise InvalidResourceParams(f"a {table.kind} cannot be {what} here ({why})")
     if isinstance(table, EngineFrame):
-        native = table.run_plan(lambda: frame_query.apply(table.value, query, table.engine), "sorting or filtering")
-        return EngineFrame(native, table.engine, table.timeout, table.connections)
-    queried = table_for(frame_query.apply(table.value, query, None))
-    if queried is None:
-        raise InvalidResourceParams(f"a {table.kind} cannot be sorted or filtered here")
-    return queried
+        native = table.run_plan(
+            lambda: frame_query.lazy_plan(table.value, query, table.engine), "planning the sort and filter of"
+        )
+        return EngineFrame(native, table.engine, table.timeout, table.connections, ordered=bool(query.sort)), None
+    return table, frame_order.eager_order(table, query, orders)
+
+
+def _echo(query: frame_query.Query | None) -> dict[str, str]:
+    """The sort and filter a page applied, normalized and masked (page info, and the next page)."""
+    out: dict[str, str] = {}
+    if query is not None and query.sort:
+        out["sort"] = mask_secrets(query.sort_text())
+    if query is not None and query.where:
+        out["where"] = mask_secrets(query.where_text())
+    return out
 
 
 def _page_info(
@@ -191,12 +210,7 @@ def column_positions(table: Table, raw: str | None, name: str, max_columns: int)
     if raw is None or raw == "":
         return list(range(min(len(labels), max_columns))), len(labels) > max_columns
     wanted = [c for c in raw.split(",") if c != ""]
-    where: dict[str, list[int]] = {}
-    for i, label in enumerate(labels):
-        where.setdefault(label, []).append(i)
-        masked = mask_secrets(label)
-        if masked != label:
-            where.setdefault(masked, []).append(i)
+    where = frame_query.label_positions(labels)
     unknown = [c for c in wanted if c not in where]
     if unknown:
         shown = [mask_secrets(label) for label in labels[:100]]

@@ -15,6 +15,7 @@ from ..redact import mask_secrets
 from ..types import Contents
 from .base import InvalidResourceParams
 from .engines import EngineFrame
+from .frame_order import capabilities
 from .frame_pages import JSON, column_positions, flag
 from .tables import Table
 
@@ -41,6 +42,9 @@ def schema_contents(
     total = table.count() if lazy and want_count else table.nrows
     stats_rows = min(limits.frame_stats_rows, max(10_000, STATS_CELLS // max(1, len(positions))))
     doc: dict[str, Any] = {"name": name, "type": table.kind, "shape": [total, len(table.labels())], "page": page_link}
+    doc["sortable"], doc["filterable"], why = capabilities(table)
+    if why:
+        doc["sort_note"] = why
     sample: Table | None = None
     if lazy:
         if want_stats:

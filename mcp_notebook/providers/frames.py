@@ -1,9 +1,11 @@
 """Tables and arrays as resources: pages of rows and a schema.
 
-``nb://frames/{name}{?offset,limit,columns,format,sort,where}`` reads a page of rows of a pandas
-DataFrame/Series, polars DataFrame/Series, pyarrow Table/RecordBatch or numpy array (1-D, 2-D;
-higher dimensions flatten their leading axes). ``format`` is ``csv`` (default), ``json``
-(records) or ``markdown``; ``columns=a,b`` picks columns (index columns always come first).
+``nb://frames/{name}{?offset,limit,columns,format,count,sort,where}`` reads a page of rows of a
+pandas DataFrame/Series, polars DataFrame/Series, pyarrow Table/RecordBatch, numpy array (1-D,
+2-D; higher dimensions flatten their leading axes) or lazy engine frame. ``format`` is ``csv``
+(default), ``json`` (records) or ``markdown``; ``columns=a,b`` picks columns (index columns
+always come first); ``sort=-a,b`` and ``where=a>=3;b~text`` sort and filter the rows before the
+page is cut (providers/frame_query.py, frame_order.py).
 ``nb://frames/{name}/schema`` (also ``?columns=a,b``) describes shape, dtypes, null counts,
 min/max/mean, categories, datetime ranges, examples and the pandas index. A polars LazyFrame
 has a schema only: its rows are never computed by a read.
@@ -39,6 +41,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 from .engines import EngineFrame, engine_of_type, is_connection_type
+from .frame_order import OrderCache
 from .frame_pages import FORMATS, JSON, OLD_PAGE_TEMPLATE, PAGE_TEMPLATE, page_contents
 from .frame_schema import SCHEMA_TEMPLATE, schema_contents
 from .optional import missing_package
@@ -66,6 +69,7 @@ class FramesProvider(Provider):
         self._vars = variables
         self._limits = limits
         self._fingerprints: dict[str, tuple | None] = {}
+        self.orders = OrderCache()  # row orders of sorted/filtered pages; emptied after every cell
         extras = getattr(variables, "row_extras", None)
         if extras is not None:
             extras.append(self._index_links)
@@ -161,14 +165,14 @@ class FramesProvider(Provider):
                 title = f"{name} ({table.kind}, {cols} columns, lazy)"
                 description = (
                     f"Rows of {name}, a lazy {table.kind} with {cols} columns: each page is pushed down to "
-                    f"the engine (projection, limit/offset); the row count is null unless asked for with "
-                    f"?count=true. Columns and dtypes: {schema_uri(name)}"
+                    "the engine (projection, sort, filter, limit/offset); the row count is null unless asked "
+                    f"for with ?count=true. Columns and dtypes: {schema_uri(name)}"
                 )
             else:
                 title = f"{name} ({table.kind}, {rows:,} x {cols})"
                 description = (
                     f"Rows of {name}, a {table.kind} with {rows:,} rows x {cols} columns, as CSV pages "
-                    f"(add ?offset=&limit=&columns=a,b&format=csv|json|markdown). "
+                    f"(add ?offset=&limit=&columns=a,b&format=csv|json|markdown&sort=-a,b&where=a>=3). "
                     f"Columns, dtypes and statistics: {schema_uri(name)}"
                 )
             out.append(
@@ -193,8 +197,11 @@ class FramesProvider(Provider):
                     "A page of rows of a DataFrame, Series, Arrow table, numpy array or lazy engine frame (Spark, "
                     "Dask, DuckDB, Ibis, polars LazyFrame): offset (default 0), "
                     f"limit (default {self._limits.frame_page_rows}, at most {self._limits.frame_max_rows}), "
-                    "columns=a,b, format=csv|json|markdown, count=true (count a lazy frame's rows, bounded). "
-                    "A second JSON item tells total_rows (null when unknown) and the next page."
+                    "columns=a,b, format=csv|json|markdown, count=true (count a lazy frame's rows, bounded), "
+                    "sort=-a,b (- descending; nulls last; stable), where=a>=3;b~text (AND of conditions joined "
+                    "by ';', OP one of == != < <= > >= ~ (case-insensitive contains), null with ==/!=); "
+                    "lazy engines sort and filter in their own plan. A second JSON item tells total_rows "
+                    "(null when unknown), sortable/filterable and the next page."
                 ),
                 mime_type=FORMATS["csv"],
             ),
@@ -282,7 +289,14 @@ class FramesProvider(Provider):
         name = params["name"]
         table = self._table(name, uri)
         return page_contents(
-            uri, params, table, name, self._limits, lambda p: _PAGE.expand({"name": name, **p}), schema_uri(name)
+            uri,
+            params,
+            table,
+            name,
+            self._limits,
+            lambda p: _PAGE.expand({"name": name, **p}),
+            schema_uri(name),
+            self.orders,
         )
 
     def _read_schema(self, uri: str, params: dict[str, str]) -> Contents:
@@ -304,6 +318,7 @@ class FramesProvider(Provider):
         return table.fingerprint(), table.mutable
 
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
+        self.orders.next_epoch()  # a cell ran: a frame may have changed in place
         changes = ChangeSet()
         mine = [uri for uri in watched if uri.startswith(PREFIX)]
         for uri in mine:

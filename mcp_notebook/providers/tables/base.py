@@ -34,6 +34,10 @@ class Table:
         """Index columns then the data columns at ``positions``, rows start..stop, as Python lists."""
         raise NotImplementedError
 
+    def take(self, rows: Sequence[int], positions: Sequence[int]) -> list[list[Any]]:
+        """As :meth:`page`, for the rows at positions ``rows`` (a sorted or filtered page)."""
+        raise NotImplementedError
+
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
         """Schema facts: ``columns`` (one dict per position) plus adapter extras."""
         raise NotImplementedError

@@ -76,6 +76,11 @@ class NarwhalsFrame(Table):
         names = self.frame.columns
         return [part.get_column(names[p]).to_list() for p in positions]
 
+    def take(self, rows: Sequence[int], positions: Sequence[int]) -> list[list[Any]]:
+        names = self.frame.columns
+        part = self.frame.select(list(dict.fromkeys(names[p] for p in positions)))[[int(r) for r in rows]]
+        return [part.get_column(names[p]).to_list() for p in positions]
+
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
         df = self.frame
         head = df.head(stats_rows)
@@ -134,6 +139,10 @@ class NarwhalsSeries(Table):
 
     def page(self, start: int, stop: int, positions: Sequence[int]) -> list[list[Any]]:
         part = self.series[start : max(start, stop)].to_list()
+        return [part for _ in positions]
+
+    def take(self, rows: Sequence[int], positions: Sequence[int]) -> list[list[Any]]:
+        part = self.series[[int(r) for r in rows]].to_list()
         return [part for _ in positions]
 
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:

@@ -46,8 +46,27 @@ class NumpyArray(Table):
         a = self.value
         if a.ndim <= 2:
             return a[start:stop], []
-        lead = np.unravel_index(np.arange(start, stop), a.shape[:-1])
+        return self._rows_at(np.arange(start, stop))
+
+    def _rows_at(self, rows: Any) -> tuple[Any, list[list[int]]]:
+        import numpy as np
+
+        a = self.value
+        rows = np.asarray(rows, dtype=np.int64)
+        if a.ndim <= 2:
+            return a[rows], []
+        lead = np.unravel_index(rows, a.shape[:-1])
         return a[lead], [ix.tolist() for ix in lead]
+
+    def column(self, p: int) -> Any:
+        """The whole column at position ``p`` as a 1-D array (a view, but for n-d arrays)."""
+        a = self.value
+        fields = self._fields()
+        if fields:
+            return a[fields[p]]
+        if a.ndim == 1:
+            return a
+        return a[:, p] if a.ndim == 2 else a[..., p].reshape(-1)
 
     def _column(self, rows: Any, p: int) -> Any:
         fields = self._fields()
@@ -61,6 +80,10 @@ class NumpyArray(Table):
         for p in positions:
             out.append(_np_list(self._column(rows, p)))
         return out
+
+    def take(self, rows: Sequence[int], positions: Sequence[int]) -> list[list[Any]]:
+        part, index = self._rows_at(rows)
+        return list(index) + [_np_list(self._column(part, p)) for p in positions]
 
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
         a = self.value

@@ -99,6 +99,10 @@ class PandasFrame(_PandasBase):
         part = self.value.iloc[start:stop]
         return self._index_lists(part.index) + [part.iloc[:, p].tolist() for p in positions]
 
+    def take(self, rows: Sequence[int], positions: Sequence[int]) -> list[list[Any]]:
+        part = self.value.iloc[rows, list(positions)]
+        return self._index_lists(part.index) + [part.iloc[:, j].tolist() for j in range(len(positions))]
+
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
         head = self.value.iloc[:stats_rows]
         labels = self.labels()
@@ -135,6 +139,10 @@ class PandasSeries(_PandasBase):
 
     def page(self, start: int, stop: int, positions: Sequence[int]) -> list[list[Any]]:
         part = self.value.iloc[start:stop]
+        return self._index_lists(part.index) + [part.tolist() for _ in positions]
+
+    def take(self, rows: Sequence[int], positions: Sequence[int]) -> list[list[Any]]:
+        part = self.value.iloc[rows]
         return self._index_lists(part.index) + [part.tolist() for _ in positions]
 
     def describe(self, positions: Sequence[int], stats_rows: int) -> dict[str, Any]:
