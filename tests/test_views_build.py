@@ -1,6 +1,6 @@
 """The MCP Apps views are committed as built HTML (so a wheel built without Node ships them): the
-committed files must be exactly what views/ builds, and each must be self-contained under a CSP
-that names no external domain."""
+committed file must be exactly what views/ builds, self-contained under a CSP that names no
+external domain, and each ui:// view is it with its own view name filled in."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT = ROOT / "mcp_notebook" / "views"
-VIEWS = ("frame-explorer.html", "output-viewer.html", "changes.html")
+VIEWS = ("views.html",)
 
 
 @pytest.mark.skipif(
@@ -43,3 +43,17 @@ def test_views_are_self_contained_under_a_strict_csp():
             r'<script[^>]+src=|<link[^>]+href=|@import|https?://[a-z0-9.-]+\.[a-z]{2,}/[^"\s]*\.(js|css)', html
         )
         assert html.count("<script>") == 1
+
+
+def test_each_view_is_the_built_page_with_its_name():
+    from mcp_notebook.providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER, ViewsProvider
+
+    built = (BUILT / "views.html").read_text("utf-8")
+    provider = ViewsProvider()
+    for uri, view in ((FRAME_EXPLORER, "frame"), (OUTPUT_VIEWER, "outputs"), (CHANGES, "changes")):
+        html = provider.read(uri)[0].text
+        assert f'<html lang="en" data-view="{view}">' in html and "__VIEW__" not in html and "__TITLE__" not in html
+        assert (
+            html.replace(f'data-view="{view}"', 'data-view="__VIEW__"').split("<title>")[1].split("</title>")[1]
+            == (built.split("<title>")[1].split("</title>")[1])
+        )

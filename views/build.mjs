@@ -1,5 +1,6 @@
-// Build the views into self-contained HTML (script and style inline, a CSP with their hashes and no
-// external domain) under mcp_notebook/views/, and the test host under tests/apps_host/dist/.
+// Build the views into one self-contained HTML file (script and style inline, a CSP with their
+// hashes and no external domain), mcp_notebook/views/views.html, and the test host under
+// tests/apps_host/dist/.
 //   node build.mjs [--out DIR] [--host]
 import { build } from "esbuild";
 import { createHash } from "node:crypto";
@@ -12,7 +13,6 @@ const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
 const outAt = args.indexOf("--out");
 const out = outAt >= 0 ? resolve(args[outAt + 1]) : join(here, "..", "mcp_notebook", "views");
-const VIEWS = { "frame-explorer": ["frame", "Frame explorer"], "output-viewer": ["outputs", "Cell outputs"], changes: ["changes", "Notebook changes"] };
 
 // zod bundles every locale's error messages (about 260 kB minified) behind `z.locales`; the views
 // only ever use English, which zod registers itself, so the locale index keeps English alone.
@@ -47,14 +47,15 @@ const csp = [
   "connect-src 'none'", "font-src 'none'", "frame-src 'none'", "base-uri 'none'", "form-action 'none'",
 ].join("; ");
 mkdirSync(out, { recursive: true });
-for (const [file, [view, title]] of Object.entries(VIEWS)) {
-  const html = `<!doctype html>
-<html lang="en" data-view="${view}">
+// One file for the three views: the hub fills in data-view and the title per ui:// resource
+// (providers/views.py); the CSP's hashes cover the script and style, which all three share.
+const html = `<!doctype html>
+<html lang="en" data-view="__VIEW__">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta http-equiv="Content-Security-Policy" content="${csp}">
-<title>${title} · mcp-notebook</title>
+<title>__TITLE__ · mcp-notebook</title>
 <style>${style}</style>
 </head>
 <body>
@@ -63,10 +64,9 @@ for (const [file, [view, title]] of Object.entries(VIEWS)) {
 </body>
 </html>
 `;
-  writeFileSync(join(out, `${file}.html`), html);
-}
+writeFileSync(join(out, "views.html"), html);
 const size = (text) => `${Buffer.byteLength(text)} bytes (${gzipSync(text, { level: 9 }).length} gzip)`;
-console.log(`views: ${Object.keys(VIEWS).length} files in ${out}; script ${size(script)}, style ${size(style)}`);
+console.log(`views: ${join(out, "views.html")}; script ${size(script)}, style ${size(style)}`);
 
 if (args.includes("--host")) {
   await build({

@@ -1,9 +1,10 @@
 """The hub's MCP Apps views: ``ui://mcp-notebook/...`` HTML resources built from views/ at package time.
 
-Each view is one self-contained HTML file (script and style inline, a strict CSP, no network) that
-gets its data only through the host's bridge (tool calls and resource reads). The files are ours,
-not kernel data: they are served verbatim (no secret masking, which could alter the script).
-Listed only to clients that offer the Apps extension (see protocol/apps.py); readable by any.
+The three views share one self-contained HTML file (script and style inline, a strict CSP, no
+network), ``views/views.html``; each ``ui://`` resource is that file with its view's name and title
+filled in. A view gets its data only through the host's bridge (tool calls and resource reads).
+The file is ours, not kernel data: it is served verbatim (no secret masking, which could alter the
+script). Listed only to clients that offer the Apps extension (see protocol/apps.py); readable by any.
 """
 
 from __future__ import annotations
@@ -21,22 +22,23 @@ FRAME_EXPLORER = PREFIX + "frame-explorer"
 OUTPUT_VIEWER = PREFIX + "output-viewer"
 CHANGES = PREFIX + "changes"
 
-# uri -> (file under mcp_notebook/views/, name, title, description)
+BUILT = "views.html"  # under mcp_notebook/views/
+# uri -> (the view's key in the page, name, title, description)
 VIEWS: dict[str, tuple[str, str, str, str]] = {
     FRAME_EXPLORER: (
-        "frame-explorer.html",
+        "frame",
         "frame-explorer",
         "Frame explorer",
         "Explore a data frame of the live kernel: schema, virtual scrolling over pages, sort and filter.",
     ),
     OUTPUT_VIEWER: (
-        "output-viewer.html",
+        "outputs",
         "output-viewer",
         "Cell outputs",
         "A cell's source and outputs, images included (text shown as text, never as HTML).",
     ),
     CHANGES: (
-        "changes.html",
+        "changes",
         "changes",
         "Notebook changes",
         "A live feed of what cells changed since the view opened; each entry opens its view.",
@@ -78,16 +80,19 @@ class ViewsProvider(Provider):
 
     def html(self, uri: str) -> str:
         """The view's HTML; ResourceNotFound for a URI that names no view."""
-        entry = VIEWS.get(uri.split("?", 1)[0])
+        key = uri.split("?", 1)[0]
+        entry = VIEWS.get(key)
         if entry is None:
             raise ResourceNotFound(uri, f"Resource not found: {uri} (views: {', '.join(VIEWS)})")
-        cached = self._html.get(entry[0])
+        cached = self._html.get(key)
         if cached is None:
             try:
-                cached = (package_files.files("mcp_notebook") / "views" / entry[0]).read_text("utf-8")
+                page = (package_files.files("mcp_notebook") / "views" / BUILT).read_text("utf-8")
             except OSError as exc:
                 raise ResourceReadError(
-                    f"the view {entry[1]} is missing from this installation ({exc}); reinstall mcp-notebook"
+                    f"the views are missing from this installation ({exc}); reinstall mcp-notebook"
                 ) from None
-            self._html[entry[0]] = cached
+            view, _, title, _ = entry
+            cached = page.replace('data-view="__VIEW__"', f'data-view="{view}"', 1).replace("__TITLE__", title, 1)
+            self._html[key] = cached
         return cached
