@@ -38,49 +38,41 @@ def _timed(fn) -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def _open(page, name: str) -> None:
+    """The frame explorer on ``name``, until its first row is shown."""
+    page.evaluate("a => window.host.open('explore_frame', a)", {"name": name})
+    views._row_text(page.frame_locator("#view"), 0)
+
+
+def _jump(page, row: int) -> None:
+    """Go to ``row`` in the open frame explorer, until it is shown."""
+    view = page.frame_locator("#view")
+    view.locator('[data-testid="jump"]').fill(str(row))
+    view.locator('[data-testid="jump"]').press("Enter")
+    views._row_text(view, row, timeout=30_000)
+
+
+def _sort(page) -> None:
+    """Sort by x (a header click), until the sorted order is shown."""
+    view = page.frame_locator("#view")
+    view.locator('[data-column="x"]').click()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        texts = view.locator('[data-row="1"] .cell').all_inner_texts()
+        if texts and texts[1] == "1000":  # x = (n % 1000) / 10 sorted, ties in source order
+            return
+        time.sleep(0.01)
+    raise AssertionError("the sorted first row never showed")
+
+
 def one_round(page) -> dict[str, float]:
-    out: dict[str, float] = {}
-    out["frame: open to first rows"] = _timed(
-        lambda: (
-            page.evaluate("a => window.host.open('explore_frame', a)", {"name": "big"}),
-            views._row_text(page.frame_locator("#view"), 0),
-        )
-    )
-    view = page.frame_locator("#view")
-
-    def jump() -> None:
-        view.locator('[data-testid="jump"]').fill("900123")
-        view.locator('[data-testid="jump"]').press("Enter")
-        views._row_text(view, 900123)
-
-    out["frame: jump to row 900,123"] = _timed(jump)
-
-    def sort() -> None:
-        view.locator('[data-column="x"]').click()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            texts = view.locator('[data-row="1"] .cell').all_inner_texts()
-            if texts and texts[1] == "1000":  # x = (n % 1000) / 10 sorted, ties in source order
-                return
-            time.sleep(0.01)
-        raise AssertionError("the sorted first row never showed")
-
-    out["frame: sort 1M rows by a header click"] = _timed(sort)
-    out["duckdb: open to first rows"] = _timed(
-        lambda: (
-            page.evaluate("a => window.host.open('explore_frame', a)", {"name": "duck"}),
-            views._row_text(page.frame_locator("#view"), 0),
-        )
-    )
-    view = page.frame_locator("#view")
-
-    def deep() -> None:
-        view.locator('[data-testid="jump"]').fill("500000")
-        view.locator('[data-testid="jump"]').press("Enter")
-        views._row_text(view, 500000, timeout=30_000)
-
-    out["duckdb: jump to row 500,000"] = _timed(deep)
-    return out
+    return {
+        "frame: open to first rows": _timed(lambda: _open(page, "big")),
+        "frame: jump to row 900,123": _timed(lambda: _jump(page, 900123)),
+        "frame: sort 1M rows by a header click": _timed(lambda: _sort(page)),
+        "duckdb: open to first rows": _timed(lambda: _open(page, "duck")),
+        "duckdb: jump to row 500,000": _timed(lambda: _jump(page, 500000)),
+    }
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.params", "protocol.cursors", "protocol.streams", "protocol.security", "protocol.eras", "protocol.apps"),
     ("protocol.exchange",),
     ("protocol.tool_watch",),
+    ("protocol.tool_spec",),
     ("protocol.view_tools",),
     ("protocol.tools",),
     ("protocol.core",),

@@ -23,8 +23,9 @@ from .cursors import decode_cursor, encode_cursor
 from .exchange import Ctx
 from .jsonrpc import RpcError
 from .params import MAX_URI
+from .tool_spec import Tool, schema_of
 from .tool_watch import ClientWatches, ToolWatches
-from .view_tools import VIEW_TOOLS, Tool, ViewTools, schema_of
+from .view_tools import VIEW_TOOLS, ViewTools
 
 MAX_WAIT_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 20.0

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -19,40 +18,11 @@ from ..providers.frame_pages import META_KEY
 from ..providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
 from ..redact import REDACTOR
 from ..resources import Resources
-from ..revisions import knows
 from ..types import Contents, ResourceNotFound
+from .tool_spec import Tool, schema_of
 
 FIRST_PAGE_ROWS = 100
 LAST_CELLS = 50  # show_outputs without a cell: the newest cell with outputs among the last ones
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    title: str
-    description: str
-    schema: dict[str, Any]
-    view: str | None = None  # the ui:// resource a host renders the result in
-
-    def to_json(self, version: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.schema}
-        if knows(version, "title"):
-            out["title"] = self.title
-        if knows(version, "completions_capability"):  # ToolAnnotations arrived with 2025-03-26
-            out["annotations"] = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
-        if self.view is not None:  # the stable key, and the flat one early hosts read
-            out["_meta"] = {
-                "ui": {"resourceUri": self.view, "visibility": ["model", "app"]},
-                "ui/resourceUri": self.view,
-            }
-        return out
-
-
-def schema_of(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        out["required"] = list(required)
-    return out
 
 
 VIEW_TOOLS = (
