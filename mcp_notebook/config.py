@@ -35,6 +35,13 @@ class MCPHub(Configurable):
         help="Microseconds the server thread keeps polling after a reply before it sleeps, so a client's next "
         "request finds it awake (off while a cell runs; 0 turns it off).",
     ).tag(config=True)
+    namespace_table_reads = Bool(
+        True,
+        help="Find what each cell changed by copying the namespace dict's own entry table (CPython on Linux, "
+        "with process_vm_readv on this process: it cannot fault) instead of listing every name and value: "
+        "~10x less per cell with 100,000 names. Verified on probe dicts and against every new table before "
+        "it is trusted; False: always list (the portable way). Read when the hub loads.",
+    ).tag(config=True)
     switch_interval_us = Int(
         500,
         help="While a cell runs and an MCP client is connected, the interpreter's GIL switch interval (sys."

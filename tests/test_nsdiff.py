@@ -1,5 +1,6 @@
-"""The post-cell hook's namespace comparison (providers/nsdiff.py): the fast path finds exactly what
-the plain dict comparison finds, and the hub still sees rebinding, in-place mutation and deletion."""
+"""The post-cell hook's namespace comparison (providers/nswatch.py, dict_table.py, nsdiff.py): every
+way (the dict's own table, the listing with in-place pointers, the portable listing) finds exactly
+what the plain dict comparison finds, and the hub still sees rebinding, mutation and deletion."""
 
 from __future__ import annotations
 
@@ -10,16 +11,22 @@ from typing import Any
 
 import pytest
 
-from mcp_notebook.providers import nsdiff
+from mcp_notebook.providers import nsdiff, nswatch
 from mcp_notebook.providers.nsdiff import WORD, Snapshot, changed_words, pointers
 from mcp_notebook.providers.variables import VariablesProvider
 from mcp_notebook.redact import DEFAULT_SECRET_WORDS, NameFilter
 from mcp_notebook.resources import LIST_CHANGED, UPDATED, Resources
 
 
-@pytest.fixture(params=["in-place", "portable"])
+@pytest.fixture(params=["table", "in-place", "portable"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both ways of reading addresses: the list's own pointer array, and array(map(id, ...))."""
+    """Every way of reading the namespace: the dict's own entry table, the listing read from the
+    list's own pointer array, and the listing through array(map(id, ...))."""
+    if request.param == "table":
+        if nswatch.new_reader() is None:
+            pytest.skip("this interpreter's dict tables are not read directly")
+        return request.param
+    monkeypatch.setattr(nswatch, "new_reader", lambda: None)
     if request.param == "portable":
         monkeypatch.setattr(nsdiff, "_OFFSET", None)
     elif nsdiff._OFFSET is None:

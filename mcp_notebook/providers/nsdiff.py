@@ -23,7 +23,8 @@ from typing import Any
 
 WORD = struct.calcsize("P")
 _LEAF = 64  # words compared one by one once a differing range is this small
-_ARRAY_CODE = next(c for c in "QLI" if array(c).itemsize == WORD)
+_FANOUT = 64  # pieces the whole range is first cut in (halving it instead reads it once per difference)
+ARRAY_CODE = next(c for c in "QLI" if array(c).itemsize == WORD)
 
 
 def _probe_offset() -> int | None:
@@ -62,17 +63,22 @@ def pointers(items: list[Any]) -> bytes:
     if not items:
         return b""
     if _OFFSET is None:
-        return array(_ARRAY_CODE, map(id, items)).tobytes()
+        return array(ARRAY_CODE, map(id, items)).tobytes()
     return string_at(c_void_p.from_address(id(items) + _OFFSET).value, len(items) * WORD)
 
 
-def changed_words(a: bytes, b: bytes) -> list[int]:
-    """Indexes of the words that differ between ``a`` and ``b`` over their common length.
+def changed_words(a: bytes | bytearray, b: bytes | bytearray, words: int | None = None) -> list[int]:
+    """Indexes of the words that differ between ``a`` and ``b`` over their common length (or
+    their first ``words``).
 
-    Halves that compare equal (``startswith`` on a view: a memcmp, no copy) are skipped, so a few
-    differences among 100,000 words cost a few dozen comparisons; small runs are unpacked."""
+    The range is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that compare
+    equal (``startswith`` on a view: a memcmp, no copy) are skipped, so the bytes are read about
+    once, plus a few small pieces per difference; small runs are unpacked."""
     out: list[int] = []
-    stack = [(0, min(len(a), len(b)) // WORD)]
+    n = min(len(a), len(b)) // WORD if words is None else words
+    step = max(_LEAF, -(-n // _FANOUT))
+    stack = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    stack.reverse()  # popped lowest first: indexes come out in order
     view = memoryview(b)
     while stack:  # bounded: every step splits a range or drops it
         lo, hi = stack.pop()

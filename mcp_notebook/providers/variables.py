@@ -1,8 +1,8 @@
 """Kernel variables as resources: ``nb://vars`` (index) and ``nb://vars/{name}`` (one value).
 
-Change detection after each cell is O(number of names) with C-speed steps: the names and the
-addresses of the values, as raw bytes, are compared against the previous cell's (nsdiff.py); only
-names whose binding changed are looked at in Python. In-place mutation of a watched variable is caught by a cheap
+Change detection after each cell is O(number of names) with C-speed steps: the namespace's entry
+table (or, where it cannot be read, its names and value addresses), as raw bytes, is compared
+against the previous cell's (nswatch.py); only names whose binding changed are looked at in Python. In-place mutation of a watched variable is caught by a cheap
 fingerprint (len/shape) or, failing that, by the hub's exact digest off the main thread.
 """
 
@@ -22,7 +22,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
-from .nsdiff import Snapshot
+from .nswatch import NamespaceWatch
 from .optional import missing_package
 
 PREFIX = "nb://vars"
@@ -107,7 +107,7 @@ class VariablesProvider(Provider):
         self._filter = name_filter
         self._limits = limits
         self.user_hidden: set[str] = set()
-        self._snap = Snapshot([], b"", b"")
+        self._watch = NamespaceWatch(user_ns, getattr(limits, "namespace_table_reads", True))
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}
         self._fingerprints: dict[str, Any] = {}
@@ -153,10 +153,9 @@ class VariablesProvider(Provider):
 
     def rebuild(self) -> None:
         """Recompute everything from scratch (on load)."""
-        self._snap = Snapshot.take(self._ns, self._snap)
         stamp = _now()
         exposed = {}
-        for name in self._snap.keys:
+        for name in self._watch.reset():
             value = self._ns.get(name)
             if self._exposable(name, value):
                 exposed[name] = type(value)
@@ -185,9 +184,7 @@ class VariablesProvider(Provider):
 
     # -- hot path -----------------------------------------------------------------------
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
-        snap = Snapshot.take(self._ns, self._snap)
-        rebound, removed = snap.diff(self._snap)
-        self._snap = snap
+        rebound, removed = self._watch.diff()
         changes = ChangeSet()
         if rebound or removed:
             self._apply(rebound, removed, changes)
@@ -530,7 +527,7 @@ class VariablesProvider(Provider):
             self._exposed.pop(name, None)
             if value is not missing:
                 self._remember_hidden(name, value)
-        elif name in self._snap.keys:  # a name new in this cell is exposed (and announced) by the next snapshot
+        elif self._watch.seen(name):  # a name new in this cell is exposed (and announced) by the next snapshot
             self._exposed[name] = type(value)
             self._modified.setdefault(name, _now())
         self._list_version += 1
