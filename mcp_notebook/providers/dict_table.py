@@ -20,7 +20,6 @@ import sys
 import sysconfig
 from collections.abc import Callable
 from ctypes import addressof, c_char, c_void_p  # ctypes: already imported by ipykernel
-from dataclasses import dataclass
 from typing import Any
 
 WORD = struct.calcsize("P")
@@ -28,14 +27,16 @@ _KEYS = 4 * WORD  # PyDictObject: refcount, type, ma_used, version/watcher tag, 
 _UNICODE_KIND = 1  # 3.11+: a table whose keys are all str stores no hash
 
 
-@dataclass(frozen=True)
 class Table:
     """One copy of a dict's entries (``data`` is a reusable buffer; only its first ``size`` bytes count)."""
 
-    keys_addr: int  # the table object the copy came from
-    entries: int  # slots used so far, live or deleted (a deleted slot has key and value 0)
-    fields: int  # words per slot: 2 (key, value) or 3 (hash, key, value)
-    data: bytearray
+    __slots__ = ("data", "entries", "fields", "keys_addr")
+
+    def __init__(self, keys_addr: int, entries: int, fields: int, data: bytearray):
+        self.keys_addr = keys_addr  # the table object the copy came from
+        self.entries = entries  # slots used so far, live or deleted (a deleted slot has key and value 0)
+        self.fields = fields  # words per slot: 2 (key, value) or 3 (hash, key, value)
+        self.data = data
 
     @property
     def size(self) -> int:
@@ -57,43 +58,91 @@ class Table:
         return struct.unpack_from("PP", self.data, (i * self.fields + self.fields - 2) * WORD)
 
 
+Copy = Callable[..., int]  # (dest, src, size[, dest2, src2, size2]) -> bytes copied, -1 refused; never faults
+_GUESS = 64  # slots read past the last count in the one-copy read (a cell adding more takes two)
+
+
 class TableReader:
     """Copies one dict's entry table into two alternating buffers (no allocation per cell): a
-    table returned stays intact until the second read after it."""
+    table returned stays intact until the second read after it.
 
-    def __init__(self, copy: Callable[[int, int, int], bool]):
-        self._copy = copy  # (dest address, source address, size) -> all copied; never faults
+    The table read last time is read again in one copy (its header and its slots up to the last
+    count plus ``_GUESS``, all inside the table's own allocation); a new table takes three (its
+    header, its slots, its header again)."""
+
+    def __init__(self, copy: Copy):
+        self._copy = copy
         self._buffers: list[tuple[bytearray, int]] = [_buffer(0), _buffer(0)]
         self._turn = 0
         self._hdr, self._hdr_addr = _buffer(_HEADER)
         self._after, self._after_addr = _buffer(_HEADER)
+        self._dict_id = 0
+        self._slots = (c_void_p(), c_void_p())
+        self._known: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # address, offset, fields, capacity, entries
 
     def read(self, d: dict[Any, Any]) -> Table | None:
         """The table of ``d`` now, or None (split values, an unknown header, or ``d`` changed
         while it was copied)."""
         if not d:  # an empty dict may share a static table (and, before 3.11, a static values array)
-            return Table(0, 0, 2, self._buffers[self._turn][0])
-        slot = c_void_p.from_address(id(d) + _KEYS)
-        keys_addr = slot.value
-        if not keys_addr or c_void_p.from_address(id(d) + _KEYS + WORD).value:  # no table, or split values
+            return Table(0, 0, 2, self._buffers[self._turn ^ 1][0])
+        if id(d) != self._dict_id:  # ma_keys and ma_values, read in place
+            self._dict_id = id(d)
+            self._slots = (c_void_p.from_address(id(d) + _KEYS), c_void_p.from_address(id(d) + _KEYS + WORD))
+        keys_slot, values_slot = self._slots
+        keys_addr = keys_slot.value
+        if not keys_addr or values_slot.value:  # no table, or split values
             return None
-        if not self._copy(self._hdr_addr, keys_addr, _HEADER):
+        if keys_addr == self._known[0]:
+            table = self._read_known(keys_slot, keys_addr)
+            if table is not None:
+                return table
+        return self._read_new(keys_slot, keys_addr)
+
+    def _read_known(self, keys_slot: c_void_p, keys_addr: int) -> Table | None:
+        _, offset, fields, capacity, last = self._known
+        slot_bytes = fields * WORD
+        want = min(capacity, last + _GUESS) * slot_bytes
+        buf, addr = self._next_buffer(want)
+        if self._copy(self._hdr_addr, keys_addr, _HEADER, addr, keys_addr + offset, want) != _HEADER + want:
+            return None
+        layout = _parse_header(self._hdr)  # the same table: the same layout, and no more slots than read
+        if layout is None or layout[0] != offset or layout[2] != fields or layout[3] != capacity:
+            return None
+        entries = layout[1]
+        if entries * slot_bytes > want or keys_slot.value != keys_addr:
+            return None
+        return self._done((keys_addr, offset, fields, capacity, entries), buf)
+
+    def _read_new(self, keys_slot: c_void_p, keys_addr: int) -> Table | None:
+        if self._copy(self._hdr_addr, keys_addr, _HEADER) != _HEADER:
             return None
         layout = _parse_header(self._hdr)
         if layout is None:
             return None
-        offset, entries, fields = layout
+        offset, entries, fields, capacity = layout
         size = entries * fields * WORD
-        self._turn ^= 1
-        buf, addr = self._buffers[self._turn]
-        if len(buf) < size:
-            buf, addr = self._buffers[self._turn] = _buffer(size + size // 4)
-        if size and not self._copy(addr, keys_addr + offset, size):
+        buf, addr = self._next_buffer(size)
+        if size and self._copy(addr, keys_addr + offset, size) != size:
             return None
         # The same table, header unchanged, after the copy: nothing resized or appended in between.
-        if slot.value != keys_addr or not self._copy(self._after_addr, keys_addr, _HEADER) or self._after != self._hdr:
+        if keys_slot.value != keys_addr or self._copy(self._after_addr, keys_addr, _HEADER) != _HEADER:
             return None
-        return Table(keys_addr, entries, fields, buf)
+        if self._after != self._hdr:
+            return None
+        return self._done((keys_addr, offset, fields, capacity, entries), buf)
+
+    def _next_buffer(self, size: int) -> tuple[bytearray, int]:
+        """The buffer not holding the last table returned (which the caller still compares with)."""
+        turn = self._turn ^ 1
+        buf, addr = self._buffers[turn]
+        if len(buf) < size:
+            buf, addr = self._buffers[turn] = _buffer(size + size // 4)
+        return buf, addr
+
+    def _done(self, known: tuple[int, int, int, int, int], buf: bytearray) -> Table:
+        self._known = known
+        self._turn ^= 1
+        return Table(known[0], known[4], known[2], buf)
 
 
 def _buffer(size: int) -> tuple[bytearray, int]:
@@ -107,31 +156,35 @@ def _buffer(size: int) -> tuple[bytearray, int]:
 if sys.version_info >= (3, 11):
     _HEADER = 4 * WORD  # refcount; log2 size, log2 index bytes, kind, pad, version; usable; entries
 
-    def _parse_header(hdr: bytearray) -> tuple[int, int, int] | None:
+    def _parse_header(hdr: bytearray) -> tuple[int, int, int, int] | None:
+        """(offset of the slots, slots used, words per slot, slots allocated) or None."""
         log2_size, log2_index_bytes, kind = hdr[WORD], hdr[WORD + 1], hdr[WORD + 2]
         if kind > _UNICODE_KIND or log2_size > 40 or log2_index_bytes > 43:  # split, or not a table at all
             return None
         (entries,) = struct.unpack_from("n", hdr, 3 * WORD)
-        if not 0 <= entries <= (1 << log2_size):
+        capacity = ((1 << log2_size) << 1) // 3  # CPython's USABLE_FRACTION
+        if not 0 <= entries <= capacity:
             return None
-        return _HEADER + (1 << log2_index_bytes), entries, 2 if kind == _UNICODE_KIND else 3
+        return _HEADER + (1 << log2_index_bytes), entries, 2 if kind == _UNICODE_KIND else 3, capacity
 
 else:
     _HEADER = 5 * WORD  # refcount, size, lookup function, usable, entries
 
-    def _parse_header(hdr: bytearray) -> tuple[int, int, int] | None:
+    def _parse_header(hdr: bytearray) -> tuple[int, int, int, int] | None:
+        """(offset of the slots, slots used, words per slot, slots allocated) or None."""
         size, _lookup, _usable, entries = struct.unpack_from("nPnn", hdr, WORD)
-        if size <= 0 or size & (size - 1) or not 0 <= entries <= size:
+        capacity = (size << 1) // 3  # CPython's USABLE_FRACTION
+        if size <= 0 or size & (size - 1) or not 0 <= entries <= capacity:
             return None
         index_bytes = 1 if size <= 0xFF else 2 if size <= 0xFFFF else 4 if size <= 0xFFFFFFFF else 8
-        return _HEADER + index_bytes * size, entries, 3
+        return _HEADER + index_bytes * size, entries, 3, capacity
 
 
 # -- the copy, and trusting it ---------------------------------------------------------------
 
 
-def _process_vm_copy() -> Any:
-    """A fault-free memcpy from our own address space that keeps the GIL, or None."""
+def _process_vm_copy() -> Copy | None:
+    """A fault-free memcpy of one or two ranges of our own memory that keeps the GIL, or None."""
     import ctypes
     from os import getpid
 
@@ -145,42 +198,51 @@ def _process_vm_copy() -> Any:
     fn.argtypes = [ctypes.c_int, ctypes.POINTER(IoVec), ctypes.c_ulong, ctypes.POINTER(IoVec), ctypes.c_ulong]
     fn.argtypes += [ctypes.c_ulong]
     fn.restype = ctypes.c_ssize_t
-    local, remote = IoVec(), IoVec()
-    local_ref, remote_ref = ctypes.byref(local), ctypes.byref(remote)
+    local, remote = (IoVec * 2)(), (IoVec * 2)()
+    l0, l1, r0, r1 = local[0], local[1], remote[0], remote[1]
 
-    def copy(dest: int, src: int, size: int) -> bool:
-        local.base, local.len, remote.base, remote.len = dest, size, src, size
-        return fn(getpid(), local_ref, 1, remote_ref, 1, 0) == size  # this process, also after a fork
+    def copy(dest: int, src: int, size: int, dest2: int = 0, src2: int = 0, size2: int = 0) -> int:
+        l0.base, l0.len, r0.base, r0.len = dest, size, src, size
+        if not size2:
+            return fn(getpid(), local, 1, remote, 1, 0)  # our pid now: also right after a fork
+        l1.base, l1.len, r1.base, r1.len = dest2, size2, src2, size2
+        return fn(getpid(), local, 2, remote, 2, 0)
 
     return copy
 
 
-def _verified(copy: Callable[[int, int, int], bool]) -> bool:
-    """The layout reads back right on probe dicts: one- and two-byte indexes, str and other keys,
-    deleted slots. (Every table the hub then uses is checked again against the dict's own listing
-    the first time it is read: see nswatch.)"""
+def _verified(copy: Copy) -> bool:
+    """The layout reads back right on probe dicts (one- and two-byte indexes, str and other keys,
+    deleted slots), through a new table's read and the one-copy read of a known one. (Every table
+    the hub then uses is checked again against the dict's own listing the first time it is read:
+    see nswatch.)"""
     reader = TableReader(copy)
     for n, make_key in ((5, str), (300, str), (5, _mixed_key), (300, _mixed_key)):
         probe = {make_key(i): object() for i in range(n)}
         for i in range(0, n, 5):
             del probe[make_key(i)]
-        table = reader.read(probe)
-        if table is None:
-            return False
-        keys, values = table.key_words(), table.value_words()
-        live = [(k, v) for k, v in zip(keys, values, strict=True) if k]
-        if live != [(id(k), id(v)) for k, v in probe.items()] or any(
-            v for k, v in zip(keys, values, strict=True) if not k
-        ):
-            return False
+        for _ in range(2):
+            if not _reads_back(reader, probe):
+                return False
+            probe[make_key(n + 1)] = probe[make_key(1)] = object()  # one added, one rebound
     return True
+
+
+def _reads_back(reader: TableReader, probe: dict[Any, Any]) -> bool:
+    table = reader.read(probe)
+    if table is None:
+        return False
+    keys, values = table.key_words(), table.value_words()
+    live = [(k, v) for k, v in zip(keys, values, strict=True) if k]
+    dead = [v for k, v in zip(keys, values, strict=True) if not k]
+    return live == [(id(k), id(v)) for k, v in probe.items()] and not any(dead)
 
 
 def _mixed_key(i: int) -> object:
     return i if i % 7 == 0 else str(i)
 
 
-_COPY: list[Callable[[int, int, int], bool] | None] = []
+_COPY: list[Copy | None] = []
 
 
 def new_reader() -> TableReader | None:
@@ -191,7 +253,7 @@ def new_reader() -> TableReader | None:
     return TableReader(copy) if copy is not None else None
 
 
-def _checked_copy() -> Callable[[int, int, int], bool] | None:
+def _checked_copy() -> Copy | None:
     if sys.implementation.name != "cpython" or not sys.platform.startswith("linux"):
         return None
     if sysconfig.get_config_var("Py_GIL_DISABLED"):

@@ -23,7 +23,8 @@ from typing import Any
 
 WORD = struct.calcsize("P")
 _LEAF = 64  # words compared one by one once a differing range is this small
-_FANOUT = 64  # pieces the whole range is first cut in (halving it instead reads it once per difference)
+_FANOUT = 64  # pieces a long range is first cut in (halving it instead reads it once per difference)
+_PIECE = 4096  # words: ranges up to this long are simply halved
 ARRAY_CODE = next(c for c in "QLI" if array(c).itemsize == WORD)
 
 
@@ -71,12 +72,12 @@ def changed_words(a: bytes | bytearray, b: bytes | bytearray, words: int | None 
     """Indexes of the words that differ between ``a`` and ``b`` over their common length (or
     their first ``words``).
 
-    The range is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that compare
+    A long range is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that compare
     equal (``startswith`` on a view: a memcmp, no copy) are skipped, so the bytes are read about
     once, plus a few small pieces per difference; small runs are unpacked."""
     out: list[int] = []
     n = min(len(a), len(b)) // WORD if words is None else words
-    step = max(_LEAF, -(-n // _FANOUT))
+    step = max(_PIECE, -(-n // _FANOUT))
     stack = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
     stack.reverse()  # popped lowest first: indexes come out in order
     view = memoryview(b)
