@@ -62,10 +62,11 @@ class Mcp:
     def post(self, body: Any, **headers: str) -> httpx.Response:
         return self.http.post(self.url, json=body, headers=self.headers(**headers))
 
-    def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
-        r = self.post(
-            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {**INIT, "protocolVersion": version}}
-        )
+    def initialize(self, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        params = {**INIT, "protocolVersion": version}
+        if capabilities is not None:
+            params["capabilities"] = capabilities
+        r = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
         assert r.status_code == 200, r.text
         self.session = r.headers["mcp-session-id"]
         self.version = r.json()["result"]["protocolVersion"]

@@ -15,6 +15,7 @@ import httpx
 import mcp_types as types
 import pytest
 import sdk
+from conftest import Mcp
 from mcp.client.extension import advertise
 
 EXT = "io.modelcontextprotocol/ui"
@@ -35,60 +36,34 @@ def ready(kernel, hub) -> dict[str, Any]:
     return hub
 
 
-class Wire:
-    """A raw JSON-RPC client in either era, offering the Apps extension or not."""
+class Wire(Mcp):
+    """The raw client in either era, offering the Apps extension or not."""
 
     def __init__(self, info: dict[str, Any], era: str, apps: bool):
-        self.url, self.token, self.era, self.apps = info["url"], info["token"], era, apps
-        self.http = httpx.Client(timeout=30)
-        self.session: str | None = None
-        self.ids = 0
+        super().__init__(info)
+        self.era, self.apps = era, apps
         self.caps = APPS_CAPS if apps else {}
         if era == "handshake":
-            init = {
-                "protocolVersion": "2025-11-25",
-                "capabilities": self.caps,
-                "clientInfo": {"name": "w", "version": "1"},
-            }
-            r = self._post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, {})
-            self.init = r.json()["result"]
-            self.session = r.headers["mcp-session-id"]
-            self._post({"jsonrpc": "2.0", "method": "notifications/initialized"}, {})
-
-    def _post(self, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
-        h = {
-            "Authorization": f"Bearer {self.token}",
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            **headers,
-        }
-        if self.session:
-            h.update({"Mcp-Session-Id": self.session, "MCP-Protocol-Version": "2025-11-25"})
-        return self.http.post(self.url, content=json.dumps(body), headers=h)
+            self.init = self.initialize(capabilities=self.caps)
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.ids += 1
+        if self.era == "handshake":
+            return super().call(method, params)
+        self._id += 1
         params = dict(params or {})
-        headers: dict[str, str] = {}
-        if self.era == "stateless":
-            params["_meta"] = {
-                "io.modelcontextprotocol/protocolVersion": STATELESS,
-                "io.modelcontextprotocol/clientCapabilities": self.caps,
-                "io.modelcontextprotocol/clientInfo": {"name": "w", "version": "1"},
-            }
-            headers = {"MCP-Protocol-Version": STATELESS, "Mcp-Method": method}
-            if method == "tools/call":
-                headers["Mcp-Name"] = params["name"]
-            elif method == "resources/read":
-                headers["Mcp-Name"] = params["uri"]
-        r = self._post({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}, headers)
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": STATELESS,
+            "io.modelcontextprotocol/clientCapabilities": self.caps,
+            "io.modelcontextprotocol/clientInfo": {"name": "w", "version": "1"},
+        }
+        headers = {"MCP-Protocol-Version": STATELESS, "Mcp-Method": method}
+        if method == "tools/call":
+            headers["Mcp-Name"] = params["name"]
+        elif method == "resources/read":
+            headers["Mcp-Name"] = params["uri"]
+        r = self.post({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params}, **headers)
         assert r.status_code == 200, r.text
         return r.json()
-
-    def result(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        reply = self.call(method, params)
-        assert "result" in reply, reply
-        return reply["result"]
 
     def capabilities(self) -> dict[str, Any]:
         if self.era == "handshake":
