@@ -45,7 +45,7 @@ def notebook(kernel, hub) -> dict[str, Any]:
 
 
 @pytest.fixture
-def page(host_page, notebook) -> Iterator[Any]:
+def page(host_page, notebook) -> Iterator[Any]:  # noqa: F811 (the fixture imported above)
     with playwright_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1100, "height": 900})
@@ -190,12 +190,13 @@ def test_frame_explorer_shares_frame_filter_sort_and_a_bounded_sample(page, note
 
     share.check()
     index, text = _wait_push(page, lambda t: "nb://frames/people" in t and "sample" in t)
-    assert "sort: none; filter: none" in text and "visible rows 1–" in text and "of 5,000" in text
+    assert "sort: none; filter: none" in text and "visible rows 1-" in text and "of 5,000" in text
     rows = _sample(text)
     assert 1 <= len(rows) <= SHARE_ROWS and rows[0] == {"#": 0, "n": 0, "word": "w0", "note": "plain 0"}
     assert rows[3]["note"] == "[REDACTED]"  # what the hub served, nothing of the view's own
     assert len(text) <= SHARE_MAX_CHARS + 200
     assert "read_resource nb://frames/people?offset=0&limit=" in text
+    assert view.locator('[data-testid="share-state"]').inner_text().startswith("sent ")
 
     view.locator('[data-column="n"]').click()
     view.locator('[data-column="n"]').click()  # descending
@@ -211,6 +212,24 @@ def test_frame_explorer_shares_frame_filter_sort_and_a_bounded_sample(page, note
     everything = "\n".join(_text(u) for u in _updates(page))
     assert GITHUB_TOKEN not in everything and notebook["token"] not in everything
     _no_secrets_in_view(page, notebook)
+
+
+def test_a_frame_opened_from_the_feed_shares_beside_the_changes_until_the_user_goes_back(page, kernel):
+    view = _open(page, "watch_changes", {}, modelContext=True)
+    view.locator('[data-testid="keep-posted"]').check()
+    first, _ = _wait_push(page, lambda t: "(no change yet)" in t)
+    kernel.run("picked = people.head(300)")
+    index, _ = _wait_push(page, lambda t: "nb://vars/picked" in t, after=first + 1)
+    view.locator('[data-uri="nb://vars/picked"]').click()
+    assert _row_text(view, 0)[1] == "0"
+    view.locator('[data-testid="share"]').check()
+    both = lambda t: "nb://vars/picked" in t and "looking at picked" in t and "sample" in t  # noqa: E731
+    index, text = _wait_push(page, both, after=index + 1)
+    assert text.index("Notebook changes") < text.index("looking at picked")  # one push, both sections
+    view.locator('[data-testid="back"]').click()
+    index, text = _wait_push(page, lambda t: "looking at" not in t, after=index + 1)
+    assert "nb://vars/picked" in text  # the frame is no longer shown, the changes still are
+    assert view.locator('[data-testid="keep-posted"]').is_checked()
 
 
 @pytest.mark.parametrize("name", ["wide", "longs"])

@@ -19,12 +19,12 @@ export class ChangesFeed {
   private readonly list = el("div", { cls: "feed", attrs: { "data-testid": "feed" } });
   private readonly state = el("div", { cls: "muted" }, "watching for changes…");
   private stopped = false;
-  private posted: string[] | null = null; // change lines (newest first) while the assistant is kept posted
+  private posted: string[] = []; // change lines (newest first) while the assistant is kept posted
   private postedCount = 0; // lines since the user turned it on (the newest MAX_POSTED_LINES are kept)
   private postedSince = { cursor: "", time: "" };
 
   constructor(private readonly bridge: Bridge, private cursor: string, first: Json, private readonly open: Opener) {
-    const toggle = shareToggle(bridge.context, "keep the assistant up to date", "keep-posted", (on) => this.keepPosted(on));
+    const toggle = shareToggle(bridge.context, "changes", "keep the assistant up to date", "keep-posted", () => this.keepPosted());
     append(this.node, el("div", { cls: "title" }, el("strong", {}, "Notebook changes"), " since this view opened"), toggle, this.state, this.list);
     if (first?.changes?.length) this.add(first);
     void this.poll();
@@ -34,16 +34,17 @@ export class ChangesFeed {
     this.stopped = true;
   }
 
-  private keepPosted(on: boolean): void {
-    this.posted = on ? [] : null;
+  /** The user turned "keep the assistant up to date" on: lines from now on. */
+  private keepPosted(): () => string {
+    this.posted = [];
     this.postedCount = 0;
     this.postedSince = { cursor: this.cursor, time: clock() };
-    this.bridge.context.set("changes", on ? () => this.digest() : null);
+    return () => this.digest();
   }
 
   /** The newest change lines, bounded, and how to get every change since the user turned this on. */
   private digest(): string {
-    const lines = this.posted ?? [];
+    const lines = this.posted;
     let text = `Notebook changes (the user keeps you up to date from the mcp-notebook changes feed since ${this.postedSince.time}), newest first:`;
     if (!lines.length) text += "\n(no change yet)";
     let shown = 0;
@@ -90,7 +91,7 @@ export class ChangesFeed {
     entry.appendChild(links);
     this.list.prepend(entry);
     while (this.list.childElementCount > MAX_ENTRIES) this.list.lastElementChild?.remove();
-    if (this.posted) this.post(doc, last?.time ? clock(new Date(last.time)) : clock());
+    if (this.bridge.context.has("changes")) this.post(doc, last?.time ? clock(new Date(last.time)) : clock());
   }
 
   /** Add a batch's lines (served by the hub, already masked) to what the assistant is sent. */
@@ -99,7 +100,7 @@ export class ChangesFeed {
     for (const line of doc.summary ?? []) lines.push(String(line));
     const posted = lines.map((line) => cut(`${when} ${line}`, MAX_LINE_CHARS));
     this.postedCount += posted.length;
-    this.posted = [...posted, ...(this.posted ?? [])].slice(0, MAX_POSTED_LINES);
+    this.posted = [...posted, ...this.posted].slice(0, MAX_POSTED_LINES);
     this.bridge.context.changed();
   }
 }

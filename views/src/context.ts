@@ -13,7 +13,7 @@ const STOPPED = "The user stopped sharing this mcp-notebook view: what it shared
 /** A section's text, computed when a push goes out (so a burst of changes costs one rendering). */
 export type Producer = () => string;
 
-type Listener = (sent: string | null, error: string | null) => boolean;
+type Listener = (sent: string | null, error: string | null) => void;
 
 /** Text cut to `max` characters, marked where it was cut. */
 export function cut(text: string, max: number): string {
@@ -26,7 +26,7 @@ export function clock(date = new Date()): string {
 
 export class ModelContext {
   private readonly sections = new Map<string, Producer>();
-  private readonly listeners = new Set<Listener>();
+  private readonly listeners = new Map<string, Listener>(); // per section: its control's status
   private timer: ReturnType<typeof setTimeout> | null = null;
   private lastAt = -Infinity;
   private last = "";
@@ -57,48 +57,48 @@ export class ModelContext {
     this.timer = setTimeout(() => void this.push(), wait);
   }
 
-  /** Called after each push with the text sent (or the error): false unsubscribes. */
-  listen(listener: Listener): void {
-    this.listeners.add(listener);
+  /** Called after each push with the text sent (or the error); one per section, the newest control's. */
+  listen(section: string, listener: Listener): void {
+    this.listeners.set(section, listener);
   }
 
-  private compose(): string {
+  /** The sections' text (what dedupes), or the stop notice once sharing ended. */
+  private body(): string {
     if (!this.sections.size) return this.last ? STOPPED : "";
-    const parts = Array.from(this.sections.values(), (produce) => produce());
-    const head = `[mcp-notebook views, ${clock()}] Shared by the user from the notebook views; this replaces earlier updates from this view.`;
-    return cut([head, ...parts].join("\n\n"), MAX_PUSH_CHARS);
+    return Array.from(this.sections.values(), (produce) => produce()).join("\n\n");
   }
 
   private async push(): Promise<void> {
     this.timer = null;
-    const text = this.compose();
-    if (!text || text === this.last) return;
+    const body = this.body();
+    if (!body || body === this.last) return; // nothing shared, or the same as the last push
     this.lastAt = performance.now();
-    this.last = this.sections.size ? text : "";
+    this.last = this.sections.size ? body : "";
+    const head = `[mcp-notebook views, ${clock()}] Shared by the user from the notebook views; this replaces earlier updates from this view.`;
+    const text = cut(`${head}\n\n${body}`, MAX_PUSH_CHARS);
     let error: string | null = null;
     try {
       await this.app.updateModelContext({ content: [{ type: "text", text }] });
     } catch (err) {
       error = (err as Error).message || "the host refused the update";
     }
-    for (const listener of Array.from(this.listeners)) if (listener(error ? null : text, error) === false) this.listeners.delete(listener);
+    for (const listener of this.listeners.values()) listener(error ? null : text, error);
   }
 }
 
-/** A checkbox that shares a section while checked (none at all where the host takes no context). */
-export function shareToggle(context: ModelContext, label: string, testid: string, onChange: (on: boolean) => void): HTMLElement | null {
+/** A checkbox sharing a section while checked (`start` gives its text's producer), with the last
+ * push's time; none at all where the host takes no context. */
+export function shareToggle(context: ModelContext, section: string, label: string, testid: string, start: () => Producer): HTMLElement | null {
   if (!context.supported) return null;
   const box = el("input", { attrs: { type: "checkbox", "data-testid": testid } });
   const state = el("span", { cls: "muted", attrs: { "data-testid": `${testid}-state` } });
-  const node = el("label", { cls: "share", title: "Off until you turn it on. Sends a short summary (masked like every read) to the assistant for its next turns." }, box, ` ${label} `, state);
   box.addEventListener("change", () => {
     state.textContent = box.checked ? "on" : "";
-    onChange(box.checked);
+    context.listen(section, (sent, error) => {
+      if (box.checked) state.textContent = error ? `not sent: ${error}` : sent ? `sent ${clock()}` : state.textContent;
+    });
+    context.set(section, box.checked ? start() : null);
   });
-  context.listen((sent, error) => {
-    if (!node.isConnected) return false;
-    if (box.checked) state.textContent = error ? `not sent: ${error}` : sent ? `sent ${clock()}` : state.textContent;
-    return true;
-  });
-  return node;
+  const hint = "Off until you turn it on. Sends a short summary (masked like every read) to the assistant for its next turns.";
+  return el("label", { cls: "share", title: hint }, box, ` ${label} `, state);
 }

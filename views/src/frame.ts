@@ -93,8 +93,7 @@ export class FrameExplorer {
     append(this.head, el("div", { cls: "cell index" }, "#"));
     this.columns.forEach((name, i) => this.head.appendChild(this.header(name, schema.columns?.[i]?.dtype)));
     this.scroller.append(this.spacer, this.body);
-    const context = this.bridge.context;
-    const share = shareToggle(context, "share this view with the assistant", "share", (on) => context.set("frame", on ? () => this.shared() : null));
+    const share = shareToggle(this.bridge.context, "frame", "share this view with the assistant", "share", () => () => this.shared());
     const toolbar = el("div", { cls: "toolbar" }, filter, jump, share, fullscreenButton(this.bridge.app), this.status);
     append(this.node, title, toolbar, this.problem, types, el("div", { cls: "table" }, this.head, this.scroller));
   }
@@ -108,7 +107,7 @@ export class FrameExplorer {
     const lines = [
       `The user is looking at ${this.doc.name} (${this.doc.uri}, ${schema.type ?? "table"}, ${this.columns.length} columns) in the mcp-notebook frame explorer.`,
       `sort: ${this.sort || "none"}; filter: ${this.where ? cut(this.where, SHARE_FILTER_CHARS) : "none"}`,
-      last > first ? `visible rows ${(first + 1).toLocaleString("en-US")}–${last.toLocaleString("en-US")} of ${of}` : "no rows shown",
+      last > first ? `visible rows ${(first + 1).toLocaleString("en-US")}-${last.toLocaleString("en-US")} of ${of}` : "no rows shown",
     ];
     const sample: string[] = [];
     for (let i = first; i < last && sample.length < SHARE_ROWS; i++) {
