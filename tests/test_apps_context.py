@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from test_apps_browser import CHROMIUM, _no_secrets_in_view, _row_text, host_page, playwright_api  # noqa: F401
+from test_apps_browser import CHROMIUM, _no_secrets_in_view, _row_text, _shot, host_page, playwright_api  # noqa: F401
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -128,6 +128,8 @@ def test_changes_feed_pushes_after_the_user_turns_it_on_masked_bounded_replacing
 
     kernel.run("second_change = {'a': 1}")
     index, text = _wait_push(page, lambda t: "nb://vars/second_change" in t, after=index + 1)
+    _shot(page, "changes-keep-posted")
+    print(f"\nwhat the changes feed pushes ({len(text)} characters):\n{text}")
     assert text.index("nb://vars/second_change") < text.index("nb://vars/shown_after")  # newest first, earlier kept
 
     kernel.run("for _i in range(60):\n    globals()[f'many_{_i}'] = _i")
@@ -196,7 +198,9 @@ def test_frame_explorer_shares_frame_filter_sort_and_a_bounded_sample(page, note
     assert rows[3]["note"] == "[REDACTED]"  # what the hub served, nothing of the view's own
     assert len(text) <= SHARE_MAX_CHARS + 200
     assert "read_resource nb://frames/people?offset=0&limit=" in text
-    assert view.locator('[data-testid="share-state"]').inner_text().startswith("sent ")
+    assert view.locator('[data-testid="share-state"]').inner_text().startswith("(sent ")
+    _shot(page, "frame-explorer-shared")
+    print(f"\nwhat the frame explorer shares ({len(text)} characters):\n{text[:900]}")
 
     view.locator('[data-column="n"]').click()
     view.locator('[data-column="n"]').click()  # descending
@@ -280,6 +284,7 @@ def test_fullscreen_only_where_the_host_offers_it(page, notebook):
     inline_height = view.locator('[data-testid="rows"]').evaluate("s => s.clientHeight")
     button.click()
     view.locator('html[data-display-mode="fullscreen"]').wait_for(state="attached", timeout=10_000)
+    _shot(page, "frame-explorer-fullscreen")
     assert page.evaluate("window.host.displayRequests") == ["fullscreen"]
     assert button.inner_text() == "exit fullscreen" and button.get_attribute("aria-pressed") == "true"
     deadline = time.monotonic() + 10

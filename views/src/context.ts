@@ -93,9 +93,9 @@ export function shareToggle(context: ModelContext, section: string, label: strin
   const box = el("input", { attrs: { type: "checkbox", "data-testid": testid } });
   const state = el("span", { cls: "muted", attrs: { "data-testid": `${testid}-state` } });
   box.addEventListener("change", () => {
-    state.textContent = box.checked ? "on" : "";
+    state.textContent = "";
     context.listen(section, (sent, error) => {
-      if (box.checked) state.textContent = error ? `not sent: ${error}` : sent ? `sent ${clock()}` : state.textContent;
+      if (box.checked) state.textContent = error ? `(not sent: ${error})` : sent ? `(sent ${clock()})` : state.textContent;
     });
     context.set(section, box.checked ? start() : null);
   });
