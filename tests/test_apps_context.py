@@ -252,6 +252,16 @@ def test_frame_share_stays_bounded_on_wide_and_long_frames(page, name):
     print(f"\nshare of {name}: {len(text)} characters, {len(rows)} rows")
 
 
+def test_rows_past_a_short_first_page_load(page):
+    """The hub may send fewer first rows than a page (a result over the hosts' size budget): the
+    explorer shows them at once and reads page 0 in full, instead of leaving its other rows empty."""
+    view = _open(page, "explore_frame", {"name": "people"})
+    assert _row_text(view, 0)[1] == "0"
+    view.locator('[data-testid="jump"]').fill("70")
+    view.locator('[data-testid="jump"]').press("Enter")
+    assert _row_text(view, 70)[1] == "70"
+
+
 def test_a_host_without_the_capability_shows_no_control_and_loses_nothing(page, notebook, kernel):
     view = _open(page, "watch_changes", {})
     view.locator('[data-testid="feed"]').wait_for(state="attached", timeout=15_000)

@@ -54,6 +54,7 @@ export class FrameExplorer {
   private generation = 0;
   private readonly sortable: boolean;
   private visible = { first: 0, last: 0 };
+  private seed: Record<string, Json>[] = []; // a short first page, shown until page 0 arrives
 
   constructor(private readonly bridge: Bridge, private readonly doc: FrameDoc) {
     const schema = doc.schema ?? {};
@@ -62,7 +63,10 @@ export class FrameExplorer {
     this.total = typeof doc.page?.total_rows === "number" ? doc.page.total_rows : null;
     this.known = doc.rows.length + (doc.page?.next ? PAGE_ROWS : 0);
     this.sortable = schema.sortable !== false && doc.page?.sortable !== false;
-    this.pages.set(0, doc.rows);
+    // A first page cut short (the hub keeps tool results within the hosts' size budget) is shown at
+    // once and read again in full; a full or last first page is page 0 as it is.
+    if (doc.rows.length >= PAGE_ROWS || !doc.page?.next) this.pages.set(0, doc.rows);
+    else this.seed = doc.rows;
     this.build(schema);
     this.scroller.addEventListener("scroll", () => this.paint());
     // Fullscreen shows more rows; painting on the next frame keeps the observer out of a resize loop.
@@ -111,7 +115,7 @@ export class FrameExplorer {
     ];
     const sample: string[] = [];
     for (let i = first; i < last && sample.length < SHARE_ROWS; i++) {
-      const data = this.pages.get(Math.floor(i / PAGE_ROWS))?.[i % PAGE_ROWS];
+      const data = this.rowData(i);
       if (data === undefined) continue; // still loading: a later push has it
       const row: Record<string, Json> = { "#": i };
       for (const name of columns) row[name] = typeof data[name] === "string" ? cut(data[name], SHARE_VALUE_CHARS) : data[name] ?? null;
@@ -216,8 +220,13 @@ export class FrameExplorer {
     this.status.dataset.loading = this.inFlight.size ? "true" : "false";
   }
 
+  private rowData(i: number): Record<string, Json> | undefined {
+    const page = this.pages.get(Math.floor(i / PAGE_ROWS));
+    return page ? page[i % PAGE_ROWS] : this.generation === 0 ? this.seed[i] : undefined;
+  }
+
   private row(i: number): HTMLElement {
-    const data = this.pages.get(Math.floor(i / PAGE_ROWS))?.[i % PAGE_ROWS];
+    const data = this.rowData(i);
     const row = el("div", { cls: "row", attrs: { "data-row": String(i) } }, el("div", { cls: "cell index" }, String(i)));
     row.style.gridTemplateColumns = this.template();
     for (const name of this.columns) {
