@@ -59,6 +59,7 @@ def page(host_page, notebook) -> Iterator[Any]:  # noqa: F811 (the fixture impor
         page.evaluate("([u, t]) => window.host.connect(u, t)", [notebook["url"], notebook["token"]])
         try:
             yield page
+            assert not page.console_problems, page.console_problems  # CSP violations are console errors too
         finally:
             browser.close()
 
