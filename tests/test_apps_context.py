@@ -253,6 +253,19 @@ def test_frame_share_stays_bounded_on_wide_and_long_frames(page, name):
     print(f"\nshare of {name}: {len(text)} characters, {len(rows)} rows")
 
 
+def test_a_refused_push_is_shown_and_tried_again_on_the_next_change(page, kernel):
+    view = _open(page, "watch_changes", {}, modelContext="refuse")
+    view.locator('[data-testid="keep-posted"]').check()
+    state = view.locator('[data-testid="keep-posted-state"]')
+    _wait_push(page, lambda t: "(no change yet)" in t)
+    deadline = time.monotonic() + 10
+    while "Context update denied" not in state.inner_text():
+        assert time.monotonic() < deadline, state.inner_text()
+        time.sleep(0.1)
+    kernel.run("after_refusal = 1")
+    _wait_push(page, lambda t: "nb://vars/after_refusal" in t, after=1)
+
+
 def test_rows_past_a_short_first_page_load(page):
     """The hub may send fewer first rows than a page (a result over the hosts' size budget): the
     explorer shows them at once and reads page 0 in full, instead of leaving its other rows empty."""

@@ -18,7 +18,7 @@ const contextUpdates: { at: number; declared: boolean; params: unknown }[] = [];
 const displayRequests: string[] = [];
 
 interface Offers {
-  modelContext?: boolean; // declare hostCapabilities.updateModelContext (text)
+  modelContext?: boolean | "refuse"; // declare hostCapabilities.updateModelContext (text); "refuse": and answer errors
   displayModes?: string[]; // hostContext.availableDisplayModes
 }
 
@@ -60,6 +60,7 @@ async function open(tool: string, args: Record<string, unknown>, offers: Offers 
   bridge.onupdatemodelcontext = async (params) => {
     contextUpdates.push({ at: performance.now(), declared, params });
     if (!declared) throw new Error("this host does not take model context");
+    if (offers.modelContext === "refuse") throw new Error("Context update denied");
     return {};
   };
   // As the spec asks: switch only to a mode the host lists and the view declared; answer the mode now in effect.

@@ -29,7 +29,8 @@ export class ModelContext {
   private readonly listeners = new Map<string, Listener>(); // per section: its control's status
   private timer: ReturnType<typeof setTimeout> | null = null;
   private lastAt = -Infinity;
-  private last = "";
+  private last = ""; // the text of the last push the host took (not sent twice)
+  private shared = false; // the host holds something of ours: stopping sharing must replace it
 
   constructor(private readonly app: App) {}
 
@@ -64,7 +65,7 @@ export class ModelContext {
 
   /** The sections' text (what dedupes), or the stop notice once sharing ended. */
   private body(): string {
-    if (!this.sections.size) return this.last ? STOPPED : "";
+    if (!this.sections.size) return this.shared ? STOPPED : "";
     return Array.from(this.sections.values(), (produce) => produce()).join("\n\n");
   }
 
@@ -73,13 +74,15 @@ export class ModelContext {
     const body = this.body();
     if (!body || body === this.last) return; // nothing shared, or the same as the last push
     this.lastAt = performance.now();
-    this.last = this.sections.size ? body : "";
     const head = `[mcp-notebook views, ${clock()}] Shared by the user from the notebook views; this replaces earlier updates from this view.`;
     const text = cut(`${head}\n\n${body}`, MAX_PUSH_CHARS);
     let error: string | null = null;
     try {
       await this.app.updateModelContext({ content: [{ type: "text", text }] });
+      this.last = body;
+      this.shared = this.sections.size > 0;
     } catch (err) {
+      this.last = ""; // refused: the next change tries again (still at most one push per interval)
       error = (err as Error).message || "the host refused the update";
     }
     for (const listener of this.listeners.values()) listener(error ? null : text, error);
