@@ -5,9 +5,9 @@
 import { App } from "@modelcontextprotocol/ext-apps";
 import { el } from "./dom";
 
-export const PUSH_INTERVAL_MS = 2000; // at most one push per 2 s: a burst of changes becomes one push
+const PUSH_INTERVAL_MS = 2000; // at most one push per 2 s: a burst of changes becomes one push
 const SETTLE_MS = 250; // wait this long after a change, so a scroll or a many-name cell pushes once
-export const MAX_PUSH_CHARS = 8000; // one push, all sections (each section has its own, smaller bound)
+const MAX_PUSH_CHARS = 8000; // one push, all sections (each section has its own, smaller bound)
 const STOPPED = "The user stopped sharing this mcp-notebook view: what it shared before is out of date.";
 
 /** A section's text, computed when a push goes out (so a burst of changes costs one rendering). */

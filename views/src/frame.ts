@@ -18,7 +18,7 @@ const SHARE_ROWS = 20;
 const SHARE_COLUMNS = 20;
 const SHARE_VALUE_CHARS = 80;
 const SHARE_FILTER_CHARS = 300;
-export const SHARE_MAX_CHARS = 5000;
+const SHARE_MAX_CHARS = 5000;
 
 interface PageInfo {
   total_rows?: number | null;
@@ -70,7 +70,7 @@ export class FrameExplorer {
     this.build(schema);
     this.scroller.addEventListener("scroll", () => this.paint());
     // Fullscreen shows more rows; painting on the next frame keeps the observer out of a resize loop.
-    new ResizeObserver(() => requestAnimationFrame(() => this.paint())).observe(this.scroller);
+    new ResizeObserver(() => requestAnimationFrame(() => this.scroller.isConnected && this.paint())).observe(this.scroller);
     this.paint();
     requestAnimationFrame(() => this.paint()); // once attached, the scroller has its height
   }
