@@ -1,5 +1,6 @@
 // The view's only way to the hub: the host's bridge (tool calls, resource reads). No URL, no token.
 import { App } from "@modelcontextprotocol/ext-apps";
+import { ModelContext } from "./context";
 
 export type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -12,7 +13,12 @@ export interface ContentItem {
 }
 
 export class Bridge {
-  constructor(readonly app: App) {}
+  /** What the views share with the assistant, where the host takes it (ui/update-model-context). */
+  readonly context: ModelContext;
+
+  constructor(readonly app: App) {
+    this.context = new ModelContext(app);
+  }
 
   /** Call a hub tool; an isError result becomes a thrown Error with the tool's text. */
   async tool(name: string, args: Record<string, Json>): Promise<Json> {

@@ -1,10 +1,16 @@
 // The changes feed: long-polls changes_since through the host and shows each batch as it lands;
 // a URI opens its own view in place (frame explorer, output viewer, or the resource as text).
+// "Keep the assistant up to date" (where the host takes model context) shares the newest changes.
 import { Bridge, Json } from "./bridge";
+import { clock, cut, shareToggle } from "./context";
 import { append, clear, el, errorBox } from "./dom";
 
 const WAIT_SECONDS = 20;
 const MAX_ENTRIES = 200;
+// What the assistant is sent: the newest lines first, since the user turned the control on.
+const MAX_POSTED_LINES = 20;
+const MAX_LINE_CHARS = 200;
+const MAX_POSTED_CHARS = 2000;
 
 export type Opener = (uri: string) => void;
 
@@ -13,15 +19,43 @@ export class ChangesFeed {
   private readonly list = el("div", { cls: "feed", attrs: { "data-testid": "feed" } });
   private readonly state = el("div", { cls: "muted" }, "watching for changes…");
   private stopped = false;
+  private posted: string[] = []; // change lines (newest first) while the assistant is kept posted
+  private postedCount = 0; // lines since the user turned it on (the newest MAX_POSTED_LINES are kept)
+  private postedSince = { cursor: "", time: "" };
 
   constructor(private readonly bridge: Bridge, private cursor: string, first: Json, private readonly open: Opener) {
-    append(this.node, el("div", { cls: "title" }, el("strong", {}, "Notebook changes"), " since this view opened"), this.state, this.list);
+    const toggle = shareToggle(bridge.context, "changes", "keep the assistant up to date", "keep-posted", () => this.keepPosted());
+    append(this.node, el("div", { cls: "title" }, el("strong", {}, "Notebook changes"), " since this view opened"), toggle, this.state, this.list);
     if (first?.changes?.length) this.add(first);
     void this.poll();
   }
 
   stop(): void {
     this.stopped = true;
+  }
+
+  /** The user turned "keep the assistant up to date" on: lines from now on. */
+  private keepPosted(): () => string {
+    this.posted = [];
+    this.postedCount = 0;
+    this.postedSince = { cursor: this.cursor, time: clock() };
+    return () => this.digest();
+  }
+
+  /** The newest change lines, bounded, and how to get every change since the user turned this on. */
+  private digest(): string {
+    const lines = this.posted;
+    let text = `Notebook changes (the user keeps you up to date from the mcp-notebook changes feed since ${this.postedSince.time}), newest first:`;
+    if (!lines.length) text += "\n(no change yet)";
+    let shown = 0;
+    for (const line of lines) {
+      if (text.length + line.length + 1 > MAX_POSTED_CHARS - 200) break;
+      text += `\n${line}`;
+      shown += 1;
+    }
+    if (shown < this.postedCount) text += `\n… ${this.postedCount - shown} earlier lines not shown`;
+    const how = `Every change since then: changes_since {"cursor": "${this.postedSince.cursor}"}; read_resource reads any URI above.`;
+    return cut(`${text}\n${how}`, MAX_POSTED_CHARS);
   }
 
   private async poll(): Promise<void> {
@@ -57,6 +91,17 @@ export class ChangesFeed {
     entry.appendChild(links);
     this.list.prepend(entry);
     while (this.list.childElementCount > MAX_ENTRIES) this.list.lastElementChild?.remove();
+    if (this.bridge.context.has("changes")) this.post(doc, last?.time ? clock(new Date(last.time)) : clock());
+  }
+
+  /** Add a batch's lines (served by the hub, already masked) to what the assistant is sent. */
+  private post(doc: Json, when: string): void {
+    const lines: string[] = doc.reset ? [String(doc.note ?? "the kernel restarted")] : [];
+    for (const line of doc.summary ?? []) lines.push(String(line));
+    const posted = lines.map((line) => cut(`${when} ${line}`, MAX_LINE_CHARS));
+    this.postedCount += posted.length;
+    this.posted = [...posted, ...this.posted].slice(0, MAX_POSTED_LINES);
+    this.bridge.context.changed();
   }
 }
 

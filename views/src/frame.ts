@@ -1,6 +1,9 @@
 // The frame explorer: schema, a virtually scrolled table over pages fetched through the host,
 // sort (column headers) and filter (where) pushed to the hub, which pushes them to the engine.
+// Where the host allows: fullscreen, and sharing what the user looks at with the assistant.
 import { Bridge, Json } from "./bridge";
+import { cut, shareToggle } from "./context";
+import { fullscreenButton } from "./display";
 import { append, cellText, clear, el, errorBox } from "./dom";
 
 const ROW_HEIGHT = 24;
@@ -10,6 +13,12 @@ const MAX_IN_FLIGHT = 2;
 const MARGIN_ROWS = 20;
 const MAX_SPACER_ROWS = 1_000_000; // browsers cap element heights; beyond it rows are scaled
 const RETRY_MS = [1000, 2000, 5000, 15000]; // a page whose read failed is asked again after these
+// What "share with the assistant" sends: a sample of the visible rows, bounded every way.
+const SHARE_ROWS = 20;
+const SHARE_COLUMNS = 20;
+const SHARE_VALUE_CHARS = 80;
+const SHARE_FILTER_CHARS = 300;
+const SHARE_MAX_CHARS = 5000;
 
 interface PageInfo {
   total_rows?: number | null;
@@ -44,6 +53,8 @@ export class FrameExplorer {
   private where = "";
   private generation = 0;
   private readonly sortable: boolean;
+  private visible = { first: 0, last: 0 };
+  private seed: Record<string, Json>[] = []; // a short first page, shown until page 0 arrives
 
   constructor(private readonly bridge: Bridge, private readonly doc: FrameDoc) {
     const schema = doc.schema ?? {};
@@ -52,9 +63,14 @@ export class FrameExplorer {
     this.total = typeof doc.page?.total_rows === "number" ? doc.page.total_rows : null;
     this.known = doc.rows.length + (doc.page?.next ? PAGE_ROWS : 0);
     this.sortable = schema.sortable !== false && doc.page?.sortable !== false;
-    this.pages.set(0, doc.rows);
+    // A first page cut short (the hub keeps tool results within the hosts' size budget) is shown at
+    // once and read again in full; a full or last first page is page 0 as it is.
+    if (doc.rows.length >= PAGE_ROWS || !doc.page?.next) this.pages.set(0, doc.rows);
+    else this.seed = doc.rows;
     this.build(schema);
     this.scroller.addEventListener("scroll", () => this.paint());
+    // Fullscreen shows more rows; painting on the next frame keeps the observer out of a resize loop.
+    new ResizeObserver(() => requestAnimationFrame(() => this.scroller.isConnected && this.paint())).observe(this.scroller);
     this.paint();
     requestAnimationFrame(() => this.paint()); // once attached, the scroller has its height
   }
@@ -81,7 +97,48 @@ export class FrameExplorer {
     append(this.head, el("div", { cls: "cell index" }, "#"));
     this.columns.forEach((name, i) => this.head.appendChild(this.header(name, schema.columns?.[i]?.dtype)));
     this.scroller.append(this.spacer, this.body);
-    append(this.node, title, el("div", { cls: "toolbar" }, filter, jump, this.status), this.problem, types, el("div", { cls: "table" }, this.head, this.scroller));
+    const share = shareToggle(this.bridge.context, "frame", "share this view with the assistant", "share", () => () => this.shared());
+    const toolbar = el("div", { cls: "toolbar" }, filter, jump, share, fullscreenButton(this.bridge.app), this.status);
+    append(this.node, title, toolbar, this.problem, types, el("div", { cls: "table" }, this.head, this.scroller));
+  }
+
+  /** What the user looks at, for the assistant: the frame, its sort and filter, a sample of the visible rows. */
+  private shared(): string {
+    const schema = this.doc.schema ?? {};
+    const columns = this.columns.slice(0, SHARE_COLUMNS);
+    const of = this.total === null ? `${this.rowCount().toLocaleString("en-US")}+` : this.total.toLocaleString("en-US");
+    const { first, last } = this.visible;
+    const lines = [
+      `The user is looking at ${this.doc.name} (${this.doc.uri}, ${schema.type ?? "table"}, ${this.columns.length} columns) in the mcp-notebook frame explorer.`,
+      `sort: ${this.sort || "none"}; filter: ${this.where ? cut(this.where, SHARE_FILTER_CHARS) : "none"}`,
+      last > first ? `visible rows ${(first + 1).toLocaleString("en-US")}-${last.toLocaleString("en-US")} of ${of}` : "no rows shown",
+    ];
+    const sample: string[] = [];
+    for (let i = first; i < last && sample.length < SHARE_ROWS; i++) {
+      const data = this.rowData(i);
+      if (data === undefined) continue; // still loading: a later push has it
+      const row: Record<string, Json> = { "#": i };
+      for (const name of columns) row[name] = typeof data[name] === "string" ? cut(data[name], SHARE_VALUE_CHARS) : data[name] ?? null;
+      sample.push(cut(JSON.stringify(row), SHARE_VALUE_CHARS * (columns.length + 1)));
+    }
+    const more = this.columns.length > columns.length ? `, the first ${columns.length} of ${this.columns.length} columns` : "";
+    lines.push(sample.length ? `sample of the visible rows (JSON, "#" is the row position${more}):` : "(the visible rows are still loading)");
+    let text = lines.join("\n");
+    let kept = 0;
+    for (const row of sample) {
+      if (text.length + row.length + 300 > SHARE_MAX_CHARS) break;
+      text += `\n${row}`;
+      kept += 1;
+    }
+    if (kept < sample.length) text += `\n… ${sample.length - kept} more visible rows not included`;
+    return cut(`${text}\nThe same page: read_resource ${this.pageUri(first, Math.max(1, last - first))}`, SHARE_MAX_CHARS);
+  }
+
+  private pageUri(offset: number, limit: number): string {
+    let uri = `${this.doc.uri}?offset=${offset}&limit=${limit}&format=json`;
+    if (this.sort) uri += `&sort=${encodeURIComponent(this.sort)}`;
+    if (this.where) uri += `&where=${encodeURIComponent(this.where)}`;
+    return uri;
   }
 
   private header(name: string, dtype: string | undefined): HTMLElement {
@@ -156,13 +213,20 @@ export class FrameExplorer {
     const wanted = new Set<number>();
     for (let i = Math.max(0, first - MARGIN_ROWS); i < Math.min(count, last + MARGIN_ROWS); i++) wanted.add(Math.floor(i / PAGE_ROWS));
     for (const page of wanted) this.fetch(page);
+    this.visible = { first, last };
+    if (this.bridge.context.has("frame")) this.bridge.context.changed();
     const range = count ? `rows ${(first + 1).toLocaleString()}–${last.toLocaleString()} of ${this.total === null ? `${count.toLocaleString()}+` : count.toLocaleString()}` : "no rows";
     this.status.textContent = this.inFlight.size ? `${range} · loading…` : range;
     this.status.dataset.loading = this.inFlight.size ? "true" : "false";
   }
 
+  private rowData(i: number): Record<string, Json> | undefined {
+    const page = this.pages.get(Math.floor(i / PAGE_ROWS));
+    return page ? page[i % PAGE_ROWS] : this.generation === 0 ? this.seed[i] : undefined;
+  }
+
   private row(i: number): HTMLElement {
-    const data = this.pages.get(Math.floor(i / PAGE_ROWS))?.[i % PAGE_ROWS];
+    const data = this.rowData(i);
     const row = el("div", { cls: "row", attrs: { "data-row": String(i) } }, el("div", { cls: "cell index" }, String(i)));
     row.style.gridTemplateColumns = this.template();
     for (const name of this.columns) {
@@ -178,11 +242,8 @@ export class FrameExplorer {
     if (failed && failed.at > Date.now()) return; // a timer paints again when it is due
     const generation = this.generation;
     this.inFlight.add(page);
-    let uri = `${this.doc.uri}?offset=${page * PAGE_ROWS}&limit=${PAGE_ROWS}&format=json`;
-    if (this.sort) uri += `&sort=${encodeURIComponent(this.sort)}`;
-    if (this.where) uri += `&where=${encodeURIComponent(this.where)}`;
     this.bridge
-      .read(uri)
+      .read(this.pageUri(page * PAGE_ROWS, PAGE_ROWS))
       .then((contents) => {
         if (generation !== this.generation) return; // a page of an earlier sort or filter
         const rows = JSON.parse(contents[0]?.text ?? "[]") as Record<string, Json>[];

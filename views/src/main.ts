@@ -2,17 +2,20 @@
 import { App, PostMessageTransport, applyDocumentTheme, applyHostStyleVariables } from "@modelcontextprotocol/ext-apps";
 import { Bridge, Json } from "./bridge";
 import { ChangesFeed, resourceText } from "./changes";
+import { applyDisplayMode } from "./display";
 import { clear, el, errorBox } from "./dom";
 import { FrameExplorer } from "./frame";
 import { OutputViewer } from "./outputs";
 
 const root = document.getElementById("root") as HTMLElement;
 const view = document.documentElement.dataset.view ?? "frame";
-const app = new App({ name: "mcp-notebook", version: "0.1.0" }, {});
+// Every view renders at any size: the frame explorer offers fullscreen where the host lists it.
+const app = new App({ name: "mcp-notebook", version: "0.1.0" }, { availableDisplayModes: ["inline", "fullscreen"] });
 const bridge = new Bridge(app);
 let feed: { node: HTMLElement; changes: ChangesFeed } | null = null;
 
 function show(node: HTMLElement, back: boolean): void {
+  bridge.context.set("frame", null); // the frame the user shared is no longer shown
   clear(root);
   if (back && feed) {
     const button = el("button", { cls: "back", attrs: { "data-testid": "back" } }, "← changes");
@@ -61,6 +64,7 @@ function theme(): void {
   const context = app.getHostContext();
   if (context?.theme) applyDocumentTheme(context.theme);
   if (context?.styles?.variables) applyHostStyleVariables(context.styles.variables);
+  applyDisplayMode(context?.displayMode);
 }
 
 app.addEventListener("toolresult", (params) => {
