@@ -137,7 +137,6 @@ class Bridge:
         self.session_id: str | None = None
         self.version: str | None = None
         self.init_message: dict[str, Any] | None = None
-        self.initialized = False
         self.subscriptions: set[str] = set()
         self.generation = 0
         # stateless-era listen streams: request id -> open connection
@@ -282,7 +281,6 @@ class Bridge:
         with contextlib.suppress(OSError, ValueError):
             self.up.call(self._session_headers(), msg)
         if msg.get("method") == "notifications/initialized":
-            self.initialized = True
             self._start_stream(self.generation)
 
     def _forward(self, msg: dict[str, Any]) -> list[Any]:

@@ -148,10 +148,6 @@ class McpServer:
             return self.handle(req)
         return None
 
-    def fast_read(self, req: HttpRequest, learn: bool = False) -> HttpReply | None:
-        """The flat path alone: the reply to a cached read, or None (see fast_read.py)."""
-        return self.flat.answer(req, learn)
-
     def may_run_user_code(self, req: HttpRequest) -> bool:
         """Whether answering ``req`` may call into user code or touch live values (reprs, custom
         resources, completers, digests, frames). Carriers answer the others on their own thread.
