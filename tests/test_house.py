@@ -8,6 +8,7 @@ is still an arrow a reader must follow.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_notebook"
@@ -40,6 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.core",),
     ("protocol.handshake", "protocol.stateless"),
     ("protocol.fast_read",),
+    ("protocol.families",),
     ("protocol.server", "protocol"),
     ("transport.http11", "transport.busy_poll", "transport.loop", "transport.client"),
     ("transport.heads",),
@@ -189,6 +191,31 @@ def test_the_layer_table_names_only_real_modules():
     for names in LAYERS:
         for name in names:
             assert name == "" or any(m == name or m.startswith(name + ".") for m in MODULES), name
+
+
+# What only the protocol knows: MCP's header names (the product's own "mcp-notebook" names are not
+# MCP words), JSON-RPC, method names, request ids, _meta. transport/ carries bytes and calls the
+# server's carrier interface (protocol/server.py); it never reads or writes these.
+MCP_WORDS = re.compile(
+    r"""mcp-(?!notebook)|jsonrpc|json-rpc|resources/|server/discover|initialize|["']id["']|_meta|protocolversion""",
+    re.IGNORECASE,
+)
+
+
+def test_transport_knows_no_mcp_word():
+    leaks = [
+        f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for path in sorted((PACKAGE / "transport").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if MCP_WORDS.search(line)
+    ]
+    assert leaks == []
+
+
+def test_the_mcp_word_check_sees_a_leak():
+    for leak in ('fields["mcp-name"] = uri', "b'\"jsonrpc\"'", "if b'\"id\"' in body:", "# resources/read"):
+        assert MCP_WORDS.search(leak), leak
+    assert not MCP_WORDS.search('name="mcp-notebook-http"')
 
 
 def test_classes_stay_readable():

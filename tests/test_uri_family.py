@@ -1,6 +1,6 @@
 """Reads of one URI after another (issue #26): a stateless client's head differs only in Mcp-Name and
 Content-Length, its body only in the id and the URI. Once a connection has learnt that family
-(transport/heads.py ``HeadFamily``), such a request is answered like a replay. Over real sockets:
+(protocol/families.py ``HeadFamily``), such a request is answered like a replay. Over real sockets:
 every reply must equal what the general path (``McpServer.handle``) answers to the same bytes."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from test_fast_read import _mutations, mutated
 from test_protocol import META, STATELESS, TOKEN, make_server
 from test_replay import exchange, same
 
+from mcp_notebook.protocol.exchange import HttpReply
+from mcp_notebook.protocol.fast_read import ReadShape
 from mcp_notebook.protocol.server import HttpRequest
-from mcp_notebook.transport.heads import AdmittedHead, learn_family
-from mcp_notebook.transport.http11 import parse_head
 from mcp_notebook.transport.server import HttpTransport
 
 NS: dict[str, Any] = {"n": 3, "s": "text", "obj": object()}
@@ -51,19 +51,19 @@ URIS = [f"nb://vars/v{i}" for i in range(300)]
 def hits() -> Iterator[list[str]]:
     """The URIs answered through a head family."""
     seen: list[str] = []
-    original = SERVER.replay_uri
+    original = SERVER.family_reply
 
-    def counting(shape: Any, uri: str, digits: bytes) -> Any:
-        reply = original(shape, uri, digits)
-        if reply is not None:
-            seen.append(uri)
-        return reply
+    def counting(family: Any, data: bytes) -> Any:
+        found = original(family, data)
+        if found is not None:
+            seen.append(family.last)
+        return found
 
-    SERVER.replay_uri = counting
+    SERVER.family_reply = counting
     try:
         yield seen
     finally:
-        SERVER.replay_uri = original
+        SERVER.family_reply = original
 
 
 def head_for(uri: str, **extra: str) -> dict[str, str]:
@@ -216,11 +216,13 @@ def test_the_family_answers_a_well_formed_member(transport, hits):
     assert "nb://vars/v9" in hits  # the generated requests above are family members but for their departures
 
 
-def _admitted(uri: str, extra: str = "", body: bytes | None = None) -> tuple[AdmittedHead, bytes]:
-    block = ("POST /mcp HTTP/1.1\r\nHost: h\r\nMcp-Name: " + uri + f"\r\n{extra}Content-Length: 10\r\nX: y").encode()
-    head = AdmittedHead(block + b"\r\n\r\n", parse_head(block), object())
-    head.replay = object()
-    return head, body if body is not None else body_for(uri, 1)
+def _learnt(uri: str, extra: str = "", body: bytes | None = None, msg: Any = None) -> tuple[bytes, ReadShape]:
+    """A head's bytes and the replay memo of a read of ``uri`` learnt under it (body id 1)."""
+    head = ("POST /mcp HTTP/1.1\r\nHost: h\r\nMcp-Name: " + uri + f"\r\n{extra}Content-Length: 10\r\nX: y").encode()
+    raw = body if body is not None else body_for(uri, 1)
+    prefix, _, suffix = raw.partition(b"1")
+    parsed = json.loads(raw) if msg is None else msg
+    return head + b"\r\n\r\n", ReadShape(prefix, suffix, (STATELESS, uri), {}, None, None, HttpReply(200), parsed)
 
 
 @pytest.mark.parametrize(
@@ -235,13 +237,14 @@ def _admitted(uri: str, extra: str = "", body: bytes | None = None) -> tuple[Adm
     ],
 )
 def test_a_family_is_learnt_only_from_one_plain_place_for_each_value(uri, extra, body, ok):
-    head, raw = _admitted(uri, extra, body)
-    prefix, _, suffix = raw.partition(b"1")
-    family = learn_family(head, uri, prefix, suffix, lambda body, probe: True)
-    assert (family is not None) is ok
-    if ok:
-        refused = learn_family(head, uri, prefix, suffix, lambda body, probe: False)
-        assert refused is None  # the proof decides
+    head, memo = _learnt(uri, extra, body)
+    assert (SERVER.learn_family(head, memo) is not None) is ok
+    if ok:  # the proof decides: a memo whose request the probe body does not reproduce learns none
+        head, memo = _learnt(
+            uri, extra, body, msg={"jsonrpc": "2.0", "id": 1, "method": "other", "params": {"uri": uri}}
+        )
+        assert SERVER.learn_family(head, memo) is None
+    assert SERVER.learn_family(head, object()) is None  # a memo the families do not know
 
 
 def test_two_members_in_one_read_are_both_answered(transport, hits):
