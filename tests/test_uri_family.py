@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import test_fast_read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fast_read import _mutations, mutated
-from test_protocol import META, STATELESS, TOKEN, make_server
+from test_protocol import META, STATELESS, TOKEN, make_server, open_session
 from test_replay import exchange, same
 
 from mcp_notebook.protocol.exchange import HttpReply
@@ -27,6 +28,9 @@ for _i in range(300):  # more distinct heads than the transport remembers (heads
     NS[f"v{_i}"] = _i * 7 + 1000
 SERVER, _, _ = make_server(ns=NS)  # its own server: stopping the transport closes it
 SERVER.core.resources.after_cell()  # the names are exposed
+# Sessions of this server standing in for test_fast_read's (its generated requests name those).
+SESSIONS = {test_fast_read.SID: open_session(SERVER), test_fast_read.OLD_SID: open_session(SERVER, "2025-03-26")}
+SESSION = SESSIONS[test_fast_read.SID]
 
 
 @pytest.fixture(scope="module")
@@ -264,3 +268,118 @@ def test_two_members_in_one_read_are_both_answered(transport, hits):
             data += chunk
         assert b'"id":4000000001' in data and b'"id":4000000002' in data
         assert data.index(b'"id":4000000001') < data.index(b'"id":4000000002')
+
+
+# -- the handshake era: a session's reads of one URI after another ----------------------------------
+
+
+def session_head(sid: str = SESSION, **extra: str) -> dict[str, str]:
+    return {
+        "Host": "127.0.0.1",
+        "Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/json",
+        "Mcp-Session-Id": sid,
+        "MCP-Protocol-Version": "2025-11-25",
+        **extra,
+    }
+
+
+def session_body(uri: str, msg_id: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "resources/read", "params": {"uri": uri}}).encode()
+
+
+def _warm_session(uris: list[str], sid: str = SESSION) -> None:
+    for uri in uris:
+        warm = {k.lower(): v for k, v in session_head(sid).items()}
+        assert SERVER.handle(HttpRequest("POST", warm, session_body(uri, 1), True)).status == 200
+
+
+def test_a_sessions_reads_of_one_uri_after_another(transport, hits):
+    """The handshake era's head carries the session id and no Mcp-Name: a family of the URI in the
+    body alone, answered like the general path (also a URI not found, and a changed value)."""
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(700):
+            uri = URIS[n % len(URIS)]
+            head, body = session_head(), session_body(uri, 2000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert len(hits) > 200
+        for n, uri in enumerate(["nb://vars/missing", "nb://vars/missing", "nb://vars/obj", "nb://vars/n"]):
+            head, body = session_head(), session_body(uri, 3000 + n)
+            got = exchange(s, head, body)
+            same(got, general(head, body))
+            if uri.endswith("missing"):
+                assert json.loads(got[2])["error"]["code"] == -32002
+        NS["v3"] = "changed"
+        SERVER.core.resources.after_cell()
+        try:
+            head, body = session_head(), session_body("nb://vars/v3", 5000)
+            got = exchange(s, head, body)
+            assert json.loads(json.loads(got[2])["result"]["contents"][0]["text"])["repr"] == "'changed'"
+            same(got, general(head, body))
+        finally:
+            NS["v3"] = 3 * 7 + 1000
+            SERVER.core.resources.after_cell()
+
+
+def test_an_ended_session_is_not_answered_from_the_family(transport, hits):
+    sid = open_session(SERVER)
+    _warm_session(URIS[40:80], sid)
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()  # no plain replays of heads remembered by other tests
+        for n, uri in enumerate(URIS[40:70]):
+            head, body = session_head(sid), session_body(uri, 6000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert hits  # the family answers this session's reads
+        ended = SERVER.handle(HttpRequest("DELETE", {k.lower(): v for k, v in session_head(sid).items()}))
+        assert ended.status in (200, 202, 204)
+        hits.clear()
+        for n, uri in enumerate([*URIS[70:80], *URIS[40:45]]):  # new URIs, and ones replayed before
+            head, body = session_head(sid), session_body(uri, 7000 + n)
+            got = exchange(s, head, body)
+            assert got[0] == 404
+            same(got, general(head, body))
+        assert hits == []
+
+
+def _send_session(s: socket.socket, req: HttpRequest) -> tuple[int, dict[str, str], bytes]:
+    """``req`` (test_fast_read's, naming its sessions) sent with this server's sessions."""
+    head = {
+        "Host": "127.0.0.1",
+        **{k: SESSIONS.get(v, v) if k == "mcp-session-id" else v for k, v in req.headers.items() if k != "host"},
+    }
+    return exchange(s, head, req.body)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    mutations=st.lists(st.sampled_from(_mutations("nb://vars/v9")), max_size=2),
+    msg_id=st.integers(0, 10**12),
+    era=st.sampled_from(["handshake", "old"]),
+)
+def test_every_departure_from_a_sessions_family_member_gets_the_general_paths_answer(transport, mutations, msg_id, era):
+    """As the stateless test above, for sessions of both handshake revisions (2025-11-25, 2025-03-26)."""
+    sid = SESSIONS[test_fast_read.SID if era == "handshake" else test_fast_read.OLD_SID]
+    _warm_session([*URIS[20:23], "nb://vars/v9"], sid)
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n in range(3):
+            assert _send_session(s, mutated(era, URIS[20 + n], 13000000 + n, True, []))[0] == 200
+        req = mutated(era, "nb://vars/v9", msg_id, True, mutations)
+        got = _send_session(s, req)
+        head = {k: SESSIONS.get(v, v) if k == "mcp-session-id" else v for k, v in req.headers.items()}
+        same(got, general({"Host": "127.0.0.1", **{k: v for k, v in head.items() if k != "host"}}, req.body))
+
+
+def test_a_sessions_family_answers_a_well_formed_member(transport, hits):
+    _warm_session([*URIS[20:23], "nb://vars/v9"])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n in range(3):
+            assert _send_session(s, mutated("handshake", URIS[20 + n], 14000000 + n, True, []))[0] == 200
+        req = mutated("handshake", "nb://vars/v9", 12345678901234, True, [])
+        got = _send_session(s, req)
+        head = {k: SESSIONS.get(v, v) if k == "mcp-session-id" else v for k, v in req.headers.items()}
+        same(got, general({"Host": "127.0.0.1", **{k: v for k, v in head.items() if k != "host"}}, req.body))
+    assert "nb://vars/v9" in hits
