@@ -59,6 +59,9 @@ def _raw(head: dict[str, str], body: bytes, msg_id: int, uri: str | None = None)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument(
+        "--calls", action="store_true", help="also count function calls per read (a figure load does not move)"
+    )
     args = ap.parse_args()
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -101,9 +104,32 @@ def main() -> None:
                 assert len(sink.out) == warm + len(requests) and b'"result"' in sink.out[-1]
                 return elapsed / len(requests) * 1e6
 
+            def calls(requests: list[bytes], warm: int) -> float:
+                """Python and C function calls per read, over 1,000 reads after the same warm-up."""
+
+                async def counted() -> int:
+                    conn = Connection(transport)
+                    conn.connection_made(_ListTransport())  # type: ignore[arg-type]
+                    for data in requests[:warm]:
+                        conn.data_received(data)
+                    n = [0]
+
+                    def count(frame: Any, event: str, arg: Any) -> None:
+                        if event in ("call", "c_call"):
+                            n[0] += 1
+
+                    sys.setprofile(count)
+                    for data in requests[warm : warm + 1000]:
+                        conn.data_received(data)
+                    sys.setprofile(None)
+                    return n[0]
+
+                return asyncio.run(counted()) / 1000
+
             for kind, requests, warm in (("one URI", same, 100), ("1,000 URIs in turn", rotating, 1000)):
                 cost = asyncio.run(run(requests, warm))
-                print(f"{era}, {kind}: {cost:.2f} µs per small read (HTTP layer + protocol, no sockets)")
+                extra = f", {calls(requests, warm):.1f} calls" if args.calls else ""
+                print(f"{era}, {kind}: {cost:.2f} µs per small read (HTTP layer + protocol, no sockets){extra}")
     finally:
         shell.run_cell("%unload_ext mcp_notebook")
 

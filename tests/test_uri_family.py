@@ -383,3 +383,21 @@ def test_a_sessions_family_answers_a_well_formed_member(transport, hits):
         head = {k: SESSIONS.get(v, v) if k == "mcp-session-id" else v for k, v in req.headers.items()}
         same(got, general({"Host": "127.0.0.1", **{k: v for k, v in head.items() if k != "host"}}, req.body))
     assert "nb://vars/v9" in hits
+
+
+@pytest.mark.parametrize("odd", [*ODD_URIS, 'nb://vars/v1", "x": "', "nb://vars/v1\\u0022"])
+def test_a_sessions_uris_of_every_kind_get_the_general_paths_answer(transport, odd):
+    """In the handshake era the URI is found in the body alone: quotes, escapes, spaces, look-alike
+    JSON around it must all take the general path (or be answered exactly as it would)."""
+    _warm_session(["nb://vars/v1", "nb://vars/v2"])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n, uri in enumerate(["nb://vars/v1", "nb://vars/v2", odd, "nb://vars/v1", odd]):
+            head = session_head()
+            body = session_body(uri, 170 + n)
+            if uri.startswith('nb://vars/v1"') or uri.endswith("\\u0022"):  # raw bytes, not a JSON string
+                body = b'{"jsonrpc": "2.0", "id": %d, "method": "resources/read", "params": {"uri": "%s"}}' % (
+                    170 + n,
+                    uri.encode(),
+                )
+            same(exchange(s, head, body), general(head, body))

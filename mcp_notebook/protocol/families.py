@@ -37,9 +37,20 @@ class HeadFamily:
 
     ``parts`` are the head's bytes around the values (each after the first starts with CRLF, the
     last ends the head with its blank line); ``holes`` says which value each gap holds (``True``:
-    the URI, ``False``: the length); ``body`` the body's bytes around the id and the URI, in order."""
+    the URI, ``False``: the length), one or two; ``body`` the body's bytes around the id and the
+    URI, in order. :meth:`Families.answer` matches a request against it."""
 
-    __slots__ = ("body", "body_lengths", "holes", "last", "lengths", "parts", "shape", "uri_first_in_body")
+    __slots__ = (
+        "body",
+        "body_lengths",
+        "last",
+        "lengths",
+        "named",
+        "parts",
+        "shape",
+        "uri_first_in_body",
+        "uri_first_in_head",
+    )
 
     def __init__(
         self,
@@ -51,62 +62,13 @@ class HeadFamily:
     ):
         self.parts = parts
         self.lengths = tuple(map(len, parts))
-        self.holes = holes
+        self.named = len(holes) == 2  # the head has Mcp-Name (the stateless era)
+        self.uri_first_in_head = holes[0]
         self.body = body
         self.body_lengths = tuple(map(len, body))
         self.uri_first_in_body = uri_first
         self.shape = shape  # the replay memo of the read it was learnt on
         self.last = ""  # the URI of the member last answered (for its memo)
-
-    def match(self, data: bytes) -> tuple[str, bytes, int] | None:
-        """(URI, id digits, head length) when ``data`` is exactly one request of this family."""
-        parts, lengths = self.parts, self.lengths
-        if not data.startswith(parts[0]):
-            return None
-        pos = lengths[0]
-        uri = length = None
-        for k, is_uri in enumerate(self.holes):
-            j = data.find(b"\r\n", pos, pos + MAX_URI_BYTES + 2)
-            if j < 0 or not data.startswith(parts[k + 1], j):
-                return None
-            if is_uri:
-                uri = data[pos:j]
-            else:
-                length = data[pos:j]
-            pos = j + lengths[k + 1]
-        if length is None or not length.isdigit() or len(length) > 9 or int(length) != len(data) - pos:
-            return None
-        digits, uri = self._body(data, pos, uri)
-        return None if digits is None else (uri, digits, pos)
-
-    def _body(self, data: bytes, end: int, named: bytes | None) -> tuple[Any, str]:
-        """The id digits and the URI of a body at ``end`` of this family's shape (None: not one);
-        ``named``: the URI the head names (the body's must be the same bytes)."""
-        p, q, r = self.body
-        lp, lq, lr = self.body_lengths
-        if self.uri_first_in_body:  # p URI q ID r
-            if not data.startswith(p, end):
-                return None, ""
-            stop = data.find(q, end + lp) if named is None else end + lp + len(named)
-            uri = data[end + lp : stop] if stop >= 0 else b""
-            ok = stop >= 0 and data.startswith(q, stop)
-            start, stop = stop + lq, len(data) - lr
-        else:  # p ID q URI r
-            tail = len(data) - lr
-            stop = data.rfind(q, end + lp, tail) if named is None else tail - len(named) - lq
-            uri = data[stop + lq : tail] if stop >= 0 else b""
-            ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
-            start = end + lp
-        if not ok or not data.endswith(r) or stop <= start or stop - start > 15:
-            return None, ""
-        if named is not None and uri != named:
-            return None, ""
-        if not uri or len(uri) > MAX_URI_BYTES or uri.translate(None, _PLAIN_BYTES) or uri[0] == 61:
-            return None, ""  # plain characters, no "=" first
-        digits = data[start:stop]
-        if not digits.isdigit() or (digits[0] == 48 and stop - start > 1):
-            return None, ""  # a JSON integer: ASCII digits, no leading zero
-        return digits, uri.decode("ascii")
 
 
 class Families:
@@ -140,16 +102,53 @@ class Families:
 
     def answer(self, family: HeadFamily, data: bytes) -> tuple[HttpReply, int] | None:
         """The reply to ``data`` (one whole request) when it is a member of ``family`` whose read is
-        cached, and the length of its head; None: take the usual path."""
-        found = family.match(data)
-        if found is None:
+        cached, and the length of its head; None: take the usual path. One function: it runs for
+        every read of a client reading one URI after another."""
+        a, b = family.parts[0], family.parts[1]
+        la, lb = family.lengths[0], family.lengths[1]
+        if not data.startswith(a):
             return None
-        uri, digits, head_length = found
-        reply = self.flat.replay_uri(family.shape, uri, digits)
+        i = data.find(b"\r\n", la, la + MAX_URI_BYTES + 2)
+        if i < 0 or not data.startswith(b, i):
+            return None
+        end = i + lb
+        named = None
+        length = data[la:i]
+        if family.named:  # a second value: the URI (in either order)
+            c, lc = family.parts[2], family.lengths[2]
+            j = data.find(b"\r\n", end, end + MAX_URI_BYTES + 2)
+            if j < 0 or not data.startswith(c, j):
+                return None
+            named, length = (length, data[end:j]) if family.uri_first_in_head else (data[end:j], length)
+            end = j + lc
+        if not length.isdigit() or len(length) > 9 or int(length) != len(data) - end:
+            return None
+        p, q, r = family.body
+        lp, lq, lr = family.body_lengths
+        if family.uri_first_in_body:  # p URI q ID r
+            stop = data.find(q, end + lp) if named is None else end + lp + len(named)
+            uri = data[end + lp : stop]
+            ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
+            start, stop = stop + lq, len(data) - lr
+        else:  # p ID q URI r
+            tail = len(data) - lr
+            stop = data.rfind(q, end + lp, tail) if named is None else tail - len(named) - lq
+            uri = data[stop + lq : tail]
+            ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
+            start = end + lp
+        if not ok or not data.endswith(r) or stop <= start or stop - start > 15 or (named is not None and uri != named):
+            return None
+        if not uri or uri.translate(None, _PLAIN_BYTES) or uri[0] == 61:  # plain characters, no "=" first
+            return None
+        digits = data[start:stop]
+        if not digits.isdigit() or (digits[0] == 48 and stop - start > 1):
+            return None  # a JSON integer: ASCII digits, no leading zero
+        text = uri.decode("ascii")
+        reply = self.flat.replay_uri(family.shape, text, digits)
         if reply is None:
             return None
-        family.last = uri
-        return reply, head_length
+        family.last = text
+        return reply, end
 
     def member_memo(self, family: HeadFamily) -> ReadShape:
         """The replay memo of the member ``family`` answered last, for its own head's bytes: a later
