@@ -71,8 +71,6 @@ class Connection(asyncio.Protocol):
         self.closing = False
         self.gone = False
         self.trusted = False  # a request on this connection passed admission
-        self.discarding = 0  # bytes still expected of a refused request's body (-1: unknown); dropped
-        self.peer_done = False  # the client half-closed: answer what is complete, then close
         self.paused_reading = False
         self._writable: asyncio.Future[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -104,7 +102,8 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
-        if not self.buf and self.reader.head is None and not self.busy and not self.closing and not self.discarding:
+        reader = self.reader
+        if not self.buf and reader.head is None and not self.busy and not self.closing and not reader.discarding:
             # The usual case: one whole request in one read, nothing else pending, and a head
             # byte-for-byte equal to one admitted before under the same settings (a client repeats
             # its head); parsing and admission are pure functions of those bytes and settings.
@@ -114,7 +113,7 @@ class Connection(asyncio.Protocol):
                 end = data.find(b"\r\n\r\n")
                 head = self.owner.heads.get(data[:end], settings) if end > 0 else None
                 if head is None and self._family is not None and self._family_read(data, settings):
-                    if self.paused_reading or self.peer_done:
+                    if self.paused_reading or reader.peer_done:
                         self._process()
                     return
             if head is not None and len(data) == len(head.block) + head.proto.length:
@@ -125,10 +124,10 @@ class Connection(asyncio.Protocol):
                 body = data[len(head.block) :]
                 if not self._replay(head, body) and (self._family is None or not self._family_read(data, settings)):
                     self._dispatch(head.proto, body, head)
-                if self.paused_reading or self.peer_done:
+                if self.paused_reading or reader.peer_done:
                     self._process()
                 return
-        if self.discarding:
+        if reader.discarding:
             self._discard(len(data))
             return
         if self.closing:
@@ -198,8 +197,8 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
-        self.peer_done = True
-        if self.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
+        self.reader.peer_done = True
+        if self.reader.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
             self.close()
         return True  # keep the transport open for the replies still to be written
 
@@ -234,7 +233,7 @@ class Connection(asyncio.Protocol):
             return
         self._reading = True
         try:
-            while not self.busy and not self.closing and not self.gone and not self.discarding:
+            while not self.busy and not self.closing and not self.gone and not self.reader.discarding:
                 if self.reader.between_requests or not self._next_request():
                     break  # (an empty buffer between requests holds nothing to read)
         except BadRequest as exc:
@@ -247,7 +246,7 @@ class Connection(asyncio.Protocol):
         if self.paused_reading and not self.busy and self.io is not None and not self.gone:
             self.paused_reading = False
             self.io.resume_reading()
-        if self.peer_done and not self.busy and not self.discarding:
+        if self.reader.peer_done and not self.busy and not self.reader.discarding:
             self.close()
 
     def _next_request(self) -> bool:
@@ -261,7 +260,7 @@ class Connection(asyncio.Protocol):
                 return False
             head = self._admit(block)
             if head is None:
-                return not self.discarding
+                return not self.reader.discarding
             if not self.trusted:
                 self._trust()
             reader.expect_body(head)
@@ -300,16 +299,13 @@ class Connection(asyncio.Protocol):
     def _refuse(self, head: RequestHead, reply: HttpReply) -> None:
         """Answer a refused request without parsing its body; a body still on its way is dropped,
         then the connection closes."""
-        self.discarding = self.reader.skip_body(head)
-        if self.discarding:
+        if self.reader.skip_body(head):
             head.keep_alive = False
         self._reply(head, reply)
 
     def _discard(self, size: int) -> None:
         """Drop bytes of a refused body; close once it is all in (known length) or at the linger deadline."""
-        if self.discarding > 0:
-            self.discarding = max(self.discarding - size, 0) or -2
-        if self.discarding == -2:
+        if self.reader.drop(size):
             self.close()
 
     def _dispatch(self, head: RequestHead, body: bytes, admitted: AdmittedHead | None = None) -> None:
@@ -383,7 +379,7 @@ class Connection(asyncio.Protocol):
         if self.gone:
             return
         if not keep:
-            if self.discarding:
+            if self.reader.discarding:
                 self._arm("linger", LINGER_SECONDS)
                 if self.io is not None and self.io.can_write_eof():
                     self.io.write_eof()  # the reply is complete; the client may still be sending
@@ -392,7 +388,7 @@ class Connection(asyncio.Protocol):
             return
         self._wait_for_request()
         self.owner.busy_poll.touch()
-        if self.buf or self.paused_reading or self.peer_done:
+        if self.buf or self.paused_reading or self.reader.peer_done:
             self._process()
 
     async def _stream(self, head: RequestHead, reply: HttpReply, stream: Stream) -> None:
@@ -421,7 +417,7 @@ class Connection(asyncio.Protocol):
                 events = stream.drain()
                 if events:
                     await self._send_chunk(b"".join(events), chunked)
-                if closed or self.gone or (self.peer_done and self.streaming):
+                if closed or self.gone or (self.reader.peer_done and self.streaming):
                     return  # a client that half-closed will not read a long-lived stream: end it
                 try:
                     await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
