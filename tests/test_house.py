@@ -219,6 +219,18 @@ def test_the_mcp_word_check_sees_a_leak():
     assert not MCP_WORDS.search('name="mcp-notebook-http"')
 
 
+def test_every_module_is_named_in_designs_house_tree():
+    """docs/DESIGN.md's house tree names every module (a name two modules share, as often)."""
+    design = (PACKAGE.parent / "docs" / "DESIGN.md").read_text()
+    tree = design[design.index("## The house") : design.index("**Imports point down.**")]
+    names: dict[str, int] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            names[path.name] = names.get(path.name, 0) + 1
+    unnamed = {n: k for n, k in names.items() if len(re.findall(rf"(?<![\w.]){re.escape(n)}", tree)) < k}
+    assert unnamed == {}
+
+
 def test_classes_stay_readable():
     long = {}
     for module, path in MODULES.items():
