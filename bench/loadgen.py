@@ -55,16 +55,18 @@ end
 _LUA_ROTATING = r"""
 wrk.method = "POST"
 %(headers)s
-local prefix, count, meta = [==[%(prefix)s]==], %(count)d, [==[%(meta)s]==]
+local prefix, count, meta, named = [==[%(prefix)s]==], %(count)d, [==[%(meta)s]==], %(named)s
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
 function init(args) bad = 0; n = 0 end
 function request()
   n = n + 1  -- a fresh id and the next URI: no two requests in a row alike (head or body)
   local uri = prefix .. (n %% count)
-  wrk.headers["Mcp-Name"] = uri
+  if named then wrk.headers["Mcp-Name"] = uri end
+  local extra = ""
+  if meta ~= "" then extra = ',"_meta":' .. meta end
   local body = '{"jsonrpc":"2.0","id":' .. n .. ',"method":"resources/read","params":{"uri":"' .. uri ..
-    '","_meta":' .. meta .. '}}'
+    '"' .. extra .. '}}'
   return wrk.format(nil, nil, nil, body)
 end
 function response(status, headers, body)
@@ -74,11 +76,25 @@ end
 
 
 def run_wrk_rotating(
-    url: str, headers: dict[str, str], prefix: str, count: int, connections: int, seconds: float
+    url: str,
+    headers: dict[str, str],
+    prefix: str,
+    count: int,
+    connections: int,
+    seconds: float,
+    era: str = "stateless",
 ) -> dict[str, Any]:
-    """wrk reading ``prefix0`` .. ``prefix{count-1}`` in turn (stateless era), a new id each time."""
+    """wrk reading ``prefix0`` .. ``prefix{count-1}`` in turn, a new id each time: in the stateless era
+    with ``_meta`` and ``Mcp-Name``; in the handshake era neither (``headers`` name the session)."""
     lines = "\n".join(f'wrk.headers["{k}"] = [==[{v}]==]' for k, v in headers.items())
-    script = _LUA_ROTATING % {"headers": lines, "prefix": prefix, "count": count, "meta": json.dumps(META)}
+    stateless = era == "stateless"
+    script = _LUA_ROTATING % {
+        "headers": lines,
+        "prefix": prefix,
+        "count": count,
+        "meta": json.dumps(META) if stateless else "",
+        "named": "true" if stateless else "false",
+    }
     return _wrk(script, url, connections, seconds)
 
 

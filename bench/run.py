@@ -368,7 +368,7 @@ def render_cellfirst(res: dict[str, Any]) -> list[str]:
         _table(
             "Reads that differ one from the next (rotating URIs and ids, wrk) vs a bare uvloop responder (head to a "
             "dict, fixed reply) and a framing-only one",
-            ["URIs, connections", "hub req/s", "bare req/s", "hub / bare %", "framing-only req/s", "hub / framing %"],
+            ["era, URIs, conns", "hub req/s", "bare req/s", "hub / bare %", "framing-only req/s", "hub / framing %"],
             rows,
         )
     )

@@ -11,7 +11,6 @@ again and re-subscribes, then tells the client that everything may have changed.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import http.client
 import json
@@ -28,6 +27,9 @@ from .channel import Channel
 from .hub_selection import POLL_SECONDS, FrontSelector, NoHub, Selector
 from .kernels.upstream import HubAddress
 from .protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
+from .protocol.wire_sse import SseParser
+from .protocol.wire_stateless import encode_header_value as header_value
+from .protocol.wire_stateless import named_header
 from .runtime import HubRecord
 
 NO_HUB = -32000  # implementation-defined range
@@ -85,25 +87,14 @@ class Upstream:
 
 def sse_messages(resp: http.client.HTTPResponse) -> Iterator[Any]:
     """JSON payloads of the SSE events of a response, as they arrive."""
-    data: list[bytes] = []
+    parser = SseParser()
     while True:
         line = resp.readline()
         if not line:
             return
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if data:
-                with contextlib.suppress(ValueError):
-                    yield json.loads(b"\n".join(data))
-                data = []
-        elif line.startswith(b"data:"):
-            data.append(line[5:].lstrip(b" "))
-
-
-def header_value(value: str) -> str:
-    """A header-safe form of a value (the ``=?base64?…?=`` sentinel for anything else)."""
-    safe = value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?")
-    return value if safe else "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+        for data in parser.feed(line):
+            with contextlib.suppress(ValueError):
+                yield json.loads(data)
 
 
 def _error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -137,7 +128,6 @@ class Bridge:
         self.session_id: str | None = None
         self.version: str | None = None
         self.init_message: dict[str, Any] | None = None
-        self.initialized = False
         self.subscriptions: set[str] = set()
         self.generation = 0
         # stateless-era listen streams: request id -> open connection
@@ -282,7 +272,6 @@ class Bridge:
         with contextlib.suppress(OSError, ValueError):
             self.up.call(self._session_headers(), msg)
         if msg.get("method") == "notifications/initialized":
-            self.initialized = True
             self._start_stream(self.generation)
 
     def _forward(self, msg: dict[str, Any]) -> list[Any]:
@@ -395,9 +384,9 @@ class Bridge:
         method = str(msg.get("method"))
         params = msg.get("params") or {}
         h = {"MCP-Protocol-Version": header_value(str(params["_meta"][META_VERSION])), "Mcp-Method": method}
-        named = {"resources/read": "uri", "tools/call": "name", "prompts/get": "name"}.get(method)
-        if named and isinstance(params.get(named), str):
-            h["Mcp-Name"] = header_value(params[named])
+        name = named_header(method, params)
+        if name is not None:
+            h["Mcp-Name"] = name
         return h
 
     def _stateless_up(self, wait: float) -> Upstream:

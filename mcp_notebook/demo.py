@@ -9,6 +9,8 @@ import time
 import urllib.request
 from typing import Any
 
+from .protocol.wire_stateless import named_header
+
 SAMPLE_CELLS = [
     "%load_ext mcp_notebook",
     # Sample data: uses pandas/numpy when installed, plain Python otherwise.
@@ -36,7 +38,7 @@ def greeting(who: str) -> str:
 ]
 
 
-def _rpc(url: str, token: str | None, method: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+def _rpc(url: str, token: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """One stateless (2026-07-28) request with the standard library."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -49,7 +51,8 @@ def _rpc(url: str, token: str | None, method: str, params: dict[str, Any], name:
         "MCP-Protocol-Version": "2026-07-28",
         "Mcp-Method": method,
     }
-    if name:
+    name = named_header(method, params)
+    if name is not None:
         headers["Mcp-Name"] = name
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -80,7 +83,7 @@ def run_demo(seconds: float | None = None) -> int:
         info = _hub_info(getattr(getattr(km.provisioner, "process", None), "pid", None))
         url, token = info["url"], info.get("token")
         listed = _rpc(url, token, "resources/list", {})["result"]["resources"]
-        read = _rpc(url, token, "resources/read", {"uri": "nb://vars"}, name="nb://vars")["result"]
+        read = _rpc(url, token, "resources/read", {"uri": "nb://vars"})["result"]
         index = json.loads(read["contents"][0]["text"])
         print("mcp-notebook demo: a kernel with sample data is serving MCP resources.\n")
         print(f"  endpoint   {url}")

@@ -28,6 +28,12 @@ class UriTemplate:
     regex: re.Pattern[str]
     path_vars: tuple[str, ...]
     query_vars: tuple[str, ...]
+    optional_path_vars: tuple[str, ...] = ()  # ``{/var}``: a URI may leave the segment out
+
+    @property
+    def optional(self) -> tuple[str, ...]:
+        """The variables a matching URI may leave out (optional path segments, query parameters)."""
+        return self.optional_path_vars + self.query_vars
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -82,6 +88,7 @@ def compile_template(template: str) -> UriTemplate:
     pattern: list[str] = []
     path_vars: list[str] = []
     query_vars: list[str] = []
+    optional_vars: list[str] = []
     pos = 0
     for m in _EXPR.finditer(template):
         pattern.append(re.escape(template[pos : m.start()]))
@@ -109,12 +116,15 @@ def compile_template(template: str) -> UriTemplate:
         elif op == "+":
             pattern.append(rf"(?P<{group}>[^?#]+)")
         else:  # "/"
+            optional_vars.append(name)
             pattern.append(rf"(?:/(?P<{group}>[^/?#]+))?")
     rest = template[pos:]
     if "{" in rest or "}" in rest:
         raise TemplateError(f"unbalanced braces in URI template {template!r}")
     pattern.append(re.escape(rest))
-    return UriTemplate(template, re.compile("".join(pattern)), tuple(path_vars), tuple(query_vars))
+    return UriTemplate(
+        template, re.compile("".join(pattern)), tuple(path_vars), tuple(query_vars), tuple(optional_vars)
+    )
 
 
 def is_template(text: str) -> bool:

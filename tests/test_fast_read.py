@@ -181,7 +181,7 @@ def requests(draw: st.DrawFn) -> HttpRequest:
 
 def same_answer(req: HttpRequest) -> bool:
     """True when the flat path answered; asserts its answer is the general path's."""
-    fast = SERVER.fast_read(HttpRequest(req.method, req.headers, req.body, admitted=True))
+    fast = SERVER.flat.answer(HttpRequest(req.method, req.headers, req.body, admitted=True))
     if fast is None:
         return False
     general = SERVER.handle(HttpRequest(req.method, req.headers, req.body, admitted=True))
@@ -208,12 +208,12 @@ def test_the_plain_cached_read_of_each_era_takes_the_flat_path():
         "mcp-name": "nb://vars/n",
     }
     body = {"jsonrpc": "2.0", "id": 9, "method": "resources/read", "params": {"uri": "nb://vars/n", "_meta": META}}
-    fast = SERVER.fast_read(request(stateless_headers, body))
+    fast = SERVER.flat.answer(request(stateless_headers, body))
     assert fast is not None and answer(fast) == answer(SERVER.handle(request(stateless_headers, body)))
     for sid in (SID, OLD_SID):
         h = {**base_headers(), "mcp-session-id": sid}
         body = {"jsonrpc": "2.0", "id": "x", "method": "resources/read", "params": {"uri": "nb://vars/s"}}
-        fast = SERVER.fast_read(request(h, body))
+        fast = SERVER.flat.answer(request(h, body))
         assert fast is not None and answer(fast) == answer(SERVER.handle(request(h, body)))
 
 
@@ -221,13 +221,13 @@ def test_a_changed_value_is_not_served_from_the_flat_path():
     warm()
     h = {**base_headers(), "mcp-session-id": SID}
     body = {"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "nb://vars/n"}}
-    assert SERVER.fast_read(request(h, body)) is not None
+    assert SERVER.flat.answer(request(h, body)) is not None
     NS["n"] = 4
     try:
-        assert SERVER.fast_read(request(h, body)) is None  # stale entry: the general path re-reads
+        assert SERVER.flat.answer(request(h, body)) is None  # stale entry: the general path re-reads
         reply = json.loads(SERVER.handle(request(h, body)).body)
         assert json.loads(reply["result"]["contents"][0]["text"])["repr"] == "4"
-        assert SERVER.fast_read(request(h, body)) is not None  # and refills the cache
+        assert SERVER.flat.answer(request(h, body)) is not None  # and refills the cache
     finally:
         NS["n"] = 3
 

@@ -439,3 +439,40 @@ def test_batch_and_uri_limits():
     assert len(json.loads(server.handle(req(too_many[:50], mcp_session_id=old)).body)) == 50
     long_uri = "test://item/" + "x" * 9000
     assert call(server, old, "resources/read", {"uri": long_uri})["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize(
+    "uri, fn, words",
+    [
+        ("test://q{?q}", lambda q: q, ["q", "default"]),
+        ("test://p/{id}{?a,b}", lambda id, a, b=1: a, ["'a'", "default"]),
+        ("test://seg{/part}", lambda part: part, ["part", "default"]),
+        ("test://item/{id}", lambda: "x", ["must accept", "id"]),
+    ],
+)
+def test_a_template_variable_a_uri_may_leave_out_needs_a_default_at_declaration(uri, fn, words):
+    """A query parameter or optional segment a URI may omit is refused at ``register`` when the
+    function has no default for it (it would fail only at the first read that omits it)."""
+    custom = CustomProvider()
+    reg = make_registration(uri, fn, name=None, title=None, description=None, mime_type=None, annotations=None)
+    with pytest.raises(TypeError) as caught:
+        custom.register(reg)
+    assert all(word in str(caught.value) for word in words), caught.value
+    assert custom.registrations() == []
+
+
+def test_optional_variables_with_defaults_or_kwargs_are_accepted_and_read():
+    custom = CustomProvider()
+    for uri, fn in (
+        ("test://q{?q}", lambda q="none": f"q={q}"),
+        ("test://k{?a,b}", lambda **kw: f"kw={sorted(kw.items())}"),
+        ("test://seg{/part}", lambda part=None: f"part={part}"),
+    ):
+        custom.register(
+            make_registration(uri, fn, name=None, title=None, description=None, mime_type=None, annotations=None)
+        )
+    assert custom.read("test://q")[0].text == "q=none"
+    assert custom.read("test://q?q=1")[0].text == "q=1"
+    assert custom.read("test://k?b=2")[0].text == "kw=[('b', '2')]"
+    assert custom.read("test://seg")[0].text == "part=None"
+    assert custom.read("test://seg/x")[0].text == "part=x"

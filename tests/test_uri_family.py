@@ -1,6 +1,6 @@
 """Reads of one URI after another (issue #26): a stateless client's head differs only in Mcp-Name and
 Content-Length, its body only in the id and the URI. Once a connection has learnt that family
-(transport/heads.py ``HeadFamily``), such a request is answered like a replay. Over real sockets:
+(protocol/families.py ``HeadFamily``), such a request is answered like a replay. Over real sockets:
 every reply must equal what the general path (``McpServer.handle``) answers to the same bytes."""
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import test_fast_read
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fast_read import _mutations, mutated
-from test_protocol import META, STATELESS, TOKEN, make_server
+from test_protocol import META, STATELESS, TOKEN, make_server, open_session
 from test_replay import exchange, same
 
+from mcp_notebook.protocol.exchange import HttpReply
+from mcp_notebook.protocol.fast_read import ReadShape
 from mcp_notebook.protocol.server import HttpRequest
-from mcp_notebook.transport.heads import AdmittedHead, learn_family
-from mcp_notebook.transport.http11 import parse_head
 from mcp_notebook.transport.server import HttpTransport
 
 NS: dict[str, Any] = {"n": 3, "s": "text", "obj": object()}
@@ -27,6 +28,9 @@ for _i in range(300):  # more distinct heads than the transport remembers (heads
     NS[f"v{_i}"] = _i * 7 + 1000
 SERVER, _, _ = make_server(ns=NS)  # its own server: stopping the transport closes it
 SERVER.core.resources.after_cell()  # the names are exposed
+# Sessions of this server standing in for test_fast_read's (its generated requests name those).
+SESSIONS = {test_fast_read.SID: open_session(SERVER), test_fast_read.OLD_SID: open_session(SERVER, "2025-03-26")}
+SESSION = SESSIONS[test_fast_read.SID]
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +55,19 @@ URIS = [f"nb://vars/v{i}" for i in range(300)]
 def hits() -> Iterator[list[str]]:
     """The URIs answered through a head family."""
     seen: list[str] = []
-    original = SERVER.replay_uri
+    original = SERVER.family_reply
 
-    def counting(shape: Any, uri: str, digits: bytes) -> Any:
-        reply = original(shape, uri, digits)
-        if reply is not None:
-            seen.append(uri)
-        return reply
+    def counting(family: Any, data: bytes) -> Any:
+        found = original(family, data)
+        if found is not None:
+            seen.append(family.last)
+        return found
 
-    SERVER.replay_uri = counting
+    SERVER.family_reply = counting
     try:
         yield seen
     finally:
-        SERVER.replay_uri = original
+        SERVER.family_reply = original
 
 
 def head_for(uri: str, **extra: str) -> dict[str, str]:
@@ -216,11 +220,13 @@ def test_the_family_answers_a_well_formed_member(transport, hits):
     assert "nb://vars/v9" in hits  # the generated requests above are family members but for their departures
 
 
-def _admitted(uri: str, extra: str = "", body: bytes | None = None) -> tuple[AdmittedHead, bytes]:
-    block = ("POST /mcp HTTP/1.1\r\nHost: h\r\nMcp-Name: " + uri + f"\r\n{extra}Content-Length: 10\r\nX: y").encode()
-    head = AdmittedHead(block + b"\r\n\r\n", parse_head(block), object())
-    head.replay = object()
-    return head, body if body is not None else body_for(uri, 1)
+def _learnt(uri: str, extra: str = "", body: bytes | None = None, msg: Any = None) -> tuple[bytes, ReadShape]:
+    """A head's bytes and the replay memo of a read of ``uri`` learnt under it (body id 1)."""
+    head = ("POST /mcp HTTP/1.1\r\nHost: h\r\nMcp-Name: " + uri + f"\r\n{extra}Content-Length: 10\r\nX: y").encode()
+    raw = body if body is not None else body_for(uri, 1)
+    prefix, _, suffix = raw.partition(b"1")
+    parsed = json.loads(raw) if msg is None else msg
+    return head + b"\r\n\r\n", ReadShape(prefix, suffix, (STATELESS, uri), {}, None, None, HttpReply(200), parsed)
 
 
 @pytest.mark.parametrize(
@@ -235,13 +241,14 @@ def _admitted(uri: str, extra: str = "", body: bytes | None = None) -> tuple[Adm
     ],
 )
 def test_a_family_is_learnt_only_from_one_plain_place_for_each_value(uri, extra, body, ok):
-    head, raw = _admitted(uri, extra, body)
-    prefix, _, suffix = raw.partition(b"1")
-    family = learn_family(head, uri, prefix, suffix, lambda body, probe: True)
-    assert (family is not None) is ok
-    if ok:
-        refused = learn_family(head, uri, prefix, suffix, lambda body, probe: False)
-        assert refused is None  # the proof decides
+    head, memo = _learnt(uri, extra, body)
+    assert (SERVER.learn_family(head, memo) is not None) is ok
+    if ok:  # the proof decides: a memo whose request the probe body does not reproduce learns none
+        head, memo = _learnt(
+            uri, extra, body, msg={"jsonrpc": "2.0", "id": 1, "method": "other", "params": {"uri": uri}}
+        )
+        assert SERVER.learn_family(head, memo) is None
+    assert SERVER.learn_family(head, object()) is None  # a memo the families do not know
 
 
 def test_two_members_in_one_read_are_both_answered(transport, hits):
@@ -261,3 +268,136 @@ def test_two_members_in_one_read_are_both_answered(transport, hits):
             data += chunk
         assert b'"id":4000000001' in data and b'"id":4000000002' in data
         assert data.index(b'"id":4000000001') < data.index(b'"id":4000000002')
+
+
+# -- the handshake era: a session's reads of one URI after another ----------------------------------
+
+
+def session_head(sid: str = SESSION, **extra: str) -> dict[str, str]:
+    return {
+        "Host": "127.0.0.1",
+        "Authorization": f"Bearer {TOKEN}",
+        "Content-Type": "application/json",
+        "Mcp-Session-Id": sid,
+        "MCP-Protocol-Version": "2025-11-25",
+        **extra,
+    }
+
+
+def session_body(uri: str, msg_id: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": "resources/read", "params": {"uri": uri}}).encode()
+
+
+def _warm_session(uris: list[str], sid: str = SESSION) -> None:
+    for uri in uris:
+        warm = {k.lower(): v for k, v in session_head(sid).items()}
+        assert SERVER.handle(HttpRequest("POST", warm, session_body(uri, 1), True)).status == 200
+
+
+def test_a_sessions_reads_of_one_uri_after_another(transport, hits):
+    """The handshake era's head carries the session id and no Mcp-Name: a family of the URI in the
+    body alone, answered like the general path (also a URI not found, and a changed value)."""
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(700):
+            uri = URIS[n % len(URIS)]
+            head, body = session_head(), session_body(uri, 2000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert len(hits) > 200
+        for n, uri in enumerate(["nb://vars/missing", "nb://vars/missing", "nb://vars/obj", "nb://vars/n"]):
+            head, body = session_head(), session_body(uri, 3000 + n)
+            got = exchange(s, head, body)
+            same(got, general(head, body))
+            if uri.endswith("missing"):
+                assert json.loads(got[2])["error"]["code"] == -32002
+        NS["v3"] = "changed"
+        SERVER.core.resources.after_cell()
+        try:
+            head, body = session_head(), session_body("nb://vars/v3", 5000)
+            got = exchange(s, head, body)
+            assert json.loads(json.loads(got[2])["result"]["contents"][0]["text"])["repr"] == "'changed'"
+            same(got, general(head, body))
+        finally:
+            NS["v3"] = 3 * 7 + 1000
+            SERVER.core.resources.after_cell()
+
+
+def test_an_ended_session_is_not_answered_from_the_family(transport, hits):
+    sid = open_session(SERVER)
+    _warm_session(URIS[40:80], sid)
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()  # no plain replays of heads remembered by other tests
+        for n, uri in enumerate(URIS[40:70]):
+            head, body = session_head(sid), session_body(uri, 6000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert hits  # the family answers this session's reads
+        ended = SERVER.handle(HttpRequest("DELETE", {k.lower(): v for k, v in session_head(sid).items()}))
+        assert ended.status in (200, 202, 204)
+        hits.clear()
+        for n, uri in enumerate([*URIS[70:80], *URIS[40:45]]):  # new URIs, and ones replayed before
+            head, body = session_head(sid), session_body(uri, 7000 + n)
+            got = exchange(s, head, body)
+            assert got[0] == 404
+            same(got, general(head, body))
+        assert hits == []
+
+
+def _send_session(s: socket.socket, req: HttpRequest) -> tuple[int, dict[str, str], bytes]:
+    """``req`` (test_fast_read's, naming its sessions) sent with this server's sessions."""
+    head = {
+        "Host": "127.0.0.1",
+        **{k: SESSIONS.get(v, v) if k == "mcp-session-id" else v for k, v in req.headers.items() if k != "host"},
+    }
+    return exchange(s, head, req.body)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    mutations=st.lists(st.sampled_from(_mutations("nb://vars/v9")), max_size=2),
+    msg_id=st.integers(0, 10**12),
+    era=st.sampled_from(["handshake", "old"]),
+)
+def test_every_departure_from_a_sessions_family_member_gets_the_general_paths_answer(transport, mutations, msg_id, era):
+    """As the stateless test above, for sessions of both handshake revisions (2025-11-25, 2025-03-26)."""
+    sid = SESSIONS[test_fast_read.SID if era == "handshake" else test_fast_read.OLD_SID]
+    _warm_session([*URIS[20:23], "nb://vars/v9"], sid)
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n in range(3):
+            assert _send_session(s, mutated(era, URIS[20 + n], 13000000 + n, True, []))[0] == 200
+        req = mutated(era, "nb://vars/v9", msg_id, True, mutations)
+        got = _send_session(s, req)
+        head = {k: SESSIONS.get(v, v) if k == "mcp-session-id" else v for k, v in req.headers.items()}
+        same(got, general({"Host": "127.0.0.1", **{k: v for k, v in head.items() if k != "host"}}, req.body))
+
+
+def test_a_sessions_family_answers_a_well_formed_member(transport, hits):
+    _warm_session([*URIS[20:23], "nb://vars/v9"])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n in range(3):
+            assert _send_session(s, mutated("handshake", URIS[20 + n], 14000000 + n, True, []))[0] == 200
+        req = mutated("handshake", "nb://vars/v9", 12345678901234, True, [])
+        got = _send_session(s, req)
+        head = {k: SESSIONS.get(v, v) if k == "mcp-session-id" else v for k, v in req.headers.items()}
+        same(got, general({"Host": "127.0.0.1", **{k: v for k, v in head.items() if k != "host"}}, req.body))
+    assert "nb://vars/v9" in hits
+
+
+@pytest.mark.parametrize("odd", [*ODD_URIS, 'nb://vars/v1", "x": "', "nb://vars/v1\\u0022"])
+def test_a_sessions_uris_of_every_kind_get_the_general_paths_answer(transport, odd):
+    """In the handshake era the URI is found in the body alone: quotes, escapes, spaces, look-alike
+    JSON around it must all take the general path (or be answered exactly as it would)."""
+    _warm_session(["nb://vars/v1", "nb://vars/v2"])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n, uri in enumerate(["nb://vars/v1", "nb://vars/v2", odd, "nb://vars/v1", odd]):
+            head = session_head()
+            body = session_body(uri, 170 + n)
+            if uri.startswith('nb://vars/v1"') or uri.endswith("\\u0022"):  # raw bytes, not a JSON string
+                body = b'{"jsonrpc": "2.0", "id": %d, "method": "resources/read", "params": {"uri": "%s"}}' % (
+                    170 + n,
+                    uri.encode(),
+                )
+            same(exchange(s, head, body), general(head, body))

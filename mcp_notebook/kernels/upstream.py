@@ -21,6 +21,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..protocol.eras import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
+from ..protocol.wire_sse import sse_data
+from ..protocol.wire_stateless import NAMED_PARAM as _NAMED
 from ..revisions import STATELESS_VERSIONS
 from ..transport.client import UpstreamError, request
 from ..version import __version__
@@ -30,7 +32,6 @@ VERSION = STATELESS_VERSIONS[-1]
 CALL_SECONDS = 60.0
 RETRY_SECONDS = 1.0
 _ids = itertools.count(1)
-_NAMED = {"resources/read": "uri", "tools/call": "name"}
 
 
 class HubGone(Exception):
@@ -173,16 +174,6 @@ def _last_reply(raw: bytes, sse: bool) -> dict[str, Any] | None:
         return None
     replies = [d for d in docs if isinstance(d, dict) and ("result" in d or "error" in d)]
     return replies[-1] if replies else None
-
-
-def sse_data(raw: bytes) -> list[bytes]:
-    """The ``data`` of each complete event in ``raw`` (events end with a blank line)."""
-    out = []
-    for event in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
-        lines = [line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:")]
-        if lines:
-            out.append(b"\n".join(lines))
-    return out
 
 
 Notify = Callable[[str, str, str | None], None]  # (hub key, "updated" | "list_changed", uri)

@@ -22,7 +22,6 @@ from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError
 from . import jsonrpc as rpc
 from .apps import server_capability
 from .cursors import decode_cursor, encode_cursor
-from .eras import META_SERVER_INFO
 from .exchange import Ctx, HttpReply, ServerSettings
 from .jsonrpc import RpcError
 from .params import MAX_URI, check_params
@@ -323,9 +322,6 @@ class Core:
         if knows(version, "icons"):
             info["description"] = s.description
         return info
-
-    def server_info_meta(self, version: str) -> dict[str, Any]:
-        return {META_SERVER_INFO: self.server_info(version)}
 
     def touch(self) -> None:
         """Sessions or streams changed: tell on_activity and every activity listener (they must not block)."""

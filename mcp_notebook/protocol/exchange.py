@@ -15,6 +15,7 @@ from .params import LOG_LEVELS
 from .streams import Stream
 
 SESSION_NOT_FOUND = -32001
+ENDPOINT_PATH = "/mcp"  # where a carrier of HTTP requests serves the endpoint
 # Bodies up to this size are parsed on the carrier's thread to decide where a request is answered.
 INLINE_BODY_LIMIT = 16384
 
@@ -124,6 +125,11 @@ class Ctx:
         threshold = self.log_level
         if threshold is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold):
             self.logs.append((level, data))
+
+
+def carrier_error(status: int, message: str, code: int = rpc.INTERNAL_ERROR) -> HttpReply:
+    """A JSON-RPC error without an id, for a failure of the carrier itself (413, 500, 503)."""
+    return HttpReply.json(rpc.error(None, RpcError(code, message)), status)
 
 
 def status_reply(status: int, message: str, headers: dict[str, str] | None = None) -> HttpReply:

@@ -127,7 +127,7 @@ class FlatReads:
     def same_read(self, shape: ReadShape, body: bytes, uri: bytes) -> bool:
         """Whether ``body`` parses to the read ``shape`` was learnt on with id 7 and ``uri``, all
         else equal: the proof a carrier needs before answering bodies of that form with any id and
-        any URI written the same way (see transport/heads.py, ``HeadFamily``)."""
+        any URI written the same way (see families.py, ``HeadFamily``)."""
         try:
             again = rpc.parse_body(body)
         except Exception:

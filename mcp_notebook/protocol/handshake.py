@@ -33,7 +33,6 @@ class Session:
     version: str
     client_info: dict[str, Any]
     capabilities: dict[str, Any]
-    initialized: bool = False
     log_level: str | None = None
     subscriptions: set[str] = field(default_factory=set)
     streams: list[Stream] = field(default_factory=list)
@@ -214,7 +213,6 @@ class HandshakeEra:
 
     def _notification(self, session: Session, msg: rpc.Message) -> None:
         if msg.method == "notifications/initialized":
-            session.initialized = True
             self.core.touch()
 
     def _end_session(self, session: Session) -> None:

@@ -8,7 +8,8 @@ hands it over. No sockets or threads live here.
 
 **What a carrier calls** (loopback HTTP today; any carrier of one HTTP exchange at a time):
 ``admit`` at head time, ``answer_inline`` on its own thread (None: ``handle`` on a worker),
-``replay`` for a body repeated under a remembered head, ``stream_closed`` when a client leaves
+``replay`` for a body repeated under a remembered head (``learn_family``, ``family_reply`` and
+``member_memo`` for requests like a remembered head's), ``stream_closed`` when a client leaves
 a stream, ``close`` at shutdown. docs/DESIGN.md ("Carriers") states the contract.
 """
 
@@ -23,6 +24,7 @@ from . import jsonrpc as rpc
 from .core import Core
 from .eras import HANDSHAKE, STATELESS, classify
 from .exchange import INLINE_BODY_LIMIT, HttpReply, HttpRequest, ServerSettings, status_reply
+from .families import Families
 from .fast_read import FlatReads
 from .handshake import HandshakeEra, Session
 from .jsonrpc import RpcError
@@ -61,11 +63,14 @@ class McpServer:
         # learnt on (see answer_inline), or None: the usual path. Bound here, not wrapped: it is
         # the hottest call there is.
         self.replay = self.flat.replay
-        # replay_uri(memo, uri, digits) / same_read(memo, body, uri): the same for a read of another
-        # URI written the same way (a stateless client reading one URI after another).
-        self.replay_uri = self.flat.replay_uri
-        self.same_read = self.flat.same_read
-        self.member_shape = self.flat.member_shape
+        # Head families (families.py), reads of one URI after another in either era:
+        # learn_family(head bytes, memo) -> family | None, once a request under that head was learnt
+        # as ``memo``; family_reply(family, request bytes) -> (HttpReply, head length) | None; and
+        # member_memo(family): the replay memo of the member it answered last, for that member's head.
+        self.families = Families(self.flat)
+        self.learn_family = self.families.learn
+        self.family_reply = self.families.answer
+        self.member_memo = self.families.member_memo
         resources.add_listener(self.on_change)
 
     # -- shared state, as the hub and its views see it ------------------------------------
@@ -147,10 +152,6 @@ class McpServer:
         if not self.may_run_user_code(req):
             return self.handle(req)
         return None
-
-    def fast_read(self, req: HttpRequest, learn: bool = False) -> HttpReply | None:
-        """The flat path alone: the reply to a cached read, or None (see fast_read.py)."""
-        return self.flat.answer(req, learn)
 
     def may_run_user_code(self, req: HttpRequest) -> bool:
         """Whether answering ``req`` may call into user code or touch live values (reprs, custom

@@ -8,8 +8,6 @@ cache hints), the checks of the flat read path, and the fan-out of changes to li
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import time
 from collections.abc import Callable
@@ -25,12 +23,12 @@ from .exchange import Ctx, HttpReply, HttpRequest, status_reply
 from .jsonrpc import RpcError
 from .params import LOG_LEVELS, check_params
 from .streams import Stream, updated_events
+from .wire_stateless import NAMED_PARAM, decode_header_value
 
 MAX_CLIENTS = 50  # clients remembered by clientInfo (for the panel's list)
 # Results a client may cache (they carry ttlMs and cacheScope).
 CACHEABLE = frozenset({"server/discover", "resources/list", "resources/templates/list", "resources/read", "tools/list"})
-# Methods whose request names its target in an Mcp-Name header: the param it must equal.
-_NAMED = {"resources/read": "uri", "tools/call": "name"}
+_NAMED = NAMED_PARAM  # (wire_stateless.py: the rules both ends share)
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
 
@@ -276,15 +274,6 @@ def _check_headers(headers: dict[str, str], msg: rpc.Message, version: str) -> N
     named = _NAMED.get(msg.method or "")
     if named is not None:
         name = headers.get("mcp-name")
-        if name is None or decode_header_value(name) != msg.params.get(named):
+        plain = name is None or not name.startswith("=?base64?")  # (only that form is decoded)
+        if name is None or (name if plain else decode_header_value(name)) != msg.params.get(named):
             raise mismatch(f"Mcp-Name {name!r} must equal params.{named}")
-
-
-def decode_header_value(value: str) -> str:
-    """Undo the ``=?base64?…?=`` form used for header values that are not plain ASCII."""
-    if value.startswith("=?base64?") and value.endswith("?="):
-        try:
-            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return value
-    return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -76,6 +77,9 @@ class ArgumentError(ValueError):
     """Arguments that do not fit the tool's input schema."""
 
 
+Handler = Callable[[str, dict[str, Any], ClientWatches], dict[str, Any]]  # (version, arguments, client)
+
+
 def check_arguments(schema: dict[str, Any], args: Any) -> dict[str, Any]:
     """Validate ``args`` against the small schemas above (object, string/number/integer props, required)."""
     if args is None:
@@ -127,6 +131,19 @@ class Tools:
         self._waiters = threading.BoundedSemaphore(MAX_WAITERS)
         self.watches = ToolWatches(resources)
         self.view_tools = ViewTools(resources, self._changes_since)
+        # Each tool's handler, by name (a tool without one, or one without a tool, fails here).
+        self._handlers: dict[str, Handler] = {
+            "list_resources": self._list_resources,
+            "read_resource": self._read_resource,
+            "changes_since": self._changes_since,
+        }
+        views = self.view_tools
+        self._view_handlers: dict[str, Handler] = {
+            "explore_frame": views.explore_frame,
+            "show_outputs": views.show_outputs,
+            "watch_changes": views.watch_changes,
+        }
+        assert self._handlers.keys() == self._by_name.keys() and self._view_handlers.keys() == self._views.keys()
 
     # -- methods ------------------------------------------------------------------------
     def list_tools(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
@@ -152,9 +169,10 @@ class Tools:
         try:
             args = check_arguments(tool.schema, params.get("arguments"))
             client = self.watches.client(ctx.client_key)
-            if name in self._views:
-                return getattr(self.view_tools, name)(ctx.version, args, client)
-            result = getattr(self, f"_{name}")(ctx.version, args, client)
+            view = self._view_handlers.get(name)
+            if view is not None:
+                return view(ctx.version, args, client)
+            result = self._handlers[name](ctx.version, args, client)
             if apps:  # structured results only for a client with Apps: the others see what they always saw
                 structured = result.pop("structured", None)
                 if structured is not None:

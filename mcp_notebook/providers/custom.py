@@ -84,6 +84,12 @@ class CustomProvider(Provider):
             missing = [v for v in reg.template.variables if v not in params and not takes_kwargs]
             if missing:
                 raise TypeError(f"{reg.fn.__name__}() must accept the template variable(s) {missing} of {reg.uri!r}")
+            required = [v for v in reg.template.optional if v in params and params[v].default is params[v].empty]
+            if required:
+                raise TypeError(
+                    f"{reg.fn.__name__}() needs a default for {required}: a URI of {reg.uri!r} may leave "
+                    f"{'it' if len(required) == 1 else 'them'} out (query parameters and {{/segments}} are optional)"
+                )
         with self._lock:
             self._by_uri[reg.uri] = reg
         if self.on_change is not None:

@@ -29,7 +29,6 @@ class KernelProvider(Provider):
         self._summary = summary
         self._facts = facts
         self._variable_name = variable_name
-        self._last: int | None = None
 
     def owns(self, uri: str) -> bool:
         return uri == KERNEL_URI or uri.startswith("nb://kernel/facts")

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..transport.client import UpstreamError
+from ..transport.control_wire import CANCEL, INFO, KEEPALIVE, KEEPALIVE_SECONDS, REPLY, REQUEST
 from .wires import Wire, WireClosed
 
 INFO_SECONDS = 5.0  # a kernel that does not answer mcp_info_request this fast has no hub for us
@@ -26,7 +27,6 @@ NO_HUB_SECONDS = 3.0  # "no hub" is remembered this long for a request naming th
 LISTING_NO_HUB_SECONDS = 30.0  # and this long for listings (each probe of a kernel without a hub
 # makes ipykernel publish busy/idle: a frontend would see the kernel blink at every poll)
 REPLY_SECONDS = 60.0  # the first reply message of a request (a slow __repr__ included)
-KEEPALIVE_SECONDS = 20.0
 MAX_QUEUED = 4096  # reply messages waiting for a slow reader, per request
 
 
@@ -136,7 +136,7 @@ class KernelChannel:
             self.done(parent, cancel=True)
             queue.put_nowait(None)
             return
-        queue.put_nowait(msg.get("content") if msg.get("msg_type") == "mcp_reply" else msg)
+        queue.put_nowait(msg.get("content") if msg.get("msg_type") == REPLY else msg)
 
     def _on_close(self) -> None:
         for queue in self._pending.values():
@@ -163,7 +163,7 @@ class KernelChannel:
         wire = self._wire
         if cancel and wire is not None and not wire.closed:
             with contextlib.suppress(WireClosed):
-                wire.send("mcp_cancel", {"request": msg_id})
+                wire.send(CANCEL, {"request": msg_id})
 
     # -- what the server extension asks --------------------------------------------------------
     async def info(self, timeout: float = INFO_SECONDS, no_hub_seconds: float = NO_HUB_SECONDS) -> dict[str, Any]:
@@ -174,7 +174,7 @@ class KernelChannel:
         if self._no_hub is not None and time.monotonic() - self._no_hub[0] < no_hub_seconds:
             raise self._no_hub[1]
         wire = await self._ensure_wire()
-        msg_id, queue = self._send(wire, "mcp_info_request", {})
+        msg_id, queue = self._send(wire, INFO, {})
         try:
             reply = await asyncio.wait_for(queue.get(), timeout)
         except asyncio.TimeoutError:
@@ -206,7 +206,7 @@ class KernelChannel:
         if info.get("token"):
             hub_headers["authorization"] = f"Bearer {info['token']}"
         text = (body or b"").decode("utf-8", "replace")
-        msg_id, queue = self._send(wire, "mcp_request", {"method": method, "headers": hub_headers, "body": text})
+        msg_id, queue = self._send(wire, REQUEST, {"method": method, "headers": hub_headers, "body": text})
         try:
             first = await asyncio.wait_for(queue.get(), REPLY_SECONDS)
         except asyncio.TimeoutError:
@@ -234,7 +234,7 @@ class KernelChannel:
             if wire is None or wire.closed:
                 return
             with contextlib.suppress(WireClosed):
-                wire.send("mcp_keepalive", {})
+                wire.send(KEEPALIVE, {})
 
     @property
     def idle(self) -> bool:

@@ -19,8 +19,9 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from ..logs import log
+from ..transport.control_wire import FROM_HUB
 
-REPLY_TYPES = frozenset({"mcp_reply", "mcp_info_reply"})
+REPLY_TYPES = FROM_HUB
 CONNECT_SECONDS = 20.0
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 

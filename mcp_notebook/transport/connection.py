@@ -20,20 +20,21 @@ import socket
 from concurrent.futures import Executor
 from typing import Protocol, cast
 
+from ..protocol.exchange import ENDPOINT_PATH, carrier_error
 from ..protocol.security import cors_headers, origin_allowed
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 from . import http11
 from .busy_poll import BusyPoll
-from .heads import AdmittedHead, AdmittedHeads, HeadFamily, learn_family
+from .heads import AdmittedHead, AdmittedHeads
 from .http11 import BadRequest, RequestHead, RequestReader
 
 log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often on a quiet stream
 IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on
 LINGER_SECONDS = 2.0  # after refusing a request whose body is still coming: drop it this long, then close
-PATH = "/mcp"
-FAMILY_TRIES = 4  # head families a connection tries to learn (heads.py)
+PATH = ENDPOINT_PATH
+FAMILY_TRIES = 4  # times a connection asks the server for a head family (protocol/families.py)
 
 
 class Owner(Protocol):
@@ -70,8 +71,6 @@ class Connection(asyncio.Protocol):
         self.closing = False
         self.gone = False
         self.trusted = False  # a request on this connection passed admission
-        self.discarding = 0  # bytes still expected of a refused request's body (-1: unknown); dropped
-        self.peer_done = False  # the client half-closed: answer what is complete, then close
         self.paused_reading = False
         self._writable: asyncio.Future[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -80,7 +79,8 @@ class Connection(asyncio.Protocol):
         self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
         self._admitted: AdmittedHead | None = None  # the remembered form of the head being read
         self._last_head: AdmittedHead | None = None  # the remembered head this connection sent last
-        self._family: HeadFamily | None = None  # its reads of one URI after another (heads.py)
+        self._family: object | None = None  # the server's memo of requests like one head's (families.py)
+        self._family_head: AdmittedHead | None = None  # ... the head it was learnt on
         self._family_tries = 0  # attempts at learning one (bounded per connection)
 
     @property
@@ -102,7 +102,8 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
-        if not self.buf and self.reader.head is None and not self.busy and not self.closing and not self.discarding:
+        reader = self.reader
+        if not self.buf and reader.head is None and not self.busy and not self.closing and not reader.discarding:
             # The usual case: one whole request in one read, nothing else pending, and a head
             # byte-for-byte equal to one admitted before under the same settings (a client repeats
             # its head); parsing and admission are pure functions of those bytes and settings.
@@ -112,7 +113,7 @@ class Connection(asyncio.Protocol):
                 end = data.find(b"\r\n\r\n")
                 head = self.owner.heads.get(data[:end], settings) if end > 0 else None
                 if head is None and self._family is not None and self._family_read(data, settings):
-                    if self.paused_reading or self.peer_done:
+                    if self.paused_reading or reader.peer_done:
                         self._process()
                     return
             if head is not None and len(data) == len(head.block) + head.proto.length:
@@ -121,12 +122,12 @@ class Connection(asyncio.Protocol):
                 if not self.trusted:
                     self._trust()
                 body = data[len(head.block) :]
-                if not self._replay(head, body):
+                if not self._replay(head, body) and (self._family is None or not self._family_read(data, settings)):
                     self._dispatch(head.proto, body, head)
-                if self.paused_reading or self.peer_done:
+                if self.paused_reading or reader.peer_done:
                     self._process()
                 return
-        if self.discarding:
+        if reader.discarding:
             self._discard(len(data))
             return
         if self.closing:
@@ -154,32 +155,30 @@ class Connection(asyncio.Protocol):
         return True
 
     def _family_read(self, data: bytes, settings: object) -> bool:
-        """Answer a read of this connection's head family (heads.py): the learnt read with another
-        id and another URI; False: it is not one (or is not cached), take the usual path."""
-        family = self._family
-        assert family is not None
-        if family.settings is not settings:
-            self._family = None
+        """Answer ``data`` (one whole request) when the server finds it a member of this connection's
+        head family (protocol/families.py); False: it is not one (or not cached), take the usual path."""
+        like = self._family_head
+        assert like is not None
+        if like.settings is not settings:
+            self._family = self._family_head = None
             return False
-        found = None if self.owner.stopping else family.match(data)
         mcp = self.owner.mcp
-        reply = None if found is None else mcp.replay_uri(family.shape, *found)
-        if reply is None:
+        found = None if self.owner.stopping else mcp.family_reply(self._family, data)
+        if found is None:
             return False
+        reply, head_length = found
         self._timer_kind = ""
-        self._write_replayed(family, reply)
-        uri = found[0]
-        length = len(data) - data.find(b"\r\n\r\n") - 4
-        if self.owner.heads.room():  # this very head again (a few URIs in turn): a plain replay
-            memo = mcp.member_shape(family.shape, uri, *family.member_body(uri))
-            self.owner.heads.adopt(family.member(data[: len(data) - length], uri, length, memo))
+        self._write_replayed(like, reply)
+        heads = self.owner.heads
+        if heads.room():  # this very head again (a few URIs in turn): a plain replay
+            heads.adopt(data[:head_length], like, mcp.member_memo(self._family))
         return True
 
-    def _write_replayed(self, head: AdmittedHead | HeadFamily, reply: HttpReply) -> None:
+    def _write_replayed(self, head: AdmittedHead, reply: HttpReply) -> None:
         """Write a replayed reply (keep-alive), then its bookkeeping; go on with the next request."""
         if reply.headers is not head.reply_headers:  # the status line and header lines, encoded once
             head.reply_headers = reply.headers
-            origin = (head.proto if isinstance(head, AdmittedHead) else head.template).headers.get("origin")
+            origin = head.proto.headers.get("origin")
             head.reply_block = http11.header_lines(
                 reply.headers if origin is None else {**reply.headers, **cors_headers(origin)}
             )
@@ -198,8 +197,8 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
-        self.peer_done = True
-        if self.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
+        self.reader.peer_done = True
+        if self.reader.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
             self.close()
         return True  # keep the transport open for the replies still to be written
 
@@ -234,7 +233,7 @@ class Connection(asyncio.Protocol):
             return
         self._reading = True
         try:
-            while not self.busy and not self.closing and not self.gone and not self.discarding:
+            while not self.busy and not self.closing and not self.gone and not self.reader.discarding:
                 if self.reader.between_requests or not self._next_request():
                     break  # (an empty buffer between requests holds nothing to read)
         except BadRequest as exc:
@@ -247,7 +246,7 @@ class Connection(asyncio.Protocol):
         if self.paused_reading and not self.busy and self.io is not None and not self.gone:
             self.paused_reading = False
             self.io.resume_reading()
-        if self.peer_done and not self.busy and not self.discarding:
+        if self.reader.peer_done and not self.busy and not self.reader.discarding:
             self.close()
 
     def _next_request(self) -> bool:
@@ -261,7 +260,7 @@ class Connection(asyncio.Protocol):
                 return False
             head = self._admit(block)
             if head is None:
-                return not self.discarding
+                return not self.reader.discarding
             if not self.trusted:
                 self._trust()
             reader.expect_body(head)
@@ -300,16 +299,13 @@ class Connection(asyncio.Protocol):
     def _refuse(self, head: RequestHead, reply: HttpReply) -> None:
         """Answer a refused request without parsing its body; a body still on its way is dropped,
         then the connection closes."""
-        self.discarding = self.reader.skip_body(head)
-        if self.discarding:
+        if self.reader.skip_body(head):
             head.keep_alive = False
         self._reply(head, reply)
 
     def _discard(self, size: int) -> None:
         """Drop bytes of a refused body; close once it is all in (known length) or at the linger deadline."""
-        if self.discarding > 0:
-            self.discarding = max(self.discarding - size, 0) or -2
-        if self.discarding == -2:
+        if self.reader.drop(size):
             self.close()
 
     def _dispatch(self, head: RequestHead, body: bytes, admitted: AdmittedHead | None = None) -> None:
@@ -328,7 +324,7 @@ class Connection(asyncio.Protocol):
             if admitted is not None and req.replay is not None:
                 admitted.replay = req.replay  # the next such request, with another id, is replayed
                 if family:
-                    self._learn_family(admitted, "mcp-name" in head.headers)
+                    self._learn_family(admitted)
             self._reply(head, reply)
             return
         self.busy = True
@@ -336,27 +332,23 @@ class Connection(asyncio.Protocol):
             future = self.loop.run_in_executor(self.owner.executor, mcp.handle, req)
         except RuntimeError:  # the executor is shut down: the hub is stopping
             self.busy = False
-            self._reply(head, error_reply(503, "Service unavailable: the hub is stopping"))
+            self._reply(head, carrier_error(503, "Service unavailable: the hub is stopping"))
             return
         future.add_done_callback(lambda f: self._answered(head, f))
 
-    def _learn_family(self, admitted: AdmittedHead, named: bool) -> None:
-        """Learn this connection's head family from a read just learnt as a replay (bounded tries:
-        a client whose heads have no Mcp-Name, the handshake era, stops paying for it)."""
+    def _learn_family(self, admitted: AdmittedHead) -> None:
+        """Ask the server for a head family of a keep-alive head whose request it just learnt as a
+        replay (bounded tries: a client whose requests have none stops paying for it)."""
         self._family_tries += 1
-        shape = admitted.replay
-        if not named:
-            return
-        uri = getattr(shape, "key", ("", None))[1]
-        if isinstance(uri, str):
-            check = lambda body, probe: self.owner.mcp.same_read(shape, body, probe)  # noqa: E731
-            self._family = learn_family(admitted, uri, shape.prefix, shape.suffix, check)  # type: ignore[union-attr]
+        if admitted.keep_alive:
+            self._family = self.owner.mcp.learn_family(admitted.block, admitted.replay)
+            self._family_head = admitted if self._family is not None else None
 
     def _answered(self, head: RequestHead, future: asyncio.Future[HttpReply]) -> None:
         if future.cancelled():
             return
         if future.exception() is not None:  # handle() never raises; a dying executor might
-            self._reply(head, error_reply(500, "Internal error"))
+            self._reply(head, carrier_error(500, "Internal error"))
         else:
             self._reply(head, future.result())
 
@@ -387,7 +379,7 @@ class Connection(asyncio.Protocol):
         if self.gone:
             return
         if not keep:
-            if self.discarding:
+            if self.reader.discarding:
                 self._arm("linger", LINGER_SECONDS)
                 if self.io is not None and self.io.can_write_eof():
                     self.io.write_eof()  # the reply is complete; the client may still be sending
@@ -396,7 +388,7 @@ class Connection(asyncio.Protocol):
             return
         self._wait_for_request()
         self.owner.busy_poll.touch()
-        if self.buf or self.paused_reading or self.peer_done:
+        if self.buf or self.paused_reading or self.reader.peer_done:
             self._process()
 
     async def _stream(self, head: RequestHead, reply: HttpReply, stream: Stream) -> None:
@@ -425,7 +417,7 @@ class Connection(asyncio.Protocol):
                 events = stream.drain()
                 if events:
                     await self._send_chunk(b"".join(events), chunked)
-                if closed or self.gone or (self.peer_done and self.streaming):
+                if closed or self.gone or (self.reader.peer_done and self.streaming):
                     return  # a client that half-closed will not read a long-lived stream: end it
                 try:
                     await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
@@ -448,7 +440,7 @@ class Connection(asyncio.Protocol):
         status = exc.status
         if status == 413:
             limit = self.owner.max_body_bytes
-            reply = error_reply(413, f"Payload too large: the limit is {limit} bytes", -32600)
+            reply = carrier_error(413, f"Payload too large: the limit is {limit} bytes", -32600)
         else:
             reply = HttpReply(status, f"{http11.reason(status)}: {exc}".encode(), {"Content-Type": "text/plain"})
         self.reader.reset()
@@ -501,8 +493,3 @@ class Connection(asyncio.Protocol):
         self._cancel_timer()
         if self.io is not None and not self.io.is_closing():
             self.io.close()
-
-
-def error_reply(status: int, message: str, code: int = -32603) -> HttpReply:
-    """A JSON-RPC error without an id, for failures of the carrier itself."""
-    return HttpReply.json({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}, status)

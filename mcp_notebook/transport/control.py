@@ -36,17 +36,15 @@ from typing import Any
 from ..logs import log
 from ..protocol.exchange import HttpReply, HttpRequest
 from ..protocol.streams import Stream
+from .control_wire import CANCEL, INFO, INFO_REPLY, REPLY, REQUEST, SENDER_IDLE_SECONDS, TO_HUB
 
-REQUEST, REPLY, CANCEL, KEEPALIVE = "mcp_request", "mcp_reply", "mcp_cancel", "mcp_keepalive"
-INFO, INFO_REPLY = "mcp_info_request", "mcp_info_reply"
-OURS = frozenset({REQUEST, CANCEL, KEEPALIVE, INFO})
+OURS = TO_HUB
 METHODS = frozenset({"GET", "POST", "DELETE"})
 MAX_IN_FLIGHT = 32  # per sender: requests being answered (streams included)
 MAX_STREAMS = 16  # per sender: open event streams
 MAX_HEADERS = 64
 MAX_HEADER_CHARS = 8192
 PIECE_CHARS = 512 * 1024  # a long body goes out in pieces this big (websocket message limits)
-SENDER_IDLE_SECONDS = 60.0  # streams of a sender not heard from this long are ended
 SWEEP_SECONDS = 15.0
 DELIM = b"<IDS|MSG>"
 

@@ -249,7 +249,7 @@ class RequestReader:
     searched only past what was searched before, a chunked body is decoded incrementally.
     """
 
-    __slots__ = ("_chunks", "_continued", "_scanned", "buf", "head", "max_body")
+    __slots__ = ("_chunks", "_continued", "_scanned", "buf", "discarding", "head", "max_body", "peer_done")
 
     def __init__(self, max_body: int):
         self.max_body = max_body
@@ -258,6 +258,10 @@ class RequestReader:
         self._chunks: ChunkedBody | None = None
         self._scanned = 0
         self._continued = False
+        # The client's side, beyond one request: bytes of a refused body still to drop (-1: an
+        # unknown number, chunked; -2: all dropped), and whether it half-closed (sends no more).
+        self.discarding = 0
+        self.peer_done = False
 
     @property
     def between_requests(self) -> bool:
@@ -321,14 +325,23 @@ class RequestReader:
         return True
 
     def skip_body(self, head: RequestHead) -> int:
-        """``head`` was refused: drop its body. Returns 0 when all of it was here (the connection may
-        go on), else how many bytes are still to come (-1: unknown, chunked); the buffer is emptied."""
+        """``head`` was refused: drop its body. Returns ``discarding``: 0 when all of it was here
+        (the connection may go on), else how many bytes are still to come (-1: unknown, chunked),
+        which :meth:`drop` then drops as they arrive; the buffer is emptied."""
         if not head.chunked and len(self.buf) >= head.length:
             del self.buf[: head.length]
+            self.discarding = 0
             return 0
-        remaining = -1 if head.chunked else head.length - len(self.buf)
+        self.discarding = -1 if head.chunked else head.length - len(self.buf)
         self.buf.clear()
-        return remaining
+        return self.discarding
+
+    def drop(self, size: int) -> bool:
+        """``size`` more bytes of a refused body arrived (dropped); True once all of it has (a known
+        length: the connection closes then, or at its linger deadline)."""
+        if self.discarding > 0:
+            self.discarding = max(self.discarding - size, 0) or -2
+        return self.discarding == -2
 
     def reset(self) -> None:
         """Forget everything (after a BadRequest: the connection closes)."""

@@ -56,7 +56,6 @@ class HttpTransport:
         self.streams: set[Stream] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.connections: dict[Connection, None] = {}  # oldest first
-        self.refused_connections = 0
         self.stopping = False
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
         self._sockets = [bind_socket(host, port)]
@@ -96,7 +95,6 @@ class HttpTransport:
             if victim is not None:
                 victim.evict()
             elif sum(1 for other in conns if not other.closing) >= self.max_connections:
-                self.refused_connections += 1
                 return False
         conns[conn] = None
         if self._sweep is None:

@@ -1,0 +1,122 @@
+"""Follow one first read file by file: which package files it touches, how often it crosses rooms.
+
+    .venv/bin/python bench/trace_read.py [--uri nb://vars/x] [--calls]
+
+Loads the hub in an in-process IPython shell (as bench/request_cost.py does), then feeds one
+connection's ``data_received`` a first ``resources/read`` (nothing cached, a head never seen) in
+each era, with ``sys.setprofile`` (and ``threading.setprofile``: a worker thread counts too) on.
+Prints, per era: the distinct package files touched, in first-touch order, and the crossings of
+the transport <-> protocol boundary (a call whose callee is in one room and whose nearest package
+caller is in the other; a callback through asyncio counts once), each call counted twice (there
+and back), as issue 33 counts them. ``--calls`` lists every call across.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import loadgen
+from request_cost import _ListTransport, _raw
+
+
+class Tracer:
+    """A profile function recording package files and transport <-> protocol crossings."""
+
+    def __init__(self, package: Path):
+        self.package = str(package) + "/"
+        self.files: dict[str, None] = {}
+        self.crossings: list[tuple[str, str]] = []
+
+    def _rel(self, filename: str) -> str | None:
+        return filename[len(self.package) :] if filename.startswith(self.package) else None
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        callee = self._rel(frame.f_code.co_filename)
+        if callee is None:
+            return
+        self.files.setdefault(callee, None)
+        caller_frame = frame.f_back
+        while caller_frame is not None and self._rel(caller_frame.f_code.co_filename) is None:
+            caller_frame = caller_frame.f_back
+        if caller_frame is None:
+            return
+        caller = self._rel(caller_frame.f_code.co_filename) or ""
+        rooms = {caller.split("/")[0], callee.split("/")[0]}
+        if rooms == {"transport", "protocol"}:
+            self.crossings.append((f"{caller}:{caller_frame.f_code.co_name}", f"{callee}:{frame.f_code.co_name}"))
+
+
+def trace_one(transport: Any, data: bytes, package: Path) -> Tracer:
+    """Feed ``data`` (one whole request) to a fresh connection under the tracer; wait for the reply."""
+    from mcp_notebook.transport.connection import Connection
+
+    tracer = Tracer(package)
+
+    async def run() -> None:
+        conn = Connection(transport)
+        sink = _ListTransport()
+        conn.connection_made(sink)  # type: ignore[arg-type]
+        sys.setprofile(tracer)
+        threading.setprofile(tracer)
+        try:
+            conn.data_received(data)
+            for _ in range(2000):  # a read handed to a worker: bounded wait for its reply
+                if sink.out:
+                    break
+                await asyncio.sleep(0.001)
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+        assert sink.out and b'"result"' in sink.out[-1], sink.out[-1][:300] if sink.out else "no reply"
+
+    asyncio.run(run())
+    return tracer
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--uri", default="nb://vars/x")
+    ap.add_argument("--calls", action="store_true", help="list every crossing")
+    args = ap.parse_args()
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_cell("x = 1\ny = 2")
+    shell.run_cell("%load_ext mcp_notebook")
+    import mcp_notebook
+
+    package = Path(mcp_notebook.__file__).resolve().parent
+    kh = mcp_notebook.hub()
+    transport = kh.transport
+    assert transport is not None
+    auth = {"Authorization": f"Bearer {kh.token}", "Host": f"127.0.0.1:{transport.port}"}
+    try:
+        for era, uri in (("stateless", args.uri), ("handshake", args.uri.replace("/x", "/y"))):
+            if era == "stateless":
+                head, body = loadgen.stateless_request("resources/read", {"uri": uri})
+            else:
+                session = loadgen.handshake_session(transport.url, {"Authorization": auth["Authorization"]})
+                head, body = loadgen.handshake_request(session, "resources/read", {"uri": uri})
+            tracer = trace_one(transport, _raw({**head, **auth}, body, 1), package)
+            print(f"{era}: first read of {uri}: {len(tracer.files)} package files, ", end="")
+            n = len(tracer.crossings)
+            print(f"{n} calls across transport<->protocol ({2 * n} crossings, counting each return)")
+            print("  files: " + ", ".join(tracer.files))
+            if args.calls:
+                for caller, callee in tracer.crossings:
+                    print(f"  {caller} -> {callee}")
+    finally:
+        shell.run_cell("%unload_ext mcp_notebook")
+
+
+if __name__ == "__main__":
+    main()

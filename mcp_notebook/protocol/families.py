@@ -1,0 +1,191 @@
+"""Head families: reads of one URI after another, recognised in a request's bytes.
+
+A client reading one resource after another repeats its head but for ``Content-Length`` (and, in
+the stateless era, ``Mcp-Name``), and its body but for the id and the URI. Once a read under an
+admitted head was answered by the flat path and learnt as a replay memo (``fast_read.ReadShape``),
+:meth:`Families.learn` finds the places of those values in the head's and the body's bytes; a
+later request that is those same bytes with other values in those places is that same read with
+another id and another URI, and :meth:`Families.answer` answers it as a replay of that URI.
+
+This is the protocol's side of a carrier's replays: a carrier hands over bytes (a head, a whole
+request) and keeps what it gets back as an opaque memo; it never looks inside. Both eras: the
+handshake era's head carries the session id (part of the fixed bytes), and what a flat read of a
+session checks again (the session is live) is the memo's ``still_open``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .exchange import HttpReply
+from .fast_read import FlatReads, ReadShape
+from .params import MAX_URI
+
+# A URI whose JSON string is the URI itself (no quote, backslash, control or non-ASCII character)
+# and whose header value is too; not the "=?base64?...?=" form of Mcp-Name (it starts with "=").
+_PLAIN_URI = re.compile(rb"[A-Za-z0-9:/._~!$&'()*+,;@%?#\[\]-][A-Za-z0-9:/._~!$&'()*+,;=@%?#\[\]-]*")
+_PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~!$&'()*+,;=@%?#[]-"
+_PROBE_URI = b"probe:family/0"
+_NAME, _LENGTH = b"mcp-name", b"content-length"
+MAX_URI_BYTES = MAX_URI
+
+
+class HeadFamily:
+    """Heads equal to one admitted head but for the values of ``Content-Length`` and, when the head
+    has it, ``Mcp-Name`` (then equal to the URI), with the read body's shape around its id and URI.
+
+    ``parts`` are the head's bytes around the values (each after the first starts with CRLF, the
+    last ends the head with its blank line); ``holes`` says which value each gap holds (``True``:
+    the URI, ``False``: the length), one or two; ``body`` the body's bytes around the id and the
+    URI, in order. :meth:`Families.answer` matches a request against it."""
+
+    __slots__ = (
+        "body",
+        "body_lengths",
+        "last",
+        "lengths",
+        "named",
+        "parts",
+        "shape",
+        "uri_first_in_body",
+        "uri_first_in_head",
+    )
+
+    def __init__(
+        self,
+        parts: tuple[bytes, ...],
+        holes: tuple[bool, ...],
+        body: tuple[bytes, bytes, bytes],
+        uri_first: bool,
+        shape: ReadShape,
+    ):
+        self.parts = parts
+        self.lengths = tuple(map(len, parts))
+        self.named = len(holes) == 2  # the head has Mcp-Name (the stateless era)
+        self.uri_first_in_head = holes[0]
+        self.body = body
+        self.body_lengths = tuple(map(len, body))
+        self.uri_first_in_body = uri_first
+        self.shape = shape  # the replay memo of the read it was learnt on
+        self.last = ""  # the URI of the member last answered (for its memo)
+
+
+class Families:
+    """What a carrier calls for head families (see the module docstring)."""
+
+    def __init__(self, flat: FlatReads):
+        self.flat = flat
+
+    def learn(self, head: bytes, memo: Any) -> HeadFamily | None:
+        """The family of ``head`` (an admitted keep-alive head's bytes, blank line included) whose
+        read was learnt as the replay memo ``memo``; None when there is none to learn."""
+        if not isinstance(memo, ReadShape):
+            return None
+        uri = memo.key[1]
+        raw = uri.encode("ascii", "replace")
+        if _PLAIN_URI.fullmatch(raw) is None or len(raw) > MAX_URI_BYTES or raw == _PROBE_URI:
+            return None
+        spans = _value_spans(head)
+        if spans is None or _LENGTH not in spans or (_NAME in spans and head[slice(*spans[_NAME])] != raw):
+            return None
+        order = sorted(spans, key=lambda name: spans[name][0])
+        cuts = [0] + [i for name in order for i in spans[name]] + [len(head)]
+        parts = tuple(head[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2))
+        shaped = _body_shape(memo.prefix, memo.suffix, raw)
+        if shaped is None:
+            return None
+        body, uri_first, probe = shaped
+        if not self.flat.same_read(memo, probe, _PROBE_URI):
+            return None
+        return HeadFamily(parts, tuple(name == _NAME for name in order), body, uri_first, memo)
+
+    def answer(self, family: HeadFamily, data: bytes) -> tuple[HttpReply, int] | None:
+        """The reply to ``data`` (one whole request) when it is a member of ``family`` whose read is
+        cached, and the length of its head; None: take the usual path. One function: it runs for
+        every read of a client reading one URI after another."""
+        a, b = family.parts[0], family.parts[1]
+        la, lb = family.lengths[0], family.lengths[1]
+        if not data.startswith(a):
+            return None
+        i = data.find(b"\r\n", la, la + MAX_URI_BYTES + 2)
+        if i < 0 or not data.startswith(b, i):
+            return None
+        end = i + lb
+        named = None
+        length = data[la:i]
+        if family.named:  # a second value: the URI (in either order)
+            c, lc = family.parts[2], family.lengths[2]
+            j = data.find(b"\r\n", end, end + MAX_URI_BYTES + 2)
+            if j < 0 or not data.startswith(c, j):
+                return None
+            named, length = (length, data[end:j]) if family.uri_first_in_head else (data[end:j], length)
+            end = j + lc
+        if not length.isdigit() or len(length) > 9 or int(length) != len(data) - end:
+            return None
+        p, q, r = family.body
+        lp, lq, lr = family.body_lengths
+        if family.uri_first_in_body:  # p URI q ID r
+            stop = data.find(q, end + lp) if named is None else end + lp + len(named)
+            uri = data[end + lp : stop]
+            ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
+            start, stop = stop + lq, len(data) - lr
+        else:  # p ID q URI r
+            tail = len(data) - lr
+            stop = data.rfind(q, end + lp, tail) if named is None else tail - len(named) - lq
+            uri = data[stop + lq : tail]
+            ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
+            start = end + lp
+        if not ok or not data.endswith(r) or stop <= start or stop - start > 15 or (named is not None and uri != named):
+            return None
+        if not uri or uri.translate(None, _PLAIN_BYTES) or uri[0] == 61:  # plain characters, no "=" first
+            return None
+        digits = data[start:stop]
+        if not digits.isdigit() or (digits[0] == 48 and stop - start > 1):
+            return None  # a JSON integer: ASCII digits, no leading zero
+        text = uri.decode("ascii")
+        reply = self.flat.replay_uri(family.shape, text, digits)
+        if reply is None:
+            return None
+        family.last = text
+        return reply, end
+
+    def member_memo(self, family: HeadFamily) -> ReadShape:
+        """The replay memo of the member ``family`` answered last, for its own head's bytes: a later
+        request with those very head bytes replays it."""
+        uri = family.last
+        p, q, r = family.body
+        raw = uri.encode("ascii")
+        prefix, suffix = (p + raw + q, r) if family.uri_first_in_body else (p, q + raw + r)
+        return self.flat.member_shape(family.shape, uri, prefix, suffix)
+
+
+def _value_spans(head: bytes) -> dict[bytes, tuple[int, int]] | None:
+    """Where the values of Content-Length and Mcp-Name are in ``head`` (each once, after one
+    space, with no space around it); None when a field comes twice or is written otherwise."""
+    spans: dict[bytes, tuple[int, int]] = {}
+    pos = head.find(b"\r\n") + 2
+    while pos < len(head) - 2:  # bounded by the head's length
+        end = head.find(b"\r\n", pos)
+        name = head[pos:end].partition(b":")[0]
+        key = name.lower()
+        if key in (_NAME, _LENGTH):
+            start = pos + len(name) + 2
+            if key in spans or head[start - 1 : start] != b" " or head[start:end] != head[start:end].strip():
+                return None
+            spans[key] = (start, end)
+        pos = end + 2
+    return spans
+
+
+def _body_shape(prefix: bytes, suffix: bytes, raw: bytes) -> tuple[tuple[bytes, bytes, bytes], bool, bytes] | None:
+    """A read body's bytes around its id (``prefix``, ``suffix``) split again around its one quoted
+    URI: the three parts, whether the URI comes first, and a probe body (id 7, the probe URI)."""
+    quoted = b'"' + raw + b'"'
+    if prefix.count(quoted) + suffix.count(quoted) != 1:
+        return None
+    if quoted in prefix:
+        p, _, q = prefix.partition(quoted)
+        return (p + b'"', b'"' + q, suffix), True, p + b'"' + _PROBE_URI + b'"' + q + b"7" + suffix
+    q, _, r = suffix.partition(quoted)
+    return (prefix, q + b'"', b'"' + r), False, prefix + b"7" + q + b'"' + _PROBE_URI + b'"' + r
