@@ -112,6 +112,7 @@ def test_the_switch_reads_like_an_environment_flag():
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_proc_is_read_only_off_the_portable_path(monkeypatch):
+    monkeypatch.setattr(portable, "ON", False)  # (the portable pass runs this file with the switch on)
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         deadline = time.monotonic() + 30
@@ -138,6 +139,7 @@ def test_quickack_is_set_only_off_the_portable_path(monkeypatch):
         socket = Sock()
 
     fake = type("W", (), {"_stream": lambda self: Stream(), "_quick_ack": wires.GatewayWire._quick_ack})()
+    monkeypatch.setattr(portable, "ON", False)
     fake._quick_ack()
     assert calls == [(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)]
     monkeypatch.setattr(portable, "ON", True)
