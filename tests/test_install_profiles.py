@@ -147,7 +147,10 @@ PROFILES: dict[str, Profile] = {
     "polars": Profile(["polars"], {"pl_df", "pl_s", "lazy"}, absent=["pandas", "pyarrow", "numpy"]),
     # numpy alone, and without uvloop (asyncio's loop, as on Windows): one venv for both.
     "numpy": Profile(
-        ["numpy"], {"arr", "cube"}, absent=["pandas", "polars", "pyarrow", "uvloop"], after=[["uninstall", "-y", "uvloop"]]
+        ["numpy"],
+        {"arr", "cube"},
+        absent=["pandas", "polars", "pyarrow", "uvloop"],
+        after=[["uninstall", "-y", "uvloop"]],
     ),
     "duckdb": Profile(
         ["duckdb"],
