@@ -5,7 +5,11 @@ and what a reading assistant costs the cell.
 
 1. Sequential ``resources/read`` of a small variable, idle and during a busy cell, with the
    **official MCP Python SDK client** (mcp 2.x over httpx: request head and body in two writes)
-   and with a raw-socket client that sends each request in one write.
+   and with a raw-socket client that sends each request in one write. Each SDK series also reports
+   the client's own CPU time per read (``client_cpu_ms_per_read``: building the request, parsing and
+   validating the reply in this process), the floor under its latency on this machine; the
+   one-write client's latency is mostly the hub's part. The output names the machine, the Python
+   and the load average: quote a figure with them.
 2. The cell's own speed (a fixed pure-Python workload, timed inside the kernel) with nobody
    reading, and while the SDK client reads at 20 requests/s; blocks alternate so drift hits both.
 Every loop is bounded by a count or a deadline; all traffic stays on 127.0.0.1.
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import sys
 import tempfile
@@ -56,6 +61,7 @@ async def _sdk_reads(info: dict[str, Any], seconds: float, rate: float = 0.0, st
     errors = 0
     async with connect(info) as (client, _inbox):
         await client.read_resource("nb://vars/x")  # discovery / handshake and a warm connection
+        cpu0 = time.process_time()  # this process: the SDK client's own cost (its floor for a read)
         deadline = time.perf_counter() + seconds
         nxt = time.perf_counter()
         while time.perf_counter() < deadline and len(lat) < 200_000 and not (stop and stop.is_set()):
@@ -70,7 +76,8 @@ async def _sdk_reads(info: dict[str, Any], seconds: float, rate: float = 0.0, st
                 ok = False
             lat.append((time.perf_counter() - t0) * 1e3)
             errors += not ok
-    return _pcts(lat, errors)
+        cpu_ms = (time.process_time() - cpu0) * 1e3
+    return _pcts(lat, errors) | {"client_cpu_ms_per_read": round(cpu_ms / max(1, len(lat)), 3)}
 
 
 def _raw_reads(info: dict[str, Any], seconds: float, gap_s: float = 0.001) -> dict[str, Any]:
@@ -186,7 +193,9 @@ def main() -> None:
     ap.add_argument("--config", default="", help="%%config lines run before loading (e.g. MCPHub settings)")
     args = ap.parse_args()
     prof = {"busy_s": args.seconds, "slow_blocks": args.blocks, "slow_cell_s": args.cell_seconds}
+    start = os.getloadavg()
     res = run(prof, args.config)
+    res |= {"machine": S.machine_facts(), "loadavg_start": start, "loadavg_end": os.getloadavg()}
     print(json.dumps(res, indent=1))
 
 

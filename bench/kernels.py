@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -28,6 +29,8 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import sections as S
 from kernel_harness import Kernel
 
 from mcp_notebook.kernels.directory import LocalDirectory
@@ -190,6 +193,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "kernels.json"))
     args = ap.parse_args()
     counts = [int(c) for c in args.kernels.split(",")]
+    start = os.getloadavg()
     rows = local(counts, args.reads, args.cells) if args.where != "server" else []
     rows += server(counts, args.reads, args.cells) if args.where != "local" else []
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -203,6 +207,9 @@ def main() -> None:
         print(
             f"| {r['where']} | {r['kernels']} | {cell(r['read_direct'])} | {cell(r['read_front'])} | {cell(r['notify_added'])} |"
         )
+    m = S.machine_facts()
+    print(f"\n{m['cpu']}, {m['cores']} cores, Python {m['python']}, git {m['git'].get('commit')}; load average "
+          f"{start[0]:.1f} at start, {os.getloadavg()[0]:.1f} at end")  # fmt: skip
 
 
 if __name__ == "__main__":

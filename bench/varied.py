@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -118,6 +119,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
+    start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="mcpnb-varied-") as runtime:
         k = S.BenchKernel(runtime)
         try:
@@ -125,6 +127,7 @@ def main() -> None:
             out = varied_reads(k, k.info(), args.seconds, args.rounds)
         finally:
             k.shutdown()
+    out |= {"machine": S.machine_facts(), "loadavg_start": start, "loadavg_end": os.getloadavg()}
     print(json.dumps(out, indent=1))
 
 

@@ -28,19 +28,21 @@ class MCPHub(Configurable):
         ["auto", "uvloop", "asyncio"],
         "auto",
         help="The server thread's event loop: uvloop when installed (auto, the default), or asyncio's own. "
-        "The MCP_NOTEBOOK_LOOP environment variable overrides it.",
+        "The MCP_NOTEBOOK_LOOP environment variable overrides it; MCP_NOTEBOOK_PORTABLE=1 (every Linux-only fast "
+        "path off) always uses asyncio's.",
     ).tag(config=True)
     busy_poll_us = Int(
         50,
         help="Microseconds the server thread keeps polling after a reply before it sleeps, so a client's next "
-        "request finds it awake (off while a cell runs; 0 turns it off).",
+        "request finds it awake (off while a cell runs, and with MCP_NOTEBOOK_PORTABLE=1; 0 turns it off).",
     ).tag(config=True)
     namespace_table_reads = Bool(
         True,
         help="Find what each cell changed by copying the namespace dict's own entry table (CPython on Linux, "
         "with process_vm_readv on this process: it cannot fault) instead of listing every name and value: "
         "~10x less per cell with 100,000 names. Verified on probe dicts and against every new table before "
-        "it is trusted; False: always list (the portable way). Read when the hub loads.",
+        "it is trusted; False: always list (the portable way, also taken with MCP_NOTEBOOK_PORTABLE=1). Read when the "
+        "hub loads.",
     ).tag(config=True)
     switch_interval_us = Int(
         500,

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import portable
 from .activity import recent_notifications
 from .capture import CellCapture
 from .config import MCPHub
@@ -206,8 +207,8 @@ class KernelHub:
 
     def _install_sigterm(self) -> None:
         """On SIGTERM remove the runtime file, then do what was there before (default: die)."""
-        if threading.current_thread() is not threading.main_thread():
-            return
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+            return  # no SIGTERM at all (a platform without it): atexit still removes the file
         try:
             previous = signal.getsignal(signal.SIGTERM)
         except (ValueError, OSError):
@@ -301,6 +302,17 @@ class KernelHub:
             "variables": len(self.variables.exposed_names()),
             "cells_executed": self.resources.cells_seen,
             "url": self.transport.url if self.transport else None,
+            "fast_paths": self.fast_paths(),
+        }
+
+    def fast_paths(self) -> dict[str, Any]:
+        """Which platform-specific fast paths are in force (all off with MCP_NOTEBOOK_PORTABLE=1)."""
+        loop = self.transport.loop if self.transport else None
+        return {
+            "portable": portable.ON,
+            "loop": type(loop).__module__.split(".")[0] if loop is not None else None,
+            "namespace_table_reads": self.variables.reads_table(),
+            "busy_poll": bool(self.transport and self.transport.busy_poll.window > 0 and not portable.ON),
         }
 
     def notebook_path(self) -> str | None:

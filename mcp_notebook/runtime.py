@@ -8,10 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from . import portable
 
 PREFIX = "mcp-notebook-"
 
@@ -25,13 +28,21 @@ def runtime_dir() -> Path:
 
 
 def write_runtime_file(info: dict[str, Any], key: str) -> Path:
-    """Write ``info`` atomically, readable by the owner only."""
+    """Write ``info`` atomically, readable by the owner only.
+
+    The file is created new (a stale temporary file of a crashed hub is removed first), so its
+    mode is 0600 from the start; the chmod after it only repeats that, and a filesystem that
+    refuses modes (Windows, where the per-user runtime dir's ACL is what protects the file; FAT or
+    network mounts) does not stop the hub."""
     path = runtime_dir() / f"{PREFIX}{key}.json"
     tmp = path.with_suffix(".json.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(info, fh, indent=2)
-    os.chmod(tmp, 0o600)
+    with contextlib.suppress(OSError):
+        os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path
 
@@ -144,9 +155,14 @@ class HubRecord:
         return out
 
 
+WINDOWS = sys.platform == "win32"
+
+
 def pid_alive(pid: int | None) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
+    if WINDOWS:  # os.kill(pid, 0) would TerminateProcess the hub's kernel there
+        return _windows_pid_alive(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -158,8 +174,26 @@ def pid_alive(pid: int | None) -> bool:
     return not _zombie(pid)
 
 
+def _windows_pid_alive(pid: int) -> bool:
+    """OpenProcess and GetExitCodeProcess: a process still running says STILL_ACTIVE (259)."""
+    import ctypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return ctypes.get_last_error() == 5  # ERROR_ACCESS_DENIED: exists, someone else's
+    try:
+        code = ctypes.c_ulong()
+        return bool(kernel32.GetExitCodeProcess(handle, ctypes.byref(code))) and code.value == 259
+    finally:
+        kernel32.CloseHandle(handle)
+
+
 def _zombie(pid: int) -> bool:
-    """A process that exited and was not reaped yet (Linux; elsewhere we cannot tell cheaply)."""
+    """A process that exited and was not reaped yet (Linux; elsewhere, and on the portable path,
+    MCP_NOTEBOOK_PORTABLE, we cannot tell cheaply)."""
+    if portable.ON:
+        return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:

@@ -76,6 +76,7 @@ def wheel() -> Path:
 def _venv(path: Path, wheel: Path, *packages: str) -> subprocess.Popen:
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=120)
     cmd = [str(path / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    cmd.append("--no-compile")  # bytecode only for what a test imports (written on import)
     return subprocess.Popen(
         [*cmd, str(wheel), *packages],
         env=_no_node_env(path),

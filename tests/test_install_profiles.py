@@ -1,6 +1,6 @@
 """Every install works: a fresh venv per profile, built from the wheel as the README says (the package
-and what such a user already has: pandas; polars; numpy; one engine at a time; no uvloop; the oldest
-and the newest stacks), a real kernel in it, and the official MCP SDK client: loading and listing
+and what such a user already has: pandas; polars; numpy without uvloop; one engine at a time; the
+oldest and the newest stacks), a real kernel in it, and the official MCP SDK client: loading and listing
 import no frame library; then every frame kind the venv can hold is made and read (page, schema,
 row count, statistics of lazy frames, nb://db for DuckDB), with `nb://vars`, a typed custom resource,
 and the clear error of a read that needs what the profile lacks (statistics without pyarrow).
@@ -145,7 +145,13 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "readme": Profile(["ipykernel", "pandas"], {"pdf", "ps", "arr", "cube"}, absent=["polars", "pyarrow"]),
     "polars": Profile(["polars"], {"pl_df", "pl_s", "lazy"}, absent=["pandas", "pyarrow", "numpy"]),
-    "numpy": Profile(["numpy"], {"arr", "cube"}, absent=["pandas", "polars", "pyarrow"]),
+    # numpy alone, and without uvloop (asyncio's loop, as on Windows): one venv for both.
+    "numpy": Profile(
+        ["numpy"],
+        {"arr", "cube"},
+        absent=["pandas", "polars", "pyarrow", "uvloop"],
+        after=[["uninstall", "-y", "uvloop"]],
+    ),
     "duckdb": Profile(
         ["duckdb"],
         {"rel"},
@@ -160,7 +166,6 @@ PROFILES: dict[str, Profile] = {
         errors={"nb://frames/sdf/schema?stats=true": "pyarrow"},
     ),
     "ibis": Profile(["ibis-framework[duckdb]"], {"it", "rel", "pdf", "pa_t"}, absent=["polars"]),
-    "no-uvloop": Profile(["pandas"], {"pdf", "arr"}, absent=["uvloop"], after=[["uninstall", "-y", "uvloop"]]),
     "oldest": Profile(
         ["ipykernel==6.29.5", "ipython==8.0.1", "pandas", "polars"], {"pdf", "pl_df", "lazy", "arr"}, python="3.10"
     ),
@@ -228,7 +233,7 @@ def _check_the_install(kernel: Kernel, name: str, profile: Profile) -> None:
         probe = kernel.run(f"import importlib.util as u; print(u.find_spec({module!r}) is None)").stdout
         assert probe.strip() == "True", f"{module} is installed in the {name} profile"
     loop = kernel.run("import mcp_notebook as m; print(type(m.hub().transport._loop).__module__)").stdout.strip()
-    assert loop.startswith("asyncio" if name == "no-uvloop" else "uvloop"), loop
+    assert loop.startswith("asyncio" if "uvloop" in profile.absent else "uvloop"), loop
 
 
 async def _read_frames(client, made: list[str], profile: Profile) -> None:

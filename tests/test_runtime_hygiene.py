@@ -25,6 +25,9 @@ def _ours(runtime_dir: Path) -> list[str]:
 def _kill(kernel: Kernel) -> None:
     pid = kernel.pid()
     os.kill(pid, signal.SIGKILL)
+    process = getattr(getattr(kernel.km, "provisioner", None), "process", None)
+    if process is not None:  # reaped, as the Jupyter server that started it does (without /proc, as on
+        process.wait(10)  # macOS or on the portable path, an unreaped zombie looks alive)
     deadline = time.monotonic() + 10
     while runtime.pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -9,6 +9,12 @@ A profile venv is created from the wheel WITH its dependencies (what a user gets
 profile's packages, and kept under `.ci-work/profiles/<name>-<key>/`; the key covers the profile's
 spec, the interpreter and pyproject.toml. A kept venv gets a newer wheel with `--no-deps
 --force-reinstall` only. `MCP_NB_FRESH_PROFILES=1` rebuilds every venv.
+
+Lean on disk: pip installs with `--no-compile` (Python writes the bytecode of the modules a test
+imports, on first import; the rest never gets any: about 30 % less per venv, e.g. 316 -> 227 MB for
+the wheel and pandas), one spec of a profile is kept at a time, and every venv downloads through
+pip's one cache (pip's default, ~/.cache/pip, or $PIP_CACHE_DIR: never switched off here).
+`bash scripts/test.sh --clean` removes `.ci-work/` altogether.
 """
 
 from __future__ import annotations
@@ -89,14 +95,14 @@ def profile_venv(
     if path.exists() and (fresh or not stamp.exists()):
         shutil.rmtree(path)
     vpy = str(path / "bin" / "python")
-    pip = [vpy, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    pip = [vpy, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
     if not path.exists():
         for old in (CACHE / "profiles").glob(f"{name}-*"):  # an older spec of this profile
             shutil.rmtree(old, ignore_errors=True)
         _run([python, "-m", "venv", str(path)], timeout=120)
         _run([*pip, str(wheel), *packages], timeout=1800)
         for args in after:
-            _run([vpy, "-m", "pip", *args], timeout=600)
+            _run([vpy, "-m", "pip", *args, *(["--no-compile"] if args[:1] == ["install"] else [])], timeout=600)
     elif stamp.read_text() != wheel.name + str(wheel.stat().st_size) + wheel.parent.name:
         _run([*pip, "--no-deps", "--force-reinstall", str(wheel)], timeout=600)
     stamp.write_text(wheel.name + str(wheel.stat().st_size) + wheel.parent.name)

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from ctypes import addressof, c_char, c_void_p  # ctypes: already imported by ipykernel
 from typing import Any
 
+from .. import portable
+
 WORD = struct.calcsize("P")
 _KEYS = 4 * WORD  # PyDictObject: refcount, type, ma_used, version/watcher tag, then ma_keys, ma_values
 _UNICODE_KIND = 1  # 3.11+: a table whose keys are all str stores no hash
@@ -246,7 +248,10 @@ _COPY: list[Copy | None] = []
 
 
 def new_reader() -> TableReader | None:
-    """A reader for one dict, or None where tables cannot be read this way (checked once per process)."""
+    """A reader for one dict, or None where tables cannot be read this way (checked once per process;
+    None on the portable path, MCP_NOTEBOOK_PORTABLE)."""
+    if portable.ON:
+        return None
     if not _COPY:
         _COPY.append(_checked_copy())
     copy = _COPY[0]

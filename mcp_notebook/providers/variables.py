@@ -108,6 +108,7 @@ class VariablesProvider(Provider):
         self._limits = limits
         self.user_hidden: set[str] = set()
         self._watch = NamespaceWatch(user_ns, getattr(limits, "namespace_table_reads", True))
+        self.reads_table = lambda: self._watch.reads_table  # the post-cell hook copies the dict's table
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}
         self._fingerprints: dict[str, Any] = {}

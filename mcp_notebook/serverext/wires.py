@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from .. import portable
 from ..logs import log
 from ..transport.control_wire import FROM_HUB
 
@@ -96,9 +97,10 @@ class GatewayWire:
     def _quick_ack(self) -> None:
         """ACK what came in at once: the gateway's websocket does not disable Nagle's algorithm, so
         a reply written right after the kernel's IOPub traffic would wait for our delayed ACK
-        (~40 ms). Linux only; re-armed after each read (the kernel clears it)."""
+        (~40 ms). Linux only, and not on the portable path (MCP_NOTEBOOK_PORTABLE); re-armed after each
+        read (the kernel clears it)."""
         sock = getattr(self._stream(), "socket", None)
-        if sock is not None and QUICKACK is not None:
+        if sock is not None and QUICKACK is not None and not portable.ON:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
 

@@ -19,6 +19,8 @@ import selectors
 import time
 from typing import Any
 
+from .. import portable
+
 _now = time.perf_counter
 
 
@@ -33,9 +35,14 @@ class BusyPoll:
         self.spins = 0  # loop iterations spent polling (for tests and benchmarks)
         self.in_selector = False  # set by PollingSelector: it polls itself, no callbacks needed
 
+    @property
+    def active(self) -> bool:
+        """Polling may happen: a window, enabled, and not the portable path (MCP_NOTEBOOK_PORTABLE)."""
+        return self.window > 0 and self.enabled and not portable.ON
+
     def touch(self) -> None:
         """A reply went out: keep the loop awake for another ``window`` (call on the loop thread)."""
-        if self.window <= 0 or not self.enabled:
+        if not self.active:
             return
         self._until = _now() + self.window
         if self.in_selector:

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 
+from .. import portable
 from .busy_poll import BusyPoll, PollingSelector
 
 log = logging.getLogger(__name__)
@@ -18,8 +19,11 @@ def new_loop(kind: str = "auto", poll: BusyPoll | None = None) -> asyncio.Abstra
 
     uvloop reads and waits without the GIL and writes without giving it up, so a read during a
     busy cell waits for the GIL once instead of twice (p50 ~5.6 vs ~10 ms), and serves more reads
-    per second; see docs/DESIGN.md. asyncio's loop gets the polling selector instead.
+    per second; see docs/DESIGN.md. asyncio's loop gets the polling selector instead. On the
+    portable path (MCP_NOTEBOOK_PORTABLE) it is always asyncio's own loop.
     """
+    if portable.ON:  # as on Windows: asyncio's own loop, no polling selector
+        return asyncio.new_event_loop()
     kind = os.environ.get("MCP_NOTEBOOK_LOOP", "") or kind
     if kind != "asyncio":
         try:
