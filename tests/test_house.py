@@ -78,6 +78,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "request_cost",
         "trace_read",
         "gateway",
+        "load",
     ),
     ("run",),
 ]
