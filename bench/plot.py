@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ def plot_hook(res: dict[str, Any], path: Path) -> bool:
     width = 0.8 / len(series)
     for i, (label, values) in enumerate(series.items()):
         ax.bar([x + i * width for x in range(len(names))], [v or 0 for v in values], width=width, label=label)
-    ax.set_xticks([x + width for x in range(len(names))], [n.replace(" + ", "\n+ ") for n in names])
+    ax.set_xticks([x + width for x in range(len(names))], [textwrap.fill(n, 14) for n in names])
     ax.set_ylabel("after_cell, median µs (less is better)")
     ax.set_title("Post-cell hook on the main thread, by namespace (no subscriptions)", loc="left")
     ax.legend(frameon=False)

@@ -87,7 +87,7 @@ def _readme_link(match: re.Match[str]) -> str:
         return f"[{text}]({page})" if page else match.group(0)
     if re.match(r"[a-z]+:", target) or target.startswith("docs/"):
         return match.group(0)  # another site, or a docs page (the include's relative-docs)
-    return text if text.strip("`") == target else f"{text} (`{target}` in the repository)"
+    return f"`{target}`" if text.strip("`") == target else f"{text} (`{target}` in the repository)"
 
 
 def readme_links(app: Any, relative_path: Path, parent_docname: str, content: list[str]) -> None:

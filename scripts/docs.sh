@@ -14,6 +14,6 @@ if ! "$PY" -c 'import sphinx, myst_parser, pydata_sphinx_theme, sphinx_copybutto
   "$PY" -m pip install --quiet --disable-pip-version-check -e '.[docs]'
 fi
 
-"$PY" -m sphinx -W --keep-going -q -b html docs "$OUT/html" "$@"
+"$PY" -m sphinx -E -W --keep-going -q -b html docs "$OUT/html" "$@"
 "$PY" -m sphinx -W --keep-going -q -b linkcheck docs "$OUT/linkcheck" "$@"
 echo "scripts/docs.sh: built $OUT/html/index.html"
