@@ -89,3 +89,23 @@ def test_an_include_whose_readme_section_is_gone_fails_the_build(tmp_path):
     html = _sphinx("html", src / "docs", tmp_path / "html")
     assert html.returncode != 0
     assert "## Security" in html.stderr
+
+
+def test_the_readme_sections_can_move_into_the_pages(tmp_path):
+    """scripts/docs_inline_readme.py: the pages hold the sections, and build without them in the README."""
+    _require_sphinx()
+    src = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("_build"))
+    moved = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "docs_inline_readme.py"), "--docs", str(src / "docs")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert "clients.md: now holds README section '## Connect an MCP client'" in moved.stdout
+    assert not any("{include}" in p.read_text() and "README.md" in p.read_text() for p in src.rglob("*.md"))
+    (src / "README.md").write_text("# mcp-notebook\n\nA short front page.\n")
+    html = _sphinx("html", src / "docs", tmp_path / "html")
+    assert html.returncode == 0, html.stderr[-4000:]
+    assert "Load it in every kernel of that environment" in (tmp_path / "html" / "start" / "laptop.html").read_text()
