@@ -1,0 +1,111 @@
+"""The documentation site (docs/): it builds with warnings as errors, its configuration reference is
+generated from the traitlets classes, and a broken internal link fails the build.
+
+Runs Sphinx as scripts/docs.sh does (html with -W and nitpicky, then linkcheck with every http(s)
+link ignored: no network), into temporary directories. Needs the docs extra (scripts/test.sh
+installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_notebook.config import MCPHub
+from mcp_notebook.serverext import MCPNotebookProxy
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.timeout(600)
+
+
+def _require_sphinx() -> None:
+    try:
+        import myst_parser  # noqa: F401
+        import pydata_sphinx_theme  # noqa: F401
+        import sphinx  # noqa: F401
+        import sphinx_copybutton  # noqa: F401
+    except ImportError as exc:
+        pytest.fail(f"the docs extra is missing ({exc}): pip install -e '.[docs]' (scripts/test.sh does)")
+
+
+def _sphinx(builder: str, src: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", builder, str(src), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=540,
+    )
+
+
+def test_the_site_builds_with_warnings_as_errors_and_its_links_check(tmp_path):
+    _require_sphinx()
+    html = _sphinx("html", ROOT / "docs", tmp_path / "html")
+    assert html.returncode == 0, html.stderr[-4000:]
+    for page in ("index", "start/laptop", "start/server", "start/jupyterhub", "start/gateways", "clients", "views"):
+        assert (tmp_path / "html" / f"{page}.html").is_file(), page
+    assert (tmp_path / "html" / "DESIGN.html").is_file()  # docs/DESIGN.md is a page of the site
+    # The configuration reference lists every configurable trait of both classes, read from the code.
+    config = (tmp_path / "html" / "configuration.html").read_text()
+    for cls in (MCPHub, MCPNotebookProxy):
+        for name in cls.class_traits(config=True):
+            assert f"c.{cls.__name__}.{name}<" in config, f"{cls.__name__}.{name} missing from the reference"
+    # A README section included into a page arrives with its links rewritten for the site.
+    laptop = (tmp_path / "html" / "start" / "laptop.html").read_text()
+    assert "Load it in every kernel of that environment" in laptop
+    assert 'href="#notebooks/' not in laptop
+    links = _sphinx("linkcheck", ROOT / "docs", tmp_path / "linkcheck")
+    assert links.returncode == 0, links.stderr[-4000:] + (tmp_path / "linkcheck" / "output.txt").read_text()[-2000:]
+
+
+def test_a_broken_internal_link_fails_the_build(tmp_path):
+    _require_sphinx()
+    src = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("_build"))
+    shutil.copy(ROOT / "README.md", src / "README.md")
+    page = src / "docs" / "security.md"
+    page.write_text(
+        page.read_text() + "\n[a page](no-such-page.md), [a heading](clients.md#no-such-heading), [here](#nope)\n"
+    )
+    html = _sphinx("html", src / "docs", tmp_path / "html")
+    assert html.returncode != 0
+    assert "no-such-page.md" in html.stderr and "no-such-heading" in html.stderr and "'nope'" in html.stderr
+
+
+def test_an_include_whose_readme_section_is_gone_fails_the_build(tmp_path):
+    """Pages include README sections by their headings: a renamed heading must not pass silently."""
+    _require_sphinx()
+    src = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("_build"))
+    readme = (ROOT / "README.md").read_text()
+    assert "\n## Security\n" in readme
+    (src / "README.md").write_text(readme.replace("\n## Security\n", "\n## Safety\n"))
+    html = _sphinx("html", src / "docs", tmp_path / "html")
+    assert html.returncode != 0
+    assert "## Security" in html.stderr
+
+
+def test_the_readme_sections_can_move_into_the_pages(tmp_path):
+    """scripts/docs_inline_readme.py: the pages hold the sections, and build without them in the README."""
+    _require_sphinx()
+    src = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", src / "docs", ignore=shutil.ignore_patterns("_build"))
+    moved = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "docs_inline_readme.py"), "--docs", str(src / "docs")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert "clients.md: now holds README section '## Connect an MCP client'" in moved.stdout
+    assert not any("{include}" in p.read_text() and "README.md" in p.read_text() for p in src.rglob("*.md"))
+    (src / "README.md").write_text("# mcp-notebook\n\nA short front page.\n")
+    html = _sphinx("html", src / "docs", tmp_path / "html")
+    assert html.returncode == 0, html.stderr[-4000:]
+    assert "Load it in every kernel of that environment" in (tmp_path / "html" / "start" / "laptop.html").read_text()
