@@ -16,7 +16,7 @@ MAX_FUNCTION_LINES = 60
 
 # Bottom to top. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("version", "redact", "uri", "runtime", "capture", "clients_config", "kernel_launch", "revisions"),
+    ("version", "redact", "uri", "runtime", "capture", "clients_config", "kernel_launch", "revisions", "budget"),
     ("render", "config", "autoload"),
     ("logs", "types"),
     ("providers",),
