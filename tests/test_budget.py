@@ -11,6 +11,10 @@ in both eras, with and without MCP Apps, over raw HTTP; the serialized ``result`
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,9 @@ import pytest
 from conftest import Mcp
 from kernel_harness import Kernel
 from test_apps_protocol import Wire
+
+from mcp_notebook.kernels.directory import LocalDirectory
+from mcp_notebook.kernels.front import KernelsFront
 
 RESULT_CHARS = 50_000
 ERROR_CHARS = 10_000
@@ -56,6 +63,21 @@ def make_notebook(path: Path) -> None:
         cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=TRICKY * 500)]
         nb.cells.append(cell)
     nbformat.write(nb, str(path))
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runtime")
+
+
+@pytest.fixture(scope="module")
+def kernel(runtime: Path) -> Iterator[Kernel]:
+    """The module's kernel, in a runtime dir of its own (the all-kernels front finds it there)."""
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(runtime)})
+    try:
+        yield k
+    finally:
+        k.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +206,201 @@ def test_every_tool_fits(client, seqs):
         sizes[f"{name} {args}"] = result_size(reply)
     print("tools", client.era, client.apps, sizes)
     assert max(sizes.values()) <= RESULT_CHARS, sizes
+
+
+def test_errors_fit_their_budget(client):
+    """A resource raising a huge message, a tool given a huge URI, an unknown huge URI: each error
+    (JSON-RPC or isError) fits ERROR_CHARS."""
+    replies = [
+        client.call("resources/read", {"uri": "app://bad"}),
+        client.call("resources/read", {"uri": "nb://vars/" + 'q"' * 4000}),
+        client.call("tools/call", {"name": "read_resource", "arguments": {"uri": "app://bad"}}),
+        client.call("tools/call", {"name": "read_resource", "arguments": {"uri": "nb://vars/" + 'q"' * 4000}}),
+        client.call("tools/call", {"name": "changes_since", "arguments": {"cursor": "x" * 8000}}),
+    ]
+    sizes = [result_size(reply) for reply in replies]
+    assert all("error" in r or r["result"].get("isError") for r in replies), [str(r)[:200] for r in replies]
+    assert "bad say" in json.dumps(replies[0]) and max(sizes) <= ERROR_CHARS, sizes
+
+
+def test_changes_since_pages_1200_rebinds_with_a_cursor(client, kernel):
+    start = client.call("tools/call", {"name": "changes_since", "arguments": {"wait_seconds": 0}})["result"]
+    cursor = (
+        json.loads(start["content"][0]["text"])["cursor"] if not client.apps else start["structuredContent"]["cursor"]
+    )
+    kernel.run("for _i in range(1200):\n    globals()[f'v{_i}'] = str(_i) * 40")
+    seen: set[str] = set()
+    sizes = []
+    for _ in range(200):
+        reply = client.call("tools/call", {"name": "changes_since", "arguments": {"cursor": cursor, "wait_seconds": 5}})
+        sizes.append(result_size(reply))
+        result = reply["result"]
+        doc = result["structuredContent"] if client.apps else json.loads(result["content"][0]["text"])
+        if client.apps:  # the model's text is the summary, not the document again
+            assert (
+                result["content"][0]["text"].startswith(doc["summary"][0])
+                and "cursor: " in result["content"][0]["text"]
+            )
+        seen |= set(doc["changed"])
+        cursor = doc["cursor"]
+        if not doc.get("more"):
+            break
+    print("changes_since pages", client.era, client.apps, len(sizes), max(sizes))
+    assert {f"nb://vars/v{i}" for i in range(1200)} <= seen
+    assert len(sizes) > 1 and max(sizes) <= RESULT_CHARS, sizes
+
+
+def test_list_pages_shrink_and_lose_nothing(client):
+    listed, cursor, sizes = [], None, []
+    for _ in range(100):
+        reply = client.call("resources/list", {"cursor": cursor} if cursor else {})
+        sizes.append(result_size(reply))
+        listed += [r["uri"] for r in reply["result"]["resources"]]
+        cursor = reply["result"].get("nextCursor")
+        if not cursor:
+            break
+    tool, cursor = [], None
+    for _ in range(200):
+        reply = client.call("tools/call", {"name": "list_resources", "arguments": {"cursor": cursor} if cursor else {}})
+        sizes.append(result_size(reply))
+        doc = json.loads(reply["result"]["content"][0]["text"])
+        tool += [r["uri"] for r in doc["resources"]]
+        cursor = doc.get("nextCursor")
+        if not cursor:
+            break
+    assert len(listed) > N_VARS and tool == [u for u in listed if not u.startswith("ui://")]  # (views: listed only)
+    assert max(sizes) <= RESULT_CHARS, sizes
+
+
+def test_following_next_links_reads_every_row(hub):
+    client = Wire(hub, "stateless", apps=False)
+    uri, ids, sizes = "nb://frames/big_df?format=json&limit=10000", [], []
+    for _ in range(500):
+        reply = client.call("tools/call", {"name": "read_resource", "arguments": {"uri": uri}})
+        sizes.append(result_size(reply))
+        rows, info = (json.loads(c["text"]) for c in reply["result"]["content"][:2])
+        ids += [row["id"] for row in rows]
+        uri = info.get("next")
+        if not uri:
+            break
+    assert ids == list(range(20000)) and max(sizes) <= RESULT_CHARS, max(sizes)
+
+
+@pytest.fixture(scope="module")
+def front(runtime: Path, hub: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The all-kernels front over this kernel's runtime dir: URIs qualified, so results grow."""
+    served = KernelsFront(LocalDirectory(runtime))
+    url = served.serve_http()
+    yield {"url": url, "token": served.settings.token, "runtime": runtime}
+    served.close()
+
+
+@pytest.mark.parametrize("era,apps", [("stateless", False), ("handshake", True)])
+def test_through_the_all_kernels_front(front, seqs, era, apps):
+    client = Wire(front, era, apps)
+    sizes = {}
+    for uri in ["nb://vars", "nb://frames/wide_df/schema", "nb://notebook", f"nb://cells/{seqs['output']}/outputs/0"]:
+        sizes[uri] = result_size(client.call("resources/read", {"uri": uri}))
+        reply = client.call("tools/call", {"name": "read_resource", "arguments": {"uri": uri}})
+        sizes["tool " + uri] = result_size(reply)
+    listed, cursor = [], None
+    for _ in range(200):
+        reply = client.call("tools/call", {"name": "list_resources", "arguments": {"cursor": cursor} if cursor else {}})
+        sizes[f"list_resources {len(listed)}"] = result_size(reply)
+        doc = json.loads(reply["result"]["content"][0]["text"])
+        listed += [r["uri"] for r in doc["resources"]]
+        cursor = doc.get("nextCursor")
+        if not cursor:
+            break
+    print("front", era, apps, sizes)
+    assert len([u for u in listed if u.startswith("nb://kernels/")]) > N_VARS
+    assert max(sizes.values()) <= RESULT_CHARS, sizes
+
+
+def test_the_all_kernels_bridge_on_stdio(front):
+    """The stdio bridge (all kernels): the first list_resources page, raw JSON lines in and out."""
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(front["runtime"])}
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_resources", "arguments": {}}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "read_resource", "arguments": {"uri": "nb://vars"}},
+        },
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_notebook", "bridge"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    replies = {m.get("id"): m for m in map(json.loads, proc.stdout.splitlines()) if "id" in m}
+    sizes = [result_size(replies[2]), result_size(replies[3])]
+    assert "nb://kernels/" in replies[2]["result"]["content"][0]["text"]
+    assert max(sizes) <= RESULT_CHARS, sizes
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_the_official_sdk_client_within_the_budget(hub, seqs, mode):
+    """mcp 2.x: each tool declares the size it may need; the largest replies parse and fit."""
+    import anyio
+    import sdk
+
+    async def run() -> None:
+        async with sdk.connect(hub, mode=mode) as (client, _):
+            tools = (await client.list_tools()).tools
+            assert {t.meta["anthropic/maxResultSizeChars"] for t in tools} == {RESULT_CHARS}
+            for uri in ("nb://vars", "nb://vars/long_s", "nb://frames/wide_df/schema", "app://big"):
+                result = await client.call_tool("read_resource", {"uri": uri})
+                dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+                assert wire(dumped) <= RESULT_CHARS, (uri, wire(dumped))
+                read = await client.read_resource(uri)
+                assert wire(read.model_dump(by_alias=True, exclude_none=True, mode="json")) <= RESULT_CHARS
+
+    anyio.run(run)
+
+
+def test_the_front_shrinks_a_hub_with_a_larger_budget(front, kernel):
+    """A hub allowed 150,000 characters behind a front allowed 50,000: the front's reads and tools fit,
+    as the front asks the hub for a smaller page (budget.META_SCALE) instead of cutting what it got."""
+    runtime = front["runtime"]
+    other = Kernel(env={"JUPYTER_RUNTIME_DIR": str(runtime)})
+    try:
+        other.load_hub("%config MCPHub.max_result_chars = 150_000\n%config MCPHub.max_read_chars = 140_000")
+        other.run("roomy = 'x' * 300_000\nimport pandas as pd\nroomy_df = pd.DataFrame({'t': ['y' * 50] * 20000})")
+        info = other.info()
+        ids = {info.get("kernel_id"), f"pid{info['pid']}"}
+        client = Wire(front, "stateless", apps=False)
+        listing = json.loads(client.result("resources/read", {"uri": "nb://kernels"})["contents"][0]["text"])
+        label = next(k["label"] for k in listing["kernels"] if k["id"] in ids)
+        direct = Wire(info, "stateless", apps=False)
+        assert wire(direct.result("resources/read", {"uri": "nb://vars/roomy"})) > 100_000  # the hub's own budget
+        sizes = {}
+        for inner in ("vars/roomy", "frames/roomy_df"):
+            uri = f"nb://kernels/{label}/{inner}"
+            reply = client.call("resources/read", {"uri": uri})
+            sizes[uri] = result_size(reply)
+            assert "cut at the hub's result budget" not in json.dumps(reply)  # a smaller page, not a cut one
+            tool = client.call("tools/call", {"name": "read_resource", "arguments": {"uri": uri}})
+            sizes["tool " + uri] = result_size(tool)
+        page = json.loads(
+            client.result("resources/read", {"uri": f"nb://kernels/{label}/frames/roomy_df"})["contents"][1]["text"]
+        )
+        assert page["next"] and page["rows"] < 20000
+        assert max(sizes.values()) <= RESULT_CHARS, sizes
+    finally:
+        other.shutdown()

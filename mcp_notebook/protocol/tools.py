@@ -151,9 +151,9 @@ class Tools:
         """tools/call within the budget: the tool runs again at a lower scale (smaller pages, fewer
         rows, a shorter read, each naming what follows) while its result as sent is over; an error
         fits ERROR_CHARS. A tool that cannot shrink is cut, saying so (none of ours: the tests check)."""
-        result, size = budget.fit(lambda: self._call(ctx, params), self.budget)
-        if result.get("isError"):
-            return budget.bounded_tool_error(result)
+        result, size = budget.fit(lambda: self._call(ctx, params), self.budget, _measure)
+        if result.get("isError"):  # (the era's fields come on top: leave them room)
+            return budget.bounded_tool_error(result, budget.ERROR_CHARS - budget.RESERVE)
         return result if size <= self.budget else _cut_result(result, self.budget)
 
     def _call(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
@@ -284,7 +284,7 @@ class Tools:
         def measure(built: tuple[dict[str, Any], str, list[str]]) -> int:  # either form a client gets
             doc, text, shown = built
             links = _links(version, [(u, _name_of(u), None) for u in shown])
-            return budget.wire_chars(text) + budget.wire_chars(links) + budget.wire_chars(_brief(doc)) + 200
+            return budget.wire_chars(text) + budget.wire_chars(links) + budget.wire_chars(_changes_text(doc)) + 200
 
         (doc, text, shown), _ = budget.fit(build, self.budget, measure)
         last, _, last_skip = doc["cursor"].partition(".")[2].partition(".")
@@ -292,7 +292,7 @@ class Tools:
         return {
             "content": [_text(text), *_links(version, [(u, _name_of(u), None) for u in shown])],
             "structured": lambda: REDACTOR.mask_obj(doc),
-            "brief": lambda: REDACTOR.mask(_brief(doc)),
+            "brief": lambda: REDACTOR.mask(_changes_text(doc)),
         }
 
     def _wait_for_changes(self, seq: int, wait: float) -> tuple[list[JournalEntry], bool, bool]:
@@ -363,7 +363,7 @@ def _first_unique(entries: list[JournalEntry], n: int) -> list[str]:
     return list(out)
 
 
-def _brief(doc: dict[str, Any]) -> str:
+def _changes_text(doc: dict[str, Any]) -> str:
     """changes_since for the model when the document itself goes to a view (structuredContent)."""
     flags = [k for k in ("more", "truncated", "reset", "timed_out", "busy") if doc.get(k)]
     lines = [*doc["summary"], f"cursor: {doc['cursor']}" + (f" ({', '.join(flags)})" if flags else "")]
@@ -379,6 +379,11 @@ def _located(c: Any, index: int, version: str) -> dict[str, Any]:
     item.pop("blob", None)
     item["content"] = index
     return item
+
+
+def _measure(result: dict[str, Any]) -> int:
+    """A tool result's size as sent (an error is bounded apart: never run again for its size)."""
+    return 0 if result.get("isError") else budget.wire_chars(result)
 
 
 def _cut_result(result: dict[str, Any], limit: int) -> dict[str, Any]:
