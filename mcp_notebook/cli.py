@@ -109,10 +109,8 @@ def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
     return cc.entry(args.host, bridge_args=bridge_args, env={TOKEN_ENVS[0]: token})
 
 
-def _config(args: argparse.Namespace) -> int:
-    from . import clients_config as cc
-    from .hub_selection import NoHub, Selector
-
+def _bridge_selection(args: argparse.Namespace) -> list[str]:
+    """The bridge's arguments in a config entry: which hub, and the Claude Code channel if asked."""
     selection = (
         ["--notebook", args.notebook]
         if args.notebook
@@ -122,11 +120,17 @@ def _config(args: argparse.Namespace) -> int:
         if args.latest
         else []
     )
-    if args.channel:  # Claude Code channels: the bridge pushes what cells change (stdio only)
-        if args.host != "claude-code" or args.http:
-            print("mcp-notebook config: --channel is for Claude Code's stdio bridge (no --http)", file=sys.stderr)
-            return 1
-        selection = [*selection, "--channel"]
+    return [*selection, "--channel"] if args.channel else selection
+
+
+def _config(args: argparse.Namespace) -> int:
+    from . import clients_config as cc
+    from .hub_selection import NoHub, Selector
+
+    if args.channel and (args.host != "claude-code" or args.http):
+        print("mcp-notebook config: --channel is for Claude Code's stdio bridge (no --http)", file=sys.stderr)
+        return 1
+    selection = _bridge_selection(args)
     try:
         if args.server:
             from .remote import TokenError
