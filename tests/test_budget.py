@@ -24,8 +24,10 @@ from conftest import Mcp
 from kernel_harness import Kernel
 from test_apps_protocol import Wire
 
+from mcp_notebook import budget
 from mcp_notebook.kernels.directory import LocalDirectory
 from mcp_notebook.kernels.front import KernelsFront
+from mcp_notebook.protocol.tools import _page_of
 
 RESULT_CHARS = 50_000
 ERROR_CHARS = 10_000
@@ -54,6 +56,41 @@ for _i in range({N_VARS}):
 def wire(value: Any) -> int:
     """Characters of ``value`` as the hub serializes it (compact JSON, non-ASCII kept)."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+def test_cut_text_counts_escaping():
+    text = '"\n\\é' * 50_000
+    cut = budget.cut_text(text, 10_000, " [cut]")
+    assert budget.wire_chars(cut) <= 10_000 and cut.endswith(" [cut]") and text.startswith(cut[: -len(" [cut]")])
+    assert len(cut) < 10_000 / 1.5  # the escaped size was measured, not the string's length
+
+
+def test_fit_lowers_the_scale_until_it_fits():
+    seen: list[float] = []
+
+    def build() -> str:
+        seen.append(budget.scale())
+        return "x" * budget.scaled(200_000)
+
+    value, size = budget.fit(build, 50_000)
+    assert size == budget.wire_chars(value) <= 50_000 and seen[0] == 1.0 and len(seen) >= 2
+    assert budget.scale() == 1.0  # the scale holds for the call only
+
+
+def test_errors_are_cut_to_their_budget():
+    err = budget.bounded_error({"code": -32603, "message": '"' * 50_000, "data": {"uri": "q" * 20_000, "n": 1}})
+    assert budget.wire_chars(err) <= budget.ERROR_CHARS and err["data"]["n"] == 1 and err["message"].endswith("]")
+
+
+def test_changes_pages_split_an_entry_and_lose_nothing():
+    entries = [(1, 0.0, "updated", tuple(f"u{i}" for i in range(5))), (2, 0.0, "updated", ("a", "b"))]
+    got, seq, skip = [], 0, 0
+    for _ in range(20):
+        page, more, (seq, skip) = _page_of([e for e in entries if e[0] > seq], seq, skip, 3, 200)
+        got += [u for e in page for u in e[3]]
+        if not more:
+            break
+    assert got == [*(f"u{i}" for i in range(5)), "a", "b"]
 
 
 def make_notebook(path: Path) -> None:
