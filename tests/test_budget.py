@@ -50,6 +50,8 @@ def _bad():
     raise ValueError('bad ' + TRICKY * 20000)
 for _i in range({N_VARS}):
     globals()[f'v{{_i}}'] = _i
+for _i in range(150):
+    globals()['long_' + 'n' * 990 + str(_i)] = _i
 """
 
 
@@ -443,3 +445,13 @@ def test_the_front_shrinks_a_hub_with_a_larger_budget(front, kernel):
         assert max(sizes.values()) <= RESULT_CHARS, sizes
     finally:
         other.shutdown()
+
+
+def test_completion_fits_with_long_names(client):
+    reply = client.call(
+        "completion/complete",
+        {"ref": {"type": "ref/resource", "uri": "nb://vars/{name}"}, "argument": {"name": "name", "value": "long_n"}},
+    )
+    completion = reply["result"]["completion"]
+    assert completion["total"] == 150 and completion["hasMore"] and len(completion["values"]) > 10
+    assert result_size(reply) <= RESULT_CHARS

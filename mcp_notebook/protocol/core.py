@@ -303,13 +303,8 @@ class Core:
             values = self.resources.complete(template, name, value, known if isinstance(known, dict) else {}) or []
         else:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: unknown ref type {kind!r}")
-        return {
-            "completion": {
-                "values": values[:MAX_COMPLETIONS],
-                "total": len(values),
-                "hasMore": len(values) > MAX_COMPLETIONS,
-            }
-        }
+        shown = _fitting([rpc.dumps(v) for v in values[:MAX_COMPLETIONS]], self.budget)  # long names: fewer
+        return {"completion": {"values": values[:shown], "total": len(values), "hasMore": len(values) > shown}}
 
     def _page(self, items: list[Any], params: dict[str, Any], key: str, version: str) -> dict[str, Any]:
         offset = decode_cursor(params.get("cursor"))
