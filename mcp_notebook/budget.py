@@ -30,7 +30,7 @@ MAX_DECLARED = 500_000  # the largest anthropic/maxResultSizeChars Claude Code h
 RESERVE = 1_000  # room for what is added to a result after its handler (the era's fields, an id)
 META_SCALE = "mcp-notebook/scale"  # request _meta: the scale a front asks a hub to read at
 MIN_SCALE = 1e-4
-ATTEMPTS = 6
+ATTEMPTS = 8
 
 T = TypeVar("T")
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
@@ -91,11 +91,15 @@ def fit(build: Callable[[], T], budget: int, measure: Callable[[T], int] = wire_
     tried was: the caller cuts it)."""
     value = build()
     size = measure(value)
-    factor = 1.0
+    factor, previous = 1.0, None
     for _ in range(ATTEMPTS):
         if size <= budget or _scale.get() * factor <= MIN_SCALE:
             break
-        factor *= max(0.05, min(0.9, 0.9 * budget / size))
+        step = 0.9 * budget / size
+        if previous is not None and size > 0.95 * previous:  # no progress (a count clipped by what is left)
+            step = min(step, 0.5)
+        factor *= max(0.05, min(0.9, step))
+        previous = size
         with scaled_to(factor):
             value = build()
         size = measure(value)

@@ -79,6 +79,13 @@ def test_fit_lowers_the_scale_until_it_fits():
     assert budget.scale() == 1.0  # the scale holds for the call only
 
 
+def test_fit_gets_past_a_count_clipped_by_what_is_left():
+    """26 items of 3,000 characters left on the last page: scaling 100 down to 72, 52… changes nothing
+    until the count drops under 26; the loop must keep going instead of cutting."""
+    value, size = budget.fit(lambda: "x" * (min(budget.scaled(100), 26) * 3000), 49_000)
+    assert size <= 49_000 and len(value) >= 3000
+
+
 def test_errors_are_cut_to_their_budget():
     err = budget.bounded_error({"code": -32603, "message": '"' * 50_000, "data": {"uri": "q" * 20_000, "n": 1}})
     assert budget.wire_chars(err) <= budget.ERROR_CHARS and err["data"]["n"] == 1 and err["message"].endswith("]")
