@@ -10,6 +10,7 @@ in both eras, with and without MCP Apps, over raw HTTP; the serialized ``result`
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -135,6 +136,10 @@ def hub(kernel: Kernel, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     kernel.run("print(TRICKY * 70000)")  # a cell with a big output
     kernel.run("def deep(n):\n    return deep(n - 1) if n else 1 / 0\ndeep(900)", check=False)
     kernel.run("raise ValueError('long ' + TRICKY * 20000)", check=False)
+    kernel.run(
+        "from IPython.display import display as _d; import base64 as _b, random as _r\n"
+        "_d({'image/png': _b.b64encode(b'\\x89PNG\\r\\n\\x1a\\n' + _r.Random(1).randbytes(150_000)).decode()}, raw=True)"
+    )
     return info
 
 
@@ -154,7 +159,9 @@ def seqs(hub: dict[str, Any]) -> dict[str, int]:
             found["deep"] = row["seq"]
         elif "raise ValueError" in source:
             found["raise"] = row["seq"]
-    assert set(found) == {"output", "deep", "raise"}, cells
+        elif source.startswith("from IPython.display"):
+            found["image"] = row["seq"]
+    assert set(found) == {"output", "deep", "raise", "image"}, cells
     return found
 
 
@@ -462,3 +469,13 @@ def test_completion_fits_with_long_names(client):
     completion = reply["result"]["completion"]
     assert completion["total"] == 150 and completion["hasMore"] and len(completion["values"]) > 10
     assert result_size(reply) <= RESULT_CHARS
+
+
+def test_an_image_comes_whole(client, seqs):
+    """Images are outside the character budget (hosts count them in tokens; a cut PNG is no PNG)."""
+    uri = f"nb://cells/{seqs['image']}/outputs/0"
+    item = client.result("resources/read", {"uri": uri})["contents"][0]
+    assert len(base64.b64decode(item["blob"])) == 150_008
+    tool = client.result("tools/call", {"name": "read_resource", "arguments": {"uri": uri}})
+    image = next(c for c in tool["content"] if c["type"] == "image")
+    assert len(base64.b64decode(image["data"])) == 150_008 and not tool.get("isError")

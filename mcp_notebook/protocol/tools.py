@@ -382,8 +382,14 @@ def _located(c: Any, index: int, version: str) -> dict[str, Any]:
 
 
 def _measure(result: dict[str, Any]) -> int:
-    """A tool result's size as sent (an error is bounded apart: never run again for its size)."""
-    return 0 if result.get("isError") else budget.wire_chars(result)
+    """A tool result's size as sent, images aside (hosts count them in tokens; a smaller scale does
+    not shrink them); an error is bounded apart, never run again for its size."""
+    if result.get("isError"):
+        return 0
+    content = result.get("content") or []
+    if any(c.get("type") == "image" for c in content):
+        result = {**result, "content": [{**c, "data": ""} if c.get("type") == "image" else c for c in content]}
+    return budget.wire_chars(result)
 
 
 def _cut_result(result: dict[str, Any], limit: int) -> dict[str, Any]:
