@@ -83,8 +83,9 @@ def test_the_channel_contract_in_claude_codes_order(tmp_path):
 
 
 def claude_bin() -> str | None:
-    """The `claude` CLI: $MCP_CLAUDE_BIN, else on PATH (`npm install @anthropic-ai/claude-code`)."""
-    return os.environ.get("MCP_CLAUDE_BIN") or shutil.which("claude")
+    """The `claude` CLI: $MCP_CLAUDE_BIN, else tests/node's, else on PATH (npm @anthropic-ai/claude-code)."""
+    pinned = ROOT / "tests" / "node" / "node_modules" / ".bin" / "claude"
+    return os.environ.get("MCP_CLAUDE_BIN") or (str(pinned) if pinned.exists() else None) or shutil.which("claude")
 
 
 @pytest.mark.skipif(
