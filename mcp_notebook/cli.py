@@ -109,10 +109,8 @@ def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
     return cc.entry(args.host, bridge_args=bridge_args, env={TOKEN_ENVS[0]: token})
 
 
-def _config(args: argparse.Namespace) -> int:
-    from . import clients_config as cc
-    from .hub_selection import NoHub, Selector
-
+def _bridge_selection(args: argparse.Namespace) -> list[str]:
+    """The bridge's arguments in a config entry: which hub, and the Claude Code channel if asked."""
     selection = (
         ["--notebook", args.notebook]
         if args.notebook
@@ -122,6 +120,17 @@ def _config(args: argparse.Namespace) -> int:
         if args.latest
         else []
     )
+    return [*selection, "--channel"] if args.channel else selection
+
+
+def _config(args: argparse.Namespace) -> int:
+    from . import clients_config as cc
+    from .hub_selection import NoHub, Selector
+
+    if args.channel and (args.host != "claude-code" or args.http):
+        print("mcp-notebook config: --channel is for Claude Code's stdio bridge (no --http)", file=sys.stderr)
+        return 1
+    selection = _bridge_selection(args)
     try:
         if args.server:
             from .remote import TokenError
@@ -144,6 +153,8 @@ def _config(args: argparse.Namespace) -> int:
             path = cc.write(args.host, Path(args.path) if args.path else cc.default_path(args.host), args.name, server)
             print(f"wrote the {args.name!r} server for {args.host} to {path}")
             print(f"next: {cc.next_steps(args.host, args.name)}")
+            if args.channel:
+                print(f"then: {cc.channel_steps(args.name)}")
             holds_token = bool(args.http or (args.server and not args.token_file))
             if holds_token or args.gitignore:
                 _token_file_notice(path, args.gitignore, secret=holds_token, server=bool(args.server))
@@ -246,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--write", action="store_true", help="merge the entry into the host's config file")
     config.add_argument("--path", help="config file to write (implies --write)")
     config.add_argument("--name", default="notebook", help="server name in the config (default: notebook)")
+    config.add_argument(
+        "--channel",
+        action="store_true",
+        help="Claude Code only: the bridge with --channel (pushes what cells change; research preview)",
+    )
     config.add_argument(
         "--gitignore", action="store_true", help="add the written file to the repository's .gitignore (implies --write)"
     )

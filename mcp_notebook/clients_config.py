@@ -186,6 +186,14 @@ def next_steps(host: str, name: str = "notebook") -> str:
     return NEXT_STEPS[host].replace("'notebook'", repr(name))
 
 
+def channel_steps(name: str = "notebook") -> str:
+    """How to start Claude Code so it listens to the bridge's channel (a development channel)."""
+    return (
+        f"start Claude Code (2.1.80 or later, signed in with a claude.ai account) with "
+        f"`claude --dangerously-load-development-channels server:{name}` to receive the notebook's change events"
+    )
+
+
 def repo_root(path: Path) -> Path | None:
     """The git work tree holding ``path`` (a directory with .git), if any."""
     for parent in [path.parent.resolve(), *path.parent.resolve().parents]:

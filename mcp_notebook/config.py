@@ -62,7 +62,11 @@ class MCPHub(Configurable):
     max_sessions = Int(64, help="Most concurrent handshake-era sessions; the least recently used goes.").tag(
         config=True
     )
-    max_read_chars = Int(60_000, help="Cap on the text of one resource read (~15k tokens).").tag(config=True)
+    max_read_chars = Int(40_000, help="Cap on the text of one resource read (~10k tokens).").tag(config=True)
+    max_result_chars = Int(
+        50_000,
+        help="Cap on one result as sent (serialized JSON: escaping counted); reads and tools page to fit it.",
+    ).tag(config=True)
     repr_timeout = Float(2.0, help="Seconds a user __repr__ may take during a read.").tag(config=True)
     page_size = Int(500, help="Items per page of resources/list and resources/templates/list.").tag(config=True)
     secret_words = List(
@@ -131,7 +135,7 @@ class MCPHub(Configurable):
             raise ValueError(f"port must be 0..65535, got {value}")
         return value
 
-    @validate("max_read_chars", "page_size", "max_body_bytes", "max_batch", "max_sessions")
+    @validate("max_read_chars", "max_result_chars", "page_size", "max_body_bytes", "max_batch", "max_sessions")
     def _positive(self, proposal):
         if proposal["value"] < 1:
             raise ValueError(f"{proposal['trait'].name} must be at least 1")

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import portable
 from .activity import recent_notifications
+from .budget import Limits
 from .capture import CellCapture
 from .config import MCPHub
 from .logs import HubLog, log
@@ -54,7 +55,7 @@ class KernelHub:
     def __init__(self, shell: Any, config: MCPHub | None = None):
         self.shell = shell
         self.config = config or MCPHub(parent=shell)
-        cfg = self.config
+        cfg = Limits(self.config)  # the settings as providers see them: max_read_chars at the reply's scale
         self.token = cfg.token or secrets.token_urlsafe(32)
         REDACTOR.add([self.token])  # the hub's own token never leaves in any content
         register_configurable(shell, self.config)
@@ -88,6 +89,7 @@ class KernelHub:
             version=__version__,
             instructions=cfg.instructions,
             page_size=cfg.page_size,
+            max_result_chars=max(2_000, cfg.max_result_chars),
             max_batch=cfg.max_batch,
             max_sessions=cfg.max_sessions,
             require_token=cfg.require_token,

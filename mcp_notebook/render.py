@@ -8,6 +8,7 @@ in time: such calls run on a short-lived daemon thread and are abandoned after a
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import reprlib
 import threading
 import types
@@ -104,7 +105,8 @@ def call_guarded(fn: Callable[[], T], timeout: float, key: Any = None) -> T:
                     else:
                         _stuck.pop(k, None)
 
-    threading.Thread(target=run, name="mcp-notebook-render", daemon=True).start()
+    context = contextvars.copy_context()  # the caller's context (the reply's budget scale) goes along
+    threading.Thread(target=context.run, args=(run,), name="mcp-notebook-render", daemon=True).start()
     if not done.wait(timeout):
         with _lock:
             if not done.is_set():

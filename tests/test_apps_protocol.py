@@ -89,7 +89,7 @@ def host(ready, era) -> Iterator[Wire]:
 def test_a_client_without_apps_sees_what_it_always_saw(plain):
     assert EXT not in plain.capabilities().get("extensions", {})
     assert [t["name"] for t in plain.result("tools/list")["tools"]] == BASE_TOOLS
-    assert all("_meta" not in t for t in plain.result("tools/list")["tools"])
+    assert all(set(t.get("_meta", {})) <= {"anthropic/maxResultSizeChars"} for t in plain.result("tools/list")["tools"])
     uris = {r["uri"] for r in plain.result("resources/list")["resources"]}
     assert not uris & VIEWS and "nb://vars" in uris
     read = plain.result("tools/call", {"name": "read_resource", "arguments": {"uri": "nb://vars"}})
@@ -106,7 +106,7 @@ def test_a_host_with_apps_gets_views_linked_to_tools(host):
     assert set(listed) == VIEWS and all(r["mimeType"] == MIME for r in listed.values())
     tools = {t["name"]: t for t in host.result("tools/list")["tools"]}
     assert set(BASE_TOOLS) <= set(tools)
-    linked = {name: t["_meta"]["ui"]["resourceUri"] for name, t in tools.items() if "_meta" in t}
+    linked = {name: t["_meta"]["ui"]["resourceUri"] for name, t in tools.items() if "ui" in t.get("_meta", {})}
     assert linked == {
         "explore_frame": "ui://mcp-notebook/frame-explorer",
         "show_outputs": "ui://mcp-notebook/output-viewer",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from mcp_notebook.budget import Limits
 from mcp_notebook.protocol.server import HttpRequest, McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.providers.variables import VariablesProvider
@@ -23,7 +24,7 @@ META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextpr
 
 def make_server(page_size: int = 500, ns: dict[str, Any] | None = None) -> tuple[McpServer, dict[str, Any], Resources]:
     ns = {} if ns is None else ns
-    limits = SimpleNamespace(max_read_chars=60_000, repr_timeout=2.0)
+    limits = Limits(SimpleNamespace(max_read_chars=60_000, repr_timeout=2.0))
     variables = VariablesProvider(ns, {}, lambda: NameFilter(DEFAULT_SECRET_WORDS, [], []), limits)
     custom = CustomProvider()
     custom.register(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from .. import budget
 from ..protocol.jsonrpc import RpcError
 from ..providers.base import Facts, Provider, ResourceNotFound, ResourceReadError
 from ..types import Annotations, Contents, Resource, ResourceTemplate
@@ -232,8 +233,11 @@ class KernelsProvider(Provider):
         if uri == KERNELS_URI:
             return [Contents(uri=uri, mime_type="application/json", text=json.dumps(self._listing()))]
         entry, inner, label = self._route(uri)
+        params: dict[str, Any] = {"uri": inner}
+        if budget.scale() < 1:  # our reply was over budget: the hub reads a smaller page (budget.py)
+            params["_meta"] = {budget.META_SCALE: budget.scale()}
         try:
-            result = call(entry.hub, "resources/read", {"uri": inner})
+            result = call(entry.hub, "resources/read", params)
         except HubGone as exc:
             raise ResourceReadError(f"the kernel {label or entry.id} did not answer: {exc}") from None
         except HubError as exc:

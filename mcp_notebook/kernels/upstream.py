@@ -104,6 +104,7 @@ def message(method: str, params: dict[str, Any]) -> dict[str, Any]:
         META_CAPS: {},
         META_CLIENT_INFO: {"name": "mcp-notebook-kernels", "version": __version__},
     }
+    meta = {**(params.get("_meta") or {}), **meta}  # (a front's own keys, e.g. budget.META_SCALE)
     return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**params, "_meta": meta}}
 
 

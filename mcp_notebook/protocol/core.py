@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Protocol
 
+from .. import budget
 from ..providers.base import Provider
 from ..providers.optional import missing_package
 from ..redact import REDACTOR
@@ -58,7 +59,8 @@ class Core:
     def __init__(self, resources: Resources, settings: ServerSettings):
         self.resources = resources
         self.settings = settings
-        self.tools = Tools(resources, settings.page_size)
+        self.budget = max(2_000, settings.max_result_chars - budget.RESERVE)  # a handler's result, as sent
+        self.tools = Tools(resources, settings.page_size, self.budget)
         self.lock = threading.RLock()
         self.closed = False
         self.on_activity: Callable[[], None] | None = None
@@ -142,7 +144,7 @@ class Core:
             offset = decode_cursor(msg.params.get("cursor"))
         except Exception:  # errors are reported (and logged) by run()
             return None
-        size = self.settings.page_size
+        size = _fitting(items[offset : offset + self.settings.page_size], self.budget)
         rest: dict[str, Any] = {}
         if offset + size < len(items):
             rest["nextCursor"] = encode_cursor(offset + size)
@@ -195,7 +197,7 @@ class Core:
             return self.read_with(provider, ctx, params)
 
         stamp = self.read_stamp(provider, uri) if provider is not None else None
-        if stamp is None:
+        if stamp is None or budget.scale_param(msg.params.get("_meta")) < 1:  # a front's scaled read: not cached
             return self.answer(ctx, self.run(era, ctx, msg, read), headers)
         key = (ctx.version, uri)
         entry = self._read_cache.get(key)
@@ -257,11 +259,26 @@ class Core:
         return self.read_with(None, ctx, params)
 
     def read_with(self, provider: Provider | None, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        """The read's result within the budget: read again at a lower scale (a smaller page that names
+        the next) while its serialized form is over. Exempt: the hub's own views (verbatim HTML, for
+        the host to render) and images (hosts count them in tokens, not characters; cutting breaks them)."""
         uri = uri_param(params)
-        contents = self.resources.read(uri, provider)
-        if not contents:
-            raise ResourceNotFound(uri)
-        return {"contents": [c.to_json(ctx.version) for c in contents]}
+
+        def build() -> tuple[dict[str, Any], bool]:
+            contents = self.resources.read(uri, provider)
+            if not contents:
+                raise ResourceNotFound(uri)
+            exempt = any(c.verbatim or _image(c.blob, c.mime_type) for c in contents)
+            return {"contents": [c.to_json(ctx.version) for c in contents]}, exempt
+
+        def measure(built: tuple[dict[str, Any], bool]) -> int:
+            return 0 if built[1] else budget.wire_chars(built[0])
+
+        with budget.scaled_to(budget.scale_param(params.get("_meta"))):
+            (result, _), size = budget.fit(build, self.budget, measure)
+        if size > self.budget:  # a resource that does not page (a user's function): cut, and say so
+            result = cut_contents(result, self.budget)
+        return result
 
     def complete(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         ref = params.get("ref")
@@ -285,19 +302,14 @@ class Core:
             values = self.resources.complete(template, name, value, known if isinstance(known, dict) else {}) or []
         else:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: unknown ref type {kind!r}")
-        return {
-            "completion": {
-                "values": values[:MAX_COMPLETIONS],
-                "total": len(values),
-                "hasMore": len(values) > MAX_COMPLETIONS,
-            }
-        }
+        shown = _fitting([rpc.dumps(v) for v in values[:MAX_COMPLETIONS]], self.budget)  # long names: fewer
+        return {"completion": {"values": values[:shown], "total": len(values), "hasMore": len(values) > shown}}
 
     def _page(self, items: list[Any], params: dict[str, Any], key: str, version: str) -> dict[str, Any]:
         offset = decode_cursor(params.get("cursor"))
-        size = self.settings.page_size
-        page = items[offset : offset + size]
-        out: dict[str, Any] = {key: [item.to_json(version) for item in page]}
+        encoded = [item.to_json(version) for item in items[offset : offset + self.settings.page_size]]
+        size = _fitting([rpc.dumps(e) for e in encoded], self.budget)
+        out: dict[str, Any] = {key: encoded[:size]}
         if offset + size < len(items):
             out["nextCursor"] = encode_cursor(offset + size)
         return out
@@ -339,3 +351,35 @@ def uri_param(params: dict[str, Any]) -> str:
     if not isinstance(uri, str) or not uri:
         raise RpcError(rpc.INVALID_PARAMS, "Invalid params: uri (non-empty string) is required")
     return uri
+
+
+def _fitting(encoded: list[bytes], limit: int) -> int:
+    """How many of the encoded list items (from the first) fit ``limit`` (bytes are at least the
+    characters sent); at least one, so a listing always moves on."""
+    used = 200  # the list's key, its cursor, the era's fields
+    for n, item in enumerate(encoded):
+        used += len(item) + 1
+        if used > limit:
+            return max(1, n)
+    return len(encoded)
+
+
+def cut_contents(result: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A read result cut to ``limit``: each text shares the room, and ends saying it was cut."""
+    contents = result["contents"]
+    skeleton = [{k: v for k, v in c.items() if k not in ("text", "blob")} for c in contents]
+    room = max(100, (limit - budget.wire_chars({"contents": skeleton}) - 200) // max(1, len(contents)))
+    out = []
+    for item, bare in zip(contents, skeleton, strict=True):
+        if "text" in item:
+            note = f"\n… [cut at the hub's result budget: {len(item['text']):,} characters in all; this resource does not page]"
+            out.append({**bare, "text": budget.cut_text(item["text"], room, note)})
+        elif budget.wire_chars(item) <= room:
+            out.append(item)
+        else:
+            out.append({**bare, "text": "[a binary resource over the result budget: not sent]"})
+    return {**result, "contents": out}
+
+
+def _image(blob: bytes | None, mime_type: str | None) -> bool:
+    return blob is not None and (mime_type or "").startswith("image/")

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..budget import RESULT_CHARS
 from . import jsonrpc as rpc
 from .apps import offered
 from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL
@@ -28,6 +29,7 @@ class ServerSettings:
     description: str = "Live variables, data and cells of a Jupyter kernel as MCP resources."
     instructions: str = ""
     page_size: int = 500
+    max_result_chars: int = RESULT_CHARS  # a result as sent fits this (see budget.py)
     max_batch: int = 50
     max_sessions: int = 64
     require_token: bool = True

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..budget import bounded_error
 from ..redact import REDACTOR
 
 PARSE_ERROR = -32700
@@ -41,7 +42,7 @@ class RpcError(Exception):
         err: dict[str, Any] = {"code": self.code, "message": REDACTOR.mask(self.message)}
         if self.data is not None:
             err["data"] = REDACTOR.mask_obj(self.data)
-        return err
+        return bounded_error(err)  # a host cuts long error text: ours fits its budget
 
 
 @dataclass(slots=True)

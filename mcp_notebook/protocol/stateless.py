@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..budget import META_SCALE
 from ..resources import LIST_CHANGED, UPDATED
 from ..revisions import ALL_VERSIONS, STATELESS_VERSIONS
 from . import jsonrpc as rpc
@@ -188,6 +189,7 @@ class StatelessEra:
             or version not in STATELESS_VERSIONS
             or type(meta.get(META_CAPS)) is not dict
             or META_LOG_LEVEL in meta
+            or META_SCALE in meta  # a front's scaled read (budget.py): never the cached full one
             or headers.get("mcp-method") != "resources/read"
             or headers.get("mcp-name") != uri
         ):

@@ -8,6 +8,8 @@ from typing import Any
 
 from ..revisions import knows
 
+MAX_RESULT_SIZE = "anthropic/maxResultSizeChars"  # Claude Code's per-tool result size (see budget.py)
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -17,17 +19,22 @@ class Tool:
     schema: dict[str, Any]
     view: str | None = None  # the ui:// resource a host renders the result in
 
-    def to_json(self, version: str) -> dict[str, Any]:
+    def to_json(self, version: str, max_result_chars: int | None = None) -> dict[str, Any]:
+        """The tool as listed; ``max_result_chars``: the size its results may reach, declared where
+        a host reads it (Claude Code 2.1.91+: ``_meta["anthropic/maxResultSizeChars"]``)."""
         out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.schema}
         if knows(version, "title"):
             out["title"] = self.title
         if knows(version, "completions_capability"):  # ToolAnnotations arrived with 2025-03-26
             out["annotations"] = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
+        meta: dict[str, Any] = {}
         if self.view is not None:  # the stable key, and the flat one early hosts read
-            out["_meta"] = {
-                "ui": {"resourceUri": self.view, "visibility": ["model", "app"]},
-                "ui/resourceUri": self.view,
-            }
+            meta["ui"] = {"resourceUri": self.view, "visibility": ["model", "app"]}
+            meta["ui/resourceUri"] = self.view
+        if max_result_chars is not None and knows(version, "title"):  # a tool's _meta: 2025-06-18 on
+            meta[MAX_RESULT_SIZE] = max_result_chars
+        if meta:
+            out["_meta"] = meta
         return out
 
 

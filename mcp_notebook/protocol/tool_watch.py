@@ -34,6 +34,7 @@ class ClientWatches:
     last_call: float = field(default_factory=time.monotonic)
     uris: OrderedDict[str, Facts | None] = field(default_factory=OrderedDict)
     seen_seq: int | None = None  # journal position of the client's last look (cursor-less changes_since)
+    seen_skip: int = 0  # URIs of the entry after seen_seq already seen (a page cut inside an entry)
     names: frozenset[str] | None = None  # exposed variable names at the client's last look ("added")
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import budget
 from ..redact import REDACTOR
 from ..resources import LIST_CHANGED, Resources
 from ..revisions import knows
@@ -32,10 +34,12 @@ MAX_WAIT_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 20.0
 SETTLE_SECONDS = 5.0  # changes_since waits at most this long for the exact checks of a cell that just ended
 MAX_WAITERS = 2  # each waiting call holds a request worker; the rest answer at once
-MAX_CHANGES = 200  # journal entries per changes_since answer
+MAX_CHANGES = 200  # journal entries per changes_since page (fewer when the page would not fit the budget)
+MAX_PAGE_URIS = 2_000  # changed URIs per changes_since page, likewise
 MAX_LINKS = 50
 TOOL_PAGE = 100  # list_resources: resources per page (tool outputs must stay small)
 TOOLS_TTL_MS = 3_600_000  # the tool set never changes while a hub runs
+log = logging.getLogger("mcp_notebook.protocol")
 
 
 TOOLS = (
@@ -123,9 +127,10 @@ def _name_of(uri: str) -> str:
 class Tools:
     """tools/list and tools/call for both eras; handlers take (ctx, params) like the server's."""
 
-    def __init__(self, resources: Resources, page_size: int = TOOL_PAGE):
+    def __init__(self, resources: Resources, page_size: int = TOOL_PAGE, max_chars: int = budget.RESULT_CHARS):
         self.resources = resources
         self.page_size = max(1, min(page_size, TOOL_PAGE))
+        self.budget = max_chars  # a tool's result, as sent (budget.py)
         self._by_name = {t.name: t for t in TOOLS}
         self._views = {t.name: t for t in VIEW_TOOLS}
         self._waiters = threading.BoundedSemaphore(MAX_WAITERS)
@@ -152,13 +157,23 @@ class Tools:
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: invalid cursor")
         apps = ctx.apps
         tools = (*TOOLS, *VIEW_TOOLS) if apps else TOOLS
-        out: dict[str, Any] = {"tools": [t.to_json(ctx.version) for t in tools]}
+        declared = budget.declared(self.budget + budget.RESERVE)
+        out: dict[str, Any] = {"tools": [t.to_json(ctx.version, declared) for t in tools]}
         if knows(ctx.version, "stateless"):
             out["ttlMs"] = TOOLS_TTL_MS
             out["cacheScope"] = "private" if apps else "public"  # the list depends on what the client offers
         return out
 
     def call_tool(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
+        """tools/call within the budget: the tool runs again at a lower scale (smaller pages, fewer
+        rows, a shorter read, each naming what follows) while its result as sent is over; an error
+        fits ERROR_CHARS. A tool that cannot shrink is cut, saying so (none of ours: the tests check)."""
+        result, size = budget.fit(lambda: self._call(ctx, params), self.budget, _measure)
+        if result.get("isError"):  # (the era's fields come on top: leave them room)
+            return budget.bounded_tool_error(result, budget.ERROR_CHARS - budget.RESERVE)
+        return result if size <= self.budget else _cut_result(result, self.budget)
+
+    def _call(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: name (string) is required")
@@ -177,8 +192,12 @@ class Tools:
                 structured = result.pop("structured", None)
                 if structured is not None:
                     result["structuredContent"] = structured()
+                brief = result.pop("brief", None)  # the model's text when the document goes structured
+                if brief is not None:
+                    result["content"][0] = _text(brief())
             else:
                 result.pop("structured", None)
+                result.pop("brief", None)
             return result
         except ArgumentError as exc:
             return _error(f"Invalid arguments for {name}: {exc}")
@@ -196,15 +215,16 @@ class Tools:
         except RpcError:
             raise ArgumentError("invalid cursor") from None
         resources = self.resources.list_resources()
-        page = resources[offset : offset + self.page_size]
+        size = budget.scaled(self.page_size)  # fewer per page when a page would not fit
+        page = resources[offset : offset + size]
         doc: dict[str, Any] = {
             "resources": [_brief(r.to_json(version)) for r in page],
             "total": len(resources),
         }
         if offset == 0:
             doc["templates"] = [_brief(t.to_json(version)) for t in self.resources.list_templates()]
-        if offset + self.page_size < len(resources):
-            doc["nextCursor"] = encode_cursor(offset + self.page_size)
+        if offset + size < len(resources):
+            doc["nextCursor"] = encode_cursor(offset + size)
         links = [(r.uri, r.name, r.mime_type) for r in page]
         return {"content": [_text(json.dumps(doc, ensure_ascii=False)), *_links(version, links)]}
 
@@ -233,67 +253,179 @@ class Tools:
             else:
                 items.append({"type": "resource", "resource": c.to_json(version)})
         items.extend(_links(version, [(c.uri, _name_of(c.uri), c.mime_type) for c in contents]))
-        return {"content": items, "structured": lambda: {"contents": [c.to_json(version) for c in contents]}}
+        # With Apps, the text goes once: in content (for the model); each structured item names its
+        # content item ("content": index), where a view finds its text, image or blob.
+        return {
+            "content": items,
+            "structured": lambda: {"contents": [_located(c, i, version) for i, c in enumerate(contents)]},
+        }
 
     def _changes_since(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
         journal = self.resources.journal
         wait = float(args.get("wait_seconds", DEFAULT_WAIT_SECONDS))
-        seq, reset = self._parse_cursor(args.get("cursor"))
+        seq, skip, reset = self._parse_cursor(args.get("cursor"))
         if seq is None:  # no cursor: since this client's previous look, else from now on
-            seq = client.seen_seq if client.seen_seq is not None else journal.seq
+            seq, skip = (client.seen_seq, client.seen_skip) if client.seen_seq is not None else (journal.seq, 0)
+        entries, gap, waited = self._wait_for_changes(seq, wait if not reset else 0)
+        first, _, _ = _page_of(entries, seq, skip, MAX_PAGE_URIS, MAX_CHANGES)
+        described = _first_unique(first, MAX_LINKS)  # described once: a smaller page's URIs are a prefix
+        lines = dict(zip(described, self.watches.describe(client, described), strict=True))
+
+        def build() -> tuple[dict[str, Any], str, list[str]]:
+            page, more, (last, last_skip) = _page_of(
+                entries, seq, skip, budget.scaled(MAX_PAGE_URIS), budget.scaled(MAX_CHANGES)
+            )
+            uris = sorted({u for e in page for u in e[3]})
+            shown = [u for u in _first_unique(page, MAX_LINKS) if u in lines]
+            doc: dict[str, Any] = {
+                "cursor": f"{journal.epoch}.{last}" + (f".{last_skip}" if last_skip else ""),
+                "summary": [lines[u] for u in shown] + _more_line(uris) + _list_line(page),
+                "changed": uris,
+                "list_changed": any(e[2] == LIST_CHANGED for e in page),
+                "changes": [
+                    {"seq": s, "time": datetime.fromtimestamp(t, timezone.utc).isoformat(), "kind": k, "uris": list(u)}
+                    for s, t, k, u in page
+                ],
+            }
+            if reset:
+                doc["reset"] = True
+                doc["note"] = "The cursor is from an earlier hub (the kernel restarted): re-read what you need."
+            if gap:
+                doc["truncated"] = True
+            if more:
+                doc["more"] = True
+                doc["next"] = f"more changes: changes_since with cursor {doc['cursor']}"
+            if not entries and wait > 0:
+                doc["timed_out" if waited else "busy"] = True
+            return doc, REDACTOR.mask(json.dumps(doc)), shown  # URIs a client read (typed arguments), change lines
+
+        def measure(built: tuple[dict[str, Any], str, list[str]]) -> int:  # either form a client gets
+            doc, text, shown = built
+            links = _links(version, [(u, _name_of(u), None) for u in shown])
+            return budget.wire_chars(text) + budget.wire_chars(links) + budget.wire_chars(_changes_text(doc)) + 200
+
+        (doc, text, shown), _ = budget.fit(build, self.budget, measure)
+        last, _, last_skip = doc["cursor"].partition(".")[2].partition(".")
+        client.seen_seq, client.seen_skip = int(last), int(last_skip or 0)
+        return {
+            "content": [_text(text), *_links(version, [(u, _name_of(u), None) for u in shown])],
+            "structured": lambda: REDACTOR.mask_obj(doc),
+            "brief": lambda: REDACTOR.mask(_changes_text(doc)),
+        }
+
+    def _wait_for_changes(self, seq: int, wait: float) -> tuple[list[JournalEntry], bool, bool]:
+        """(entries after ``seq``, whether older ones were dropped, whether we waited): waits up to
+        ``wait`` seconds when there are none yet, if a waiter's slot is free."""
+        journal = self.resources.journal
         # A cell that just ended may still have exact checks queued (in-place edits): let them land first.
         self.resources.settle(SETTLE_SECONDS)
         entries, gap = journal.since(seq)
         waited = False
-        if not entries and wait > 0 and not reset:
-            if self._waiters.acquire(blocking=False):
-                try:
-                    journal.wait(seq, min(wait, MAX_WAIT_SECONDS))
-                    waited = True
-                finally:
-                    self._waiters.release()
-                self.resources.settle(SETTLE_SECONDS)
-                entries, gap = journal.since(seq)
-        more = len(entries) > MAX_CHANGES
-        entries = entries[:MAX_CHANGES]
-        last = entries[-1][0] if entries else max(seq, 0)
-        uris = sorted({u for e in entries for u in e[3]})
-        client.seen_seq = last
-        doc: dict[str, Any] = {
-            "cursor": f"{journal.epoch}.{last}",
-            "summary": self.watches.describe(client, uris[:MAX_LINKS]) + _more_line(uris) + _list_line(entries),
-            "changed": uris,
-            "list_changed": any(e[2] == LIST_CHANGED for e in entries),
-            "changes": [
-                {"seq": s, "time": datetime.fromtimestamp(t, timezone.utc).isoformat(), "kind": k, "uris": list(u)}
-                for s, t, k, u in entries
-            ],
-        }
-        if reset:
-            doc["reset"] = True
-            doc["note"] = "The cursor is from an earlier hub (the kernel restarted): re-read what you need."
-        if gap:
-            doc["truncated"] = True
-        if more:
-            doc["more"] = True
-        if not entries and wait > 0:
-            doc["timed_out" if waited else "busy"] = True
-        text = REDACTOR.mask(json.dumps(doc))  # URIs a client read (typed arguments) and change lines
-        return {
-            "content": [_text(text), *_links(version, [(u, _name_of(u), None) for u in uris])],
-            "structured": lambda: REDACTOR.mask_obj(doc),
-        }
+        if not entries and wait > 0 and self._waiters.acquire(blocking=False):
+            try:
+                journal.wait(seq, min(wait, MAX_WAIT_SECONDS))
+                waited = True
+            finally:
+                self._waiters.release()
+            self.resources.settle(SETTLE_SECONDS)
+            entries, gap = journal.since(seq)
+        return entries, gap, waited
 
-    def _parse_cursor(self, cursor: str | None) -> tuple[int | None, bool]:
-        """(seq, reset): reset when the cursor belongs to an earlier hub."""
+    def _parse_cursor(self, cursor: str | None) -> tuple[int | None, int, bool]:
+        """(seq, skip, reset): after entry ``seq`` and ``skip`` URIs of the next (a page cut inside an
+        entry); reset when the cursor belongs to an earlier hub."""
         if cursor is None:
-            return None, False
-        epoch, _, seq = cursor.partition(".")
-        if not (seq.isascii() and seq.isdigit()):
+            return None, 0, False
+        epoch, _, rest = cursor.partition(".")
+        seq, _, skip = rest.partition(".")
+        if not (seq.isascii() and seq.isdigit()) or (skip and not (skip.isascii() and skip.isdigit())):
             raise ArgumentError("invalid cursor")
         if epoch != self.resources.journal.epoch:
-            return 0, True
-        return int(seq), False
+            return 0, 0, True
+        return int(seq), int(skip or 0), False
+
+
+JournalEntry = tuple[int, float, str, tuple[str, ...]]
+
+
+def _page_of(
+    entries: list[JournalEntry], seq: int, skip: int, max_uris: int, max_entries: int
+) -> tuple[list[JournalEntry], bool, tuple[int, int]]:
+    """The entries of one changes_since page, whether more follow, and the position after it
+    ((seq, skip): entries up to seq, and skip URIs of the next). An entry with more URIs than the
+    page holds is split across pages; a page holds at least one URI or entry."""
+    page: list[JournalEntry] = []
+    used, pos = 0, (seq, skip)
+    for s, t, k, uris in entries:
+        start = skip if s == seq + 1 else 0
+        rest = uris[start:]
+        room = max_uris - used
+        if page and (len(page) >= max_entries or room <= 0):
+            return page, True, pos
+        if len(rest) > room:
+            page.append((s, t, k, rest[: max(1, room)]))
+            return page, True, (s - 1, start + max(1, room))
+        page.append((s, t, k, rest))
+        used, pos = used + len(rest), (s, 0)
+    return page, False, pos
+
+
+def _first_unique(entries: list[JournalEntry], n: int) -> list[str]:
+    """The first ``n`` distinct URIs of ``entries``, in order (a smaller page's are a prefix)."""
+    out: dict[str, None] = {}
+    for e in entries:
+        for u in e[3]:
+            out.setdefault(u, None)
+            if len(out) >= n:
+                return list(out)
+    return list(out)
+
+
+def _changes_text(doc: dict[str, Any]) -> str:
+    """changes_since for the model when the document itself goes to a view (structuredContent)."""
+    flags = [k for k in ("more", "truncated", "reset", "timed_out", "busy") if doc.get(k)]
+    lines = [*doc["summary"], f"cursor: {doc['cursor']}" + (f" ({', '.join(flags)})" if flags else "")]
+    if doc.get("more"):
+        lines.append(doc["next"])
+    return "\n".join(lines)
+
+
+def _located(c: Any, index: int, version: str) -> dict[str, Any]:
+    """A read's contents item for structuredContent: everything but its text or blob, which content[index] holds."""
+    item = c.to_json(version)
+    item.pop("text", None)
+    item.pop("blob", None)
+    item["content"] = index
+    return item
+
+
+def _measure(result: dict[str, Any]) -> int:
+    """A tool result's size as sent, images aside (hosts count them in tokens; a smaller scale does
+    not shrink them); an error is bounded apart, never run again for its size."""
+    if result.get("isError"):
+        return 0
+    content = result.get("content") or []
+    if any(c.get("type") == "image" for c in content):
+        result = {**result, "content": [{**c, "data": ""} if c.get("type") == "image" else c for c in content]}
+    return budget.wire_chars(result)
+
+
+def _cut_result(result: dict[str, Any], limit: int) -> dict[str, Any]:
+    """The last resort for a tool result over budget (a user's resource that does not page): its
+    texts share the room left, saying they were cut; structuredContent stays if it still fits."""
+    log.warning("a tool result of %d characters was cut to the budget", budget.wire_chars(result))
+    content = result.get("content") or []
+    others = [c for c in content if c.get("type") != "text"]
+    texts = [c for c in content if c.get("type") == "text"]
+    rest = {k: v for k, v in result.items() if k != "content"}
+    if budget.wire_chars(rest) > limit // 4:
+        rest.pop("structuredContent", None)
+    room = (limit - budget.wire_chars({**rest, "content": others}) - 100 * len(texts)) // max(1, len(texts))
+    note = "\n… [cut at the hub's result budget: this resource does not page]"
+    return {
+        **rest,
+        "content": [{**c, "text": budget.cut_text(c["text"], max(200, room), note)} for c in texts] + others,
+    }
 
 
 def _more_line(uris: list[str]) -> list[str]:

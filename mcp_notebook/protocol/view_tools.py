@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from .. import budget
 from ..providers.frame_pages import META_KEY
 from ..providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
 from ..redact import REDACTOR
@@ -106,7 +107,8 @@ class ViewTools:
                 ],
                 "isError": True,
             }
-        page = self.resources.read(f"{base}?format=json&limit={FIRST_PAGE_ROWS}")
+        limit = budget.scaled(FIRST_PAGE_ROWS)  # fewer first rows (and a shorter schema) when over budget
+        page = self.resources.read(f"{base}?format=json&limit={limit}")
         rows = _json_of(page)
         info = REDACTOR.mask_obj((page[0].meta or {}).get(META_KEY, {}))
         shape = schema.get("shape") or [None, len(schema.get("columns", []))]
@@ -117,6 +119,8 @@ class ViewTools:
             f"({columns}). The user sees it in the frame explorer; pages: read_resource "
             f"{base}?offset=0&limit={FIRST_PAGE_ROWS}&format=json"
         )
+        if schema.get("columns_note"):  # a wide table: the schema describes the first columns only
+            text += f". Schema: {schema['columns_note']}"
         doc = {
             "view": "frame",
             "name": schema.get("name", args["name"]),

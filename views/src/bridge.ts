@@ -39,6 +39,13 @@ export class Bridge {
     const result = await this.tool("read_resource", { uri });
     const contents = result.structuredContent?.contents;
     if (!Array.isArray(contents)) throw new Error("the host returned no structured contents for read_resource");
-    return contents as ContentItem[];
+    // The text is sent once, in content (for the model): each structured item names the content item holding it.
+    return contents.map((item: Json) => {
+      const part = typeof item.content === "number" ? result.content?.[item.content] : undefined;
+      if (part?.type === "text") return { ...item, text: part.text };
+      if (part?.type === "image") return { ...item, blob: part.data };
+      if (part?.type === "resource") return { ...item, ...part.resource };
+      return item;
+    }) as ContentItem[];
   }
 }
