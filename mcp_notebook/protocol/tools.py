@@ -14,6 +14,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Any
 
+from ..providers.cells import cell_uri
 from ..redact import REDACTOR
 from ..resources import LIST_CHANGED, Resources
 from ..revisions import knows
@@ -241,15 +242,16 @@ class Tools:
         last = entries[-1][0] if entries else max(seq, 0)
         uris = sorted({u for e in entries for u in e[3]})
         client.seen_seq = last
+        causes = {u: e[4] for e in entries if e[4] is not None for u in e[3]}  # the latest cell behind each URI
+        lines = self.watches.describe(client, uris[:MAX_LINKS])
         doc: dict[str, Any] = {
             "cursor": f"{journal.epoch}.{last}",
-            "summary": self.watches.describe(client, uris[:MAX_LINKS]) + _more_line(uris) + _list_line(entries),
+            "summary": [_by_cell(line, causes.get(u)) for line, u in zip(lines, uris, strict=False)]
+            + _more_line(uris)
+            + _list_line(entries),
             "changed": uris,
             "list_changed": any(e[2] == LIST_CHANGED for e in entries),
-            "changes": [
-                {"seq": s, "time": datetime.fromtimestamp(t, timezone.utc).isoformat(), "kind": k, "uris": list(u)}
-                for s, t, k, u in entries
-            ],
+            "changes": [_change_row(e) for e in entries],
         }
         if reset:
             doc["reset"] = True
@@ -276,6 +278,19 @@ class Tools:
         if epoch != self.resources.journal.epoch:
             return 0, True
         return int(seq), False
+
+
+def _change_row(entry: Any) -> dict[str, Any]:
+    seq, at, kind, uris, cell = entry
+    row = {"seq": seq, "time": datetime.fromtimestamp(at, timezone.utc).isoformat(), "kind": kind, "uris": list(uris)}
+    if cell is not None:
+        row["cell"] = cell_uri(cell)
+    return row
+
+
+def _by_cell(line: str, cell: int | None) -> str:
+    """A change line with the executed cell that caused it (nb://cells/{seq}), when a cell did."""
+    return line if cell is None else f"{line} (by cell {cell}: {cell_uri(cell)})"
 
 
 def _more_line(uris: list[str]) -> list[str]:
