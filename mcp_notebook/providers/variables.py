@@ -282,8 +282,8 @@ class VariablesProvider(Provider):
             h = hashlib.blake2b(seed.encode(), digest_size=16)
             h.update(value if type(value) is bytes else str(value).encode("utf-8", "surrogatepass"))
             return h.digest()
-        try:
-            contents = self.read(uri)
+        try:  # a variable's own content, without the lineage fields (they move when the digest moves)
+            contents = [self._read_var(uri, name, False)] if _VAR.match(uri) else self.read(uri)
         except (ResourceNotFound, ResourceReadError, InvalidResourceParams):
             return b"missing"
         h = hashlib.blake2b(digest_size=16)
@@ -462,14 +462,14 @@ class VariablesProvider(Provider):
                 pass
         return row
 
-    def _read_var(self, uri: str, name: str) -> Contents:
+    def _read_var(self, uri: str, name: str, extras: bool = True) -> Contents:
         value = self.value(name)
         limits = self._limits
         doc: dict[str, Any] = self._index_row(name)
         cap = max(200, limits.max_read_chars - 1000)
         shape = structured.shape_of(value, name, self._ns)
         if shape is not None:
-            return self._read_structured(uri, name, value, shape, doc, cap)
+            return self._read_structured(uri, name, value, shape, doc, cap, extras)
         try:
             text, truncated = self._repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
         except RenderTimeout as exc:
@@ -489,10 +489,12 @@ class VariablesProvider(Provider):
         if callable(value) and not isinstance(value, type):
             doc.update(_callable_info(value, limits.repr_timeout))
         doc["modified"] = self._modified.get(name)
-        self._add_extras(name, doc)
+        self._add_extras(name, doc, extras)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
 
-    def _read_structured(self, uri: str, name: str, value: Any, shape: Any, doc: dict[str, Any], cap: int) -> Contents:
+    def _read_structured(
+        self, uri: str, name: str, value: Any, shape: Any, doc: dict[str, Any], cap: int, extras: bool
+    ) -> Contents:
         """A model/dataclass/attrs/TypedDict-shaped value as bounded, masked JSON (providers/structured.py)."""
         timeout = self._limits.repr_timeout
         looks_secret = self._filter().looks_secret
@@ -504,11 +506,11 @@ class VariablesProvider(Provider):
             raise ResourceReadError(f"dumping {name} raised {type(exc).__name__}: {safe_str(exc, timeout)}") from None
         doc["schema"] = f"{var_uri(name)}/schema"
         doc["modified"] = self._modified.get(name)
-        self._add_extras(name, doc)
+        self._add_extras(name, doc, extras)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
 
-    def _add_extras(self, name: str, doc: dict[str, Any]) -> None:
-        for extra in self.var_extras:
+    def _add_extras(self, name: str, doc: dict[str, Any], extras: bool) -> None:
+        for extra in self.var_extras if extras else ():
             try:
                 doc.update(extra(name))
             except Exception:
