@@ -275,3 +275,49 @@ def _check_front(runtime: Path, set_by: int) -> None:
         anyio.run(go)
     finally:
         front.close()
+
+
+SIZES = """
+import json as _json, mcp_notebook as _m
+_L = _m.hub().lineage
+_changes = {id(c) for r in _L.cells.values() for c in r.changes} | {id(e) for v in _L.vars.values() for e in v.events}
+print(_json.dumps({"cells": len(_L.cells), "vars": len(_L.vars), "changes": len(_changes),
+    "events": max(len(v.events) for v in _L.vars.values()), "journal": len(_m.hub().resources.journal._entries)}))
+"""
+
+
+def test_memory_stays_bounded_over_ten_thousand_cells(tmp_path):
+    from mcp_notebook.providers.lineage import MAX_CELL_CHANGES, MAX_EVENTS, MAX_VARS
+
+    kernel = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"), "IPYTHONDIR": str(tmp_path / "ipython")})
+    try:
+        info = kernel.load_hub()
+        cells = (
+            "_ip = get_ipython()\n"
+            "for _i in range({start}, {end}):\n"
+            "    _ip.run_cell(f'v{{_i}} = list(range(_i % 7))\\nkeep = {{_i}}' + "
+            "(f'\\ndel v{{_i - 3}}' if _i % 3 == 0 and _i >= 3 else ''), store_history=False)"
+        )
+        kernel.run(cells.format(start=0, end=5_000), timeout=240)
+        half = json.loads(kernel.run(SIZES).stdout)
+        kernel.run(cells.format(start=5_000, end=10_000), timeout=240)
+        full = json.loads(kernel.run(SIZES).stdout)
+        last = seq_of(kernel) - 1  # the cell that printed the sizes ran after the last nested one
+        max_cells = 200  # MCPHub.max_cells
+        for sizes in (half, full):
+            assert sizes["cells"] <= max_cells and sizes["vars"] <= MAX_VARS and sizes["events"] <= MAX_EVENTS
+            assert sizes["changes"] <= max_cells * MAX_CELL_CHANGES + MAX_VARS * MAX_EVENTS
+            assert sizes["journal"] <= 1000
+        assert full["vars"] == MAX_VARS and full["changes"] <= half["changes"] * 1.1  # a bound, not growth
+
+        async def go() -> None:
+            async with connect(info) as (client, _):
+                keep = await read(client, "nb://lineage/vars/keep")
+                assert len(keep["history"]) == MAX_EVENTS and keep["history"][0]["cell"].startswith("nb://cells/")
+                assert int(keep["set_by"].rsplit("/", 1)[1]) == last
+                index = await read(client, "nb://lineage?limit=5")
+                assert index["count"] == max_cells and len(index["cells"]) == 5 and "next" in index
+
+        anyio.run(go)
+    finally:
+        kernel.shutdown()

@@ -183,7 +183,7 @@ class DiffsProvider(Provider):
         lines = difflib.unified_diff(
             old[:MAX_LINES], new[:MAX_LINES], cell_uri(first.seq), cell_uri(second.seq), lineterm=""
         )
-        budget = max(1000, self._limits.max_read_chars - 2000)
+        budget = max(1000, self._limits.max_read_chars - 10_000)  # the runs list and fields around it
         text, used, shown, total = [], 0, 0, 0
         for line in lines:
             total += 1
@@ -213,21 +213,35 @@ class DiffsProvider(Provider):
                 per_name.setdefault(change.name, []).append(change)
         visible = self.lineage.variables.name_visible
         rows = [_net(name, changes) for name, changes in sorted(per_name.items()) if visible(name)]
+        total, rows = len(rows), _within(rows, (self._limits.max_read_chars - 4000) // 2)  # rows and text
         doc: dict[str, Any] = {
             "a": cell_uri(a),
             "b": cell_uri(b),
             "from": f"after cell {a}",
             "to": f"after cell {b}",
             "cells": [cell_uri(s) for s, _, _ in span][:200],
-            "changes": rows[:MAX_NAMES],
-            "text": _ns_text(a, b, rows[:MAX_NAMES]),
+            "changes": rows,
+            "text": _ns_text(a, b, rows),
         }
         if oldest is None or oldest > a + 1:
             doc["reach"] = f"lineage is recorded from cell {oldest} on: changes before it are not included"
-        if partial or len(rows) > MAX_NAMES:
+        if partial or len(rows) < total:
             doc["truncated"] = True
+            doc["shown"] = f"{len(rows)} of {total} names" + (
+                " (some cells changed more than is kept)" if partial else ""
+            )
         doc["note"] = NOTE
         return doc
+
+
+def _within(rows: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The first rows (at most MAX_NAMES) whose JSON fits in ``budget`` characters."""
+    used = 0
+    for i, row in enumerate(rows[:MAX_NAMES]):
+        used += len(json.dumps(row, ensure_ascii=False)) + 2
+        if used > budget:
+            return rows[:i]
+    return rows[:MAX_NAMES]
 
 
 def _side(cell: CellRecord) -> dict[str, Any]:
@@ -269,5 +283,6 @@ def _ns_text(a: int, b: int, rows: list[dict[str, Any]]) -> str:
         else:
             what = _facts_text(after if "after" in row else before) if ("after" in row or "before" in row) else ""
         where = ", ".join(u.rsplit("/", 1)[-1] for u in row["cells"][-5:])
-        out.append(f"{_SIGN.get(row['change'], '?')} {row['name']}: {what} ({row['change']}; cells {where})".rstrip())
+        head = f"{_SIGN.get(row['change'], '?')} {row['name']}" + (f": {what}" if what else "")
+        out.append(f"{head} ({row['change']}; cells {where})")
     return "\n".join(out)

@@ -40,6 +40,7 @@ MAX_EVENTS = 8  # changes kept per variable
 MAX_CELL_CHANGES = 200  # changes kept in detail per cell (the rest are counted)
 MAX_MENTIONED = 50  # names a cell's source mentions, kept per cell
 MAX_ROW_NAMES = 20  # names per kind in a nb://lineage row
+MAX_CELL_DOC = 30  # changes per kind in nb://cells/{seq} (a cell read stays within its budget)
 SCAN_CHARS = 100_000  # of a cell's source, looked at for the names it mentions
 _IDENT = re.compile(r"[^\W\d]\w*")
 _IMMUTABLE = frozenset({"int", "float", "complex", "str", "bytes", "bool", "NoneType", "tuple", "frozenset"})
@@ -242,12 +243,13 @@ class Lineage(Provider):
             return {}
         visible = self.variables.name_visible
         out: dict[str, Any] = {
-            _key(kind): [c.to_json() for c in changes if c.kind == kind and visible(c.name)] for kind in KINDS
+            _key(kind): [c.to_json() for c in changes if c.kind == kind and visible(c.name)][:MAX_CELL_DOC]
+            for kind in KINDS
         }
         out["mentioned"] = [n for n in mentioned if visible(n)]
-        if sum(counts.values()) > len(changes):
+        if sum(counts.values()) > sum(len(out[_key(k)]) for k in KINDS):
             out["counts"] = counts
-            out["truncated"] = True
+            out["truncated"] = True  # the names: nb://lineage (paged), one variable: nb://lineage/vars/{name}
         out["note"] = NOTE
         out["index"] = INDEX_URI
         return {"lineage": out}
