@@ -119,6 +119,7 @@ class CellCapture:
         self._new = False
         self._changed: set[int] = set()
         self.last: CellRecord | None = None  # the cell that finished last (what the post-cell hook is about)
+        self.frontends: dict[str, str] = {}  # client session id -> what it is ("jupyterlab"), newest last
 
     # -- install / uninstall ------------------------------------------------------------
     def install(self) -> None:
@@ -243,6 +244,26 @@ class CellCapture:
             value = header.get(key)
             if value is not None:
                 out[key] = (value.isoformat() if hasattr(value, "isoformat") else str(value))[:200]
+        return out
+
+    def note_frontend(self, session: Any, kind: str) -> None:
+        """Messages of client ``session`` came from ``kind`` (the JupyterLab extension's comm): cells
+        that session sends say so in their origin. At most 32 sessions, the oldest forgotten."""
+        if not isinstance(session, str) or not session:
+            return
+        self.frontends.pop(session, None)
+        self.frontends[session] = kind
+        while len(self.frontends) > 32:
+            self.frontends.pop(next(iter(self.frontends)))
+
+    def origin_of(self, cell: CellRecord) -> dict[str, str] | None:
+        """The cell's origin, with ``frontend`` when its session is a known one."""
+        if cell.origin is None:
+            return None
+        out = dict(cell.origin)
+        kind = self.frontends.get(out.get("session", ""))
+        if kind is not None:
+            out["frontend"] = kind
         return out
 
     def post_run_cell(self, result: Any = None) -> None:

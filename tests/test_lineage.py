@@ -321,3 +321,36 @@ def test_memory_stays_bounded_over_ten_thousand_cells(tmp_path):
         anyio.run(go)
     finally:
         kernel.shutdown()
+
+
+def test_cells_sent_by_the_jupyterlab_session_say_so(tmp_path):
+    """The session whose comm is the extension's is JupyterLab's; another client's cells are not."""
+    from test_frontend_comm import Frontend
+
+    kernel = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"), "IPYTHONDIR": str(tmp_path / "ipython")})
+    other = BlockingKernelClient(connection_file=kernel.km.connection_file)
+    try:
+        info = kernel.load_hub()
+        lab = Frontend(kernel)
+        lab.open()
+        lab.wait(lambda d: d.get("type") == "state")
+        run_cell(kernel, "from_lab = 1", "lab-cell")
+        lab_seq = seq_of(kernel)
+        other.load_connection_file()
+        other.start_channels()
+        run_cell(kernel, "from_agent = 1", "agent-cell", client=other)
+        agent_seq = seq_of(kernel)
+
+        async def go() -> None:
+            async with connect(info) as (client, _):
+                mine = (await read(client, f"nb://cells/{lab_seq}"))["origin"]
+                theirs = (await read(client, f"nb://cells/{agent_seq}"))["origin"]
+                assert mine["frontend"] == "jupyterlab" and mine["session"] == kernel.kc.session.session
+                assert "frontend" not in theirs and theirs["session"] == other.session.session
+                rows = {r["seq"]: r for r in (await read(client, "nb://lineage"))["cells"]}
+                assert rows[lab_seq]["origin"]["frontend"] == "jupyterlab"
+
+        anyio.run(go)
+    finally:
+        other.stop_channels()
+        kernel.shutdown()

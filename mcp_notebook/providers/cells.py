@@ -199,7 +199,7 @@ class CellsProvider(Provider):
         if cell.dropped:
             doc["outputs_dropped"] = cell.dropped
         if cell.origin is not None:
-            doc["origin"] = dict(cell.origin)
+            doc["origin"] = self.capture.origin_of(cell)
         for extra in self.cell_extras:
             try:
                 doc.update(extra(cell))
