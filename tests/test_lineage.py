@@ -118,6 +118,15 @@ def test_a_scripted_session_its_lineage_diffs_origins_and_history(notebook):
             await _check_listing_and_completion(client)
 
     anyio.run(session)
+
+    async def handshake_era() -> None:  # the same resources to a 2025-11-25 session
+        async with connect(info, mode="legacy") as (client, _):
+            await _check_listing_and_completion(client)
+            assert (await read(client, "nb://lineage/vars/df"))["set_by"] == f"nb://cells/{seqs['data2']}"
+            runs = await read(client, "nb://diff/runs/data")
+            assert [r["seq"] for r in runs["runs"]] == [seqs["data"], seqs["data2"]]
+
+    anyio.run(handshake_era)
     kernel.restart()
     run_cell(kernel, "%load_ext mcp_notebook", "load")
     run_cell(kernel, "after_restart = 1", "new")

@@ -50,6 +50,7 @@ TOOLS = (
         "read_resource",
         "Read a notebook resource",
         "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
+        "Where a value came from: nb://lineage/vars/df; what ran before a restart: nb://history. "
         "Large values come in bounded pages that name the URI of the next page.",
         schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
     ),
