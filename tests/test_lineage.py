@@ -363,3 +363,22 @@ def test_cells_sent_by_the_jupyterlab_session_say_so(tmp_path):
     finally:
         other.stop_channels()
         kernel.shutdown()
+
+
+def test_a_failing_lineage_recorder_never_costs_the_cell_its_notifications():
+    from mcp_notebook.config import MCPHub
+    from mcp_notebook.providers.variables import VariablesProvider
+    from mcp_notebook.redact import NameFilter
+
+    ns: dict[str, Any] = {"x": 1}
+    cfg = MCPHub()
+    variables = VariablesProvider(ns, {}, lambda: NameFilter(cfg.secret_words, [], []), cfg)
+
+    def broken(delta: Any) -> None:
+        raise RuntimeError("a recorder bug")
+
+    variables.on_delta = broken
+    ns["x"] = [1, 2]
+    ns["y"] = 2
+    changes = variables.snapshot(frozenset())
+    assert {"nb://vars/x", "nb://vars/y"} <= changes.updated and changes.list_changed

@@ -201,7 +201,10 @@ class VariablesProvider(Provider):
         if changes.updated:  # exposure, types or modification stamps may differ: listings are stale
             self._list_version += 1
         if self.on_delta is not None:
-            self.on_delta(delta)  # lineage: O(changed names)
+            try:
+                self.on_delta(delta)  # lineage: O(changed names)
+            except Exception:  # lineage must never cost the cell its notifications
+                pass
         return changes
 
     def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet, delta: base.Delta) -> None:
