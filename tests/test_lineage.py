@@ -328,8 +328,32 @@ def test_memory_stays_bounded_over_ten_thousand_cells(tmp_path):
                 assert index["count"] == max_cells and len(index["cells"]) == 5 and "next" in index
 
         anyio.run(go)
+        _check_budgets(kernel, info)
     finally:
         kernel.shutdown()
+
+
+def _check_budgets(kernel: Kernel, info: dict[str, Any]) -> None:
+    """A cell that changes 300 names: every new read stays within max_read_chars and says it was cut."""
+    from mcp_notebook.providers.lineage import MAX_CELL_CHANGES
+
+    kernel.run("import mcp_notebook as _m; _m.hub().config.max_read_chars = 4000")
+    before = seq_of(kernel)
+    kernel.run("for _i in range(300):\n    globals()[f'bulk_value_with_a_long_name_{_i}'] = [_i] * 3")
+    bulk = seq_of(kernel)
+
+    async def go() -> None:
+        async with connect(info) as (client, _):
+            for uri in ("nb://lineage", f"nb://diff/namespace/{before}/{bulk}", f"nb://cells/{bulk}"):
+                text = (await client.read_resource(uri)).contents[0].text
+                doc = json.loads(text)
+                part = doc.get("lineage", doc)
+                assert len(json.dumps(part)) <= 4000 and part.get("truncated") is True, uri
+                if "changes" in doc:  # the namespace diff: as many names as fit, not none
+                    kept = f"of {MAX_CELL_CHANGES} names (some cells changed more than is kept)"
+                    assert 3 <= len(doc["changes"]) < 200 and doc["shown"].endswith(kept), doc["shown"]
+
+    anyio.run(go)
 
 
 def test_cells_sent_by_the_jupyterlab_session_say_so(tmp_path):

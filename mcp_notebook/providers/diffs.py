@@ -213,7 +213,7 @@ class DiffsProvider(Provider):
                 per_name.setdefault(change.name, []).append(change)
         visible = self.lineage.variables.name_visible
         rows = [_net(name, changes) for name, changes in sorted(per_name.items()) if visible(name)]
-        total, rows = len(rows), _within(rows, (self._limits.max_read_chars - 4000) // 2)  # rows and text
+        total, rows = len(rows), _within(rows, max(500, (self._limits.max_read_chars - 1500) // 2))  # rows, text
         doc: dict[str, Any] = {
             "a": cell_uri(a),
             "b": cell_uri(b),

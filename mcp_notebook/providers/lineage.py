@@ -242,10 +242,16 @@ class Lineage(Provider):
         if rec is None:
             return {}
         visible = self.variables.name_visible
-        out: dict[str, Any] = {
-            _key(kind): [c.to_json() for c in changes if c.kind == kind and visible(c.name)][:MAX_CELL_DOC]
-            for kind in KINDS
-        }
+        budget = self._limits.max_read_chars // 6  # beside the cell's source and outputs, which take the rest
+        out: dict[str, Any] = {_key(kind): [] for kind in KINDS}
+        for change in changes:
+            row = out[_key(change.kind)]
+            if len(row) < MAX_CELL_DOC and visible(change.name):
+                item = change.to_json()
+                budget -= len(json.dumps(item, ensure_ascii=False)) + 2
+                if budget < 0:
+                    break
+                row.append(item)
         out["mentioned"] = [n for n in mentioned if visible(n)]
         if sum(counts.values()) > sum(len(out[_key(k)]) for k in KINDS):
             out["counts"] = counts
@@ -341,6 +347,8 @@ class Lineage(Provider):
             "cells": page.rows,
             "note": NOTE,
         }
+        if page.cut_by_size:
+            doc["truncated"] = True
         if page.next:
             doc["next"] = page.next
         return doc
