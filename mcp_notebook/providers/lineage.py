@@ -16,15 +16,15 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import Counter, deque
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..capture import CellCapture, CellRecord
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import Delta, Facts, Provider, ResourceNotFound, index_page
+from .base import Delta, Provider, ResourceNotFound, index_page
 from .cells import cell_uri
 from .variables import VariablesProvider, cheap_shape, rank_completions, var_uri
 
@@ -42,6 +42,7 @@ MAX_MENTIONED = 50  # names a cell's source mentions, kept per cell
 MAX_ROW_NAMES = 20  # names per kind in a nb://lineage row
 MAX_CELL_DOC = 30  # changes per kind in nb://cells/{seq} (a cell read stays within its budget)
 SCAN_CHARS = 100_000  # of a cell's source, looked at for the names it mentions
+_MISSING = object()
 _IDENT = re.compile(r"[^\W\d]\w*")
 _IMMUTABLE = frozenset({"int", "float", "complex", "str", "bytes", "bool", "NoneType", "tuple", "frozenset"})
 NOTE = (
@@ -56,16 +57,24 @@ def _key(kind: str) -> str:
     return kind.replace(" ", "_")
 
 
-def facts_of(value: Any) -> Facts:
+class Seen(NamedTuple):
+    """Cheap facts of a value: type name, len/shape, identity (a tuple: the hook makes many)."""
+
+    type: str
+    shape: tuple | int | None
+    ident: int
+
+
+def facts_of(value: Any) -> Seen:
     """Type, len/shape and identity: no user code (cheap_shape reads builtins' len and arrays' .shape)."""
     try:
         shape = cheap_shape(value)
     except Exception:
         shape = None
-    return Facts(type(value).__name__, shape, id(value))
+    return Seen(type(value).__name__, shape, id(value))
 
 
-def facts_json(facts: Facts | None) -> dict[str, Any] | None:
+def facts_json(facts: Seen | None) -> dict[str, Any] | None:
     if facts is None:
         return None
     out: dict[str, Any] = {"type": facts.type}
@@ -76,15 +85,14 @@ def facts_json(facts: Facts | None) -> dict[str, Any] | None:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """One name's change in one cell, with cheap facts before (as last recorded) and after."""
 
     name: str
     kind: str
     cell: int | None
-    before: Facts | None
-    after: Facts | None
+    before: Seen | None
+    after: Seen | None
     how: str | None = None  # in place: "shape" (len/shape/type moved) or "digest" (watched, exact check)
 
     def to_json(self, name: bool = True) -> dict[str, Any]:
@@ -112,10 +120,12 @@ class CellLineage:
     scanned: bool = False
 
 
-@dataclass(slots=True)
 class VarLineage:
-    facts: Facts | None = None  # as of its last recorded change or mention
-    events: deque[Change] = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
+    __slots__ = ("events", "facts")
+
+    def __init__(self) -> None:
+        self.facts: Seen | None = None  # as of its last recorded change or mention
+        self.events: deque[Change] = deque(maxlen=MAX_EVENTS)
 
 
 class Lineage(Provider):
@@ -137,8 +147,8 @@ class Lineage(Provider):
         self._limits = limits
         self._variable_name = variable_name
         self._lock = threading.Lock()
-        self.cells: OrderedDict[int, CellLineage] = OrderedDict()
-        self.vars: OrderedDict[str, VarLineage] = OrderedDict()
+        self.cells: dict[int, CellLineage] = {}  # oldest first
+        self.vars: dict[str, VarLineage] = {}  # least recently changed first
 
     # -- recording (main thread, after each cell) ---------------------------------------------
     def record(self, delta: Delta) -> None:
@@ -178,13 +188,12 @@ class Lineage(Provider):
         if rec is None:
             rec = self.cells[cell.seq] = CellLineage(cell.seq, cell.cell_id, cell.origin)
             while len(self.cells) > max(1, self._limits.max_cells):
-                self.cells.popitem(last=False)
+                del self.cells[next(iter(self.cells))]
         return rec
 
-    def _facts(self, name: str) -> Facts | None:
-        missing = object()
-        value = self._ns.get(name, missing)
-        return None if value is missing else facts_of(value)
+    def _facts(self, name: str) -> Seen | None:
+        value = self._ns.get(name, _MISSING)
+        return None if value is _MISSING else facts_of(value)
 
     def _note(
         self,
@@ -192,16 +201,10 @@ class Lineage(Provider):
         name: str,
         kind: str,
         seq: int | None,
-        after: Facts | None,
+        after: Seen | None,
         how: str | None = None,
     ) -> None:
-        var = self.vars.get(name)
-        if var is None:
-            var = self.vars[name] = VarLineage()
-            if len(self.vars) > MAX_VARS:
-                self.vars.popitem(last=False)
-        else:
-            self.vars.move_to_end(name)
+        var = self._var(name)
         change = Change(name, kind, seq, None if kind == ADDED else var.facts, after, how)
         var.events.append(change)
         var.facts = after
@@ -209,6 +212,17 @@ class Lineage(Provider):
             rec.counts[kind] += 1
             if len(rec.changes) < MAX_CELL_CHANGES:
                 rec.changes.append(change)
+
+    def _var(self, name: str) -> VarLineage:
+        """The variable's record, now the most recently changed (the least recent goes past MAX_VARS)."""
+        vars_ = self.vars
+        var = vars_.pop(name, None)
+        if var is None:
+            var = VarLineage()
+            if len(vars_) >= MAX_VARS:
+                del vars_[next(iter(vars_))]
+        vars_[name] = var
+        return var
 
     def _mentions(self, rec: CellLineage, source: str, done: set[str]) -> None:
         """Names the source mentions: an in-place change when type or len/shape moved on the same
@@ -223,11 +237,7 @@ class Lineage(Provider):
             if now is not None and before is not None and before.ident == now.ident and before != now:
                 self._note(rec, name, IN_PLACE, rec.seq, now, "shape")
             else:
-                if var is None:
-                    var = self.vars[name] = VarLineage()
-                    if len(self.vars) > MAX_VARS:
-                        self.vars.popitem(last=False)
-                var.facts = now
+                self._var(name).facts = now
                 if len(rec.mentioned) < MAX_MENTIONED:
                     rec.mentioned.append(name)
 
