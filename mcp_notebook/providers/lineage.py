@@ -204,7 +204,7 @@ class Lineage(Provider):
         after: Seen | None,
         how: str | None = None,
     ) -> None:
-        var = self._var(name)
+        var = self._touch(name)
         change = Change(name, kind, seq, None if kind == ADDED else var.facts, after, how)
         var.events.append(change)
         var.facts = after
@@ -213,7 +213,7 @@ class Lineage(Provider):
             if len(rec.changes) < MAX_CELL_CHANGES:
                 rec.changes.append(change)
 
-    def _var(self, name: str) -> VarLineage:
+    def _touch(self, name: str) -> VarLineage:
         """The variable's record, now the most recently changed (the least recent goes past MAX_VARS)."""
         vars_ = self.vars
         var = vars_.pop(name, None)
@@ -237,7 +237,7 @@ class Lineage(Provider):
             if now is not None and before is not None and before.ident == now.ident and before != now:
                 self._note(rec, name, IN_PLACE, rec.seq, now, "shape")
             else:
-                self._var(name).facts = now
+                self._touch(name).facts = now
                 if len(rec.mentioned) < MAX_MENTIONED:
                     rec.mentioned.append(name)
 
