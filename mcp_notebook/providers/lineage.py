@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -147,8 +147,9 @@ class Lineage(Provider):
         self._limits = limits
         self._variable_name = variable_name
         self._lock = threading.Lock()
-        self.cells: dict[int, CellLineage] = {}  # oldest first
-        self.vars: dict[str, VarLineage] = {}  # least recently changed first
+        # OrderedDict: popping the oldest is O(1) (a dict walks past the holes its deletions left)
+        self.cells: OrderedDict[int, CellLineage] = OrderedDict()  # oldest first
+        self.vars: OrderedDict[str, VarLineage] = OrderedDict()  # least recently changed first
 
     # -- recording (main thread, after each cell) ---------------------------------------------
     def record(self, delta: Delta) -> None:
@@ -188,7 +189,7 @@ class Lineage(Provider):
         if rec is None:
             rec = self.cells[cell.seq] = CellLineage(cell.seq, cell.cell_id, cell.origin)
             while len(self.cells) > max(1, self._limits.max_cells):
-                del self.cells[next(iter(self.cells))]
+                self.cells.popitem(last=False)
         return rec
 
     def _facts(self, name: str) -> Seen | None:
@@ -216,12 +217,13 @@ class Lineage(Provider):
     def _touch(self, name: str) -> VarLineage:
         """The variable's record, now the most recently changed (the least recent goes past MAX_VARS)."""
         vars_ = self.vars
-        var = vars_.pop(name, None)
+        var = vars_.get(name)
         if var is None:
-            var = VarLineage()
-            if len(vars_) >= MAX_VARS:
-                del vars_[next(iter(vars_))]
-        vars_[name] = var
+            var = vars_[name] = VarLineage()
+            if len(vars_) > MAX_VARS:
+                vars_.popitem(last=False)
+        else:
+            vars_.move_to_end(name)
         return var
 
     def _mentions(self, rec: CellLineage, source: str, done: set[str]) -> None:
