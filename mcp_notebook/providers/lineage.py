@@ -401,8 +401,10 @@ class Lineage(Provider):
         doc["set_by"] = cell_uri(setter.cell) if setter is not None and setter.cell is not None else None
         doc["last_changed_by"] = cell_uri(events[-1].cell) if events and events[-1].cell is not None else None
         doc["history"] = [e.to_json(name=False) for e in reversed(events)]
-        if not events or (events[0].kind != ADDED and len(events) < MAX_EVENTS):
-            doc["earlier"] = "set before the hub loaded or before the recorded history"
+        if len(events) == MAX_EVENTS:
+            doc["earlier"] = f"older changes are not kept (the last {MAX_EVENTS} are)"
+        elif not events or events[0].kind != ADDED:
+            doc["earlier"] = "it was set before the hub loaded"
         doc["max_history"] = MAX_EVENTS
         doc["note"] = NOTE
         return doc
