@@ -172,6 +172,14 @@ async def _check_lineage(client: Any, seqs: dict[str, int]) -> None:
     assert doc["previous_run"]["uri"] == cell("data")
     var = await read(client, "nb://vars/count")
     assert var["lineage"]["set_by"] == cell("data2")
+    recent = (await read(client, "nb://vars/df"))["lineage"]["recent"]  # the value says where it came from
+    assert [(r["kind"], r["cell"]) for r in recent] == [
+        ("changed in place", cell("poke")),
+        ("rebound", cell("data2")),
+        ("changed in place", cell("append")),
+    ]
+    removed = (await read(client, cell("delete")))["lineage"]["removed"]
+    assert removed[0]["lineage"] == "nb://lineage/vars/name" and removed[0]["before"] == {"type": "str", "len": 1}
     missing = await client.call_tool("read_resource", {"uri": "nb://lineage/vars/db_password"})
     assert missing.is_error
     # changes_since links each change to its cell
@@ -230,6 +238,8 @@ async def _check_listing_and_completion(client: Any) -> None:
     assert "df" in (await client.complete(ref, {"name": "name", "value": "d"})).completion.values
     ref = types.ResourceTemplateReference(type="ref/resource", uri="nb://diff/runs/{cell_id}{?a,b}")
     assert "data" in (await client.complete(ref, {"name": "cell_id", "value": "da"})).completion.values
+    ref = types.ResourceTemplateReference(type="ref/resource", uri="nb://history{?q,offset,limit}")
+    assert (await client.complete(ref, {"name": "q", "value": "x"})).completion.values == []
     listed = json.loads((await client.call_tool("list_resources", {})).content[0].text)
     assert "nb://lineage/vars/{name}" in {t.get("uriTemplate") for t in listed["templates"]}
 

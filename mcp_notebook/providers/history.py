@@ -211,6 +211,8 @@ class HistoryProvider(Provider):
         ]
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        if template == "nb://history{?q,offset,limit}":
+            return []  # free text and numbers: nothing to offer
         if template != SESSION_TEMPLATE:
             return None
         if argument != "session":

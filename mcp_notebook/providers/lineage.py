@@ -37,6 +37,7 @@ ADDED, REBOUND, IN_PLACE, REMOVED = "added", "rebound", "changed in place", "rem
 KINDS = (ADDED, REBOUND, IN_PLACE, REMOVED)
 MAX_VARS = 5_000  # variables with a history (least recently changed go first)
 MAX_EVENTS = 8  # changes kept per variable
+RECENT = 3  # of them, shown in nb://vars/{name}
 MAX_CELL_CHANGES = 200  # changes kept in detail per cell (the rest are counted)
 MAX_MENTIONED = 50  # names a cell's source mentions, kept per cell
 MAX_ROW_NAMES = 20  # names per kind in a nb://lineage row
@@ -96,7 +97,9 @@ class Change(NamedTuple):
     how: str | None = None  # in place: "shape" (len/shape/type moved) or "digest" (watched, exact check)
 
     def to_json(self, name: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "uri": var_uri(self.name)} if name else {}
+        out: dict[str, Any] = {}
+        if name:  # the value (gone when removed) and where its history is
+            out.update(name=self.name, uri=var_uri(self.name), lineage=_VAR.expand({"name": self.name}))
         out["kind"] = self.kind
         if self.cell is not None:
             out["cell"] = cell_uri(self.cell)
@@ -281,11 +284,11 @@ class Lineage(Provider):
             return {
                 "lineage": {"history": _VAR.expand({"name": name}), "note": "no change recorded since the hub loaded"}
             }
-        last = events[-1]
         setter = next((e for e in reversed(events) if e.kind in (ADDED, REBOUND)), None)
-        doc: dict[str, Any] = {"last_change": last.to_json(name=False)}
+        doc: dict[str, Any] = {}
         if setter is not None:
             doc["set_by"] = cell_uri(setter.cell) if setter.cell is not None else None
+        doc["recent"] = [e.to_json(name=False) for e in reversed(events[-RECENT:])]  # newest first
         doc["history"] = _VAR.expand({"name": name})
         return {"lineage": doc}
 
