@@ -96,6 +96,7 @@ class CellRecord:
     dropped: int = 0  # outputs over the per-cell cap
     version: int = 0  # bumps on every change after the cell finished
     pending_clear: bool = False
+    origin: dict[str, str] | None = None  # who sent the execute request (its header), when one did
 
 
 class CellCapture:
@@ -117,6 +118,8 @@ class CellCapture:
         self._max_outputs = limits.max_cell_outputs
         self._new = False
         self._changed: set[int] = set()
+        self.last: CellRecord | None = None  # the cell that finished last (what the post-cell hook is about)
+        self.frontends: dict[str, str] = {}  # client session id -> what it is ("jupyterlab"), newest last
 
     # -- install / uninstall ------------------------------------------------------------
     def install(self) -> None:
@@ -196,6 +199,7 @@ class CellCapture:
     def _begin(self, info: Any) -> None:
         limits = self.limits
         source = getattr(info, "raw_cell", None) or ""
+        origin = self._request_origin()
         with self.lock:
             self.seq += 1
             cell = CellRecord(
@@ -205,6 +209,7 @@ class CellCapture:
                 store_history=bool(getattr(info, "store_history", True)),
                 started=time.time(),
                 t0=time.perf_counter(),
+                origin=origin,
             )
             self.cells.append(cell)
             while len(self.cells) > max(1, limits.max_cells):
@@ -224,6 +229,42 @@ class CellCapture:
         metadata = parent.get("metadata") if isinstance(parent, dict) else None
         cell_id = metadata.get("cellId") if isinstance(metadata, dict) else None
         return cell_id if isinstance(cell_id, str) else None
+
+    def _request_origin(self) -> dict[str, str] | None:
+        """Who sent the execute request being run (its header's session, username, msg_id, date); None
+        for a nested run_cell or outside a kernel. Read, never executed: the kernel's own parent message."""
+        if self.current is not None:
+            return None
+        parent = getattr(self.shell, "parent_header", None)
+        header = parent.get("header") if isinstance(parent, dict) else None
+        if not isinstance(header, dict) or header.get("msg_type") != "execute_request":
+            return None
+        out = {}
+        for key in ("session", "username", "msg_id", "date"):
+            value = header.get(key)
+            if value is not None:
+                out[key] = (value.isoformat() if hasattr(value, "isoformat") else str(value))[:200]
+        return out
+
+    def note_frontend(self, session: Any, kind: str) -> None:
+        """Messages of client ``session`` came from ``kind`` (the JupyterLab extension's comm): cells
+        that session sends say so in their origin. At most 32 sessions, the oldest forgotten."""
+        if not isinstance(session, str) or not session:
+            return
+        self.frontends.pop(session, None)
+        self.frontends[session] = kind
+        while len(self.frontends) > 32:
+            self.frontends.pop(next(iter(self.frontends)))
+
+    def origin_of(self, cell: CellRecord) -> dict[str, str] | None:
+        """The cell's origin, with ``frontend`` when its session is a known one."""
+        if cell.origin is None:
+            return None
+        out = dict(cell.origin)
+        kind = self.frontends.get(out.get("session", ""))
+        if kind is not None:
+            out["frontend"] = kind
+        return out
 
     def post_run_cell(self, result: Any = None) -> None:
         """Finish the running cell; call before the hub's change detection."""
@@ -251,6 +292,7 @@ class CellCapture:
             cell.duration = time.perf_counter() - cell.t0
             cell.finished = time.time()
             self._changed.add(cell.seq)
+            self.last = cell
 
     def take_changes(self) -> tuple[bool, set[int]]:
         """(a cell started since the last call, seqs whose resources changed)."""

@@ -75,6 +75,7 @@ class Link:
     def on_msg(self, msg: dict[str, Any]) -> None:
         if isinstance(msg.get("header"), dict):
             self.parent = msg
+            self.channel.note_session(msg)
         data = (msg.get("content") or {}).get("data")
         try:
             self.channel.handle(self, data if isinstance(data, dict) else {})
@@ -135,11 +136,18 @@ class FrontendChannel:
         data = (msg.get("content") or {}).get("data") or {}
         link = Link(self, comm, data.get("path") if isinstance(data.get("path"), str) else None)
         link.parent = msg if isinstance(msg.get("header"), dict) else None
+        self.note_session(link.parent)
         comm.on_msg(link.on_msg)
         comm.on_close(link.on_close)
         with self._lock:
             self._links[comm.comm_id] = link
         link.send(self._state_msg())
+
+    def note_session(self, msg: dict[str, Any] | None) -> None:
+        """The client session this comm speaks for is JupyterLab's: cells it runs say so in their origin."""
+        kh = self._hub
+        if kh is not None and msg is not None:
+            kh.capture.note_frontend(msg["header"].get("session"), "jupyterlab")
 
     # -- the hub (lifecycle calls these after a hub starts and before it stops) -----------
     def attach(self, kernel_hub: Any) -> None:
@@ -149,6 +157,8 @@ class FrontendChannel:
             owner = self._owner
         kernel_hub.resources.add_listener(self._on_hub_event)
         kernel_hub.server.activity_listeners.append(self.poke)
+        for link in list(self._links.values()):
+            self.note_session(link.parent)
         if owner is not None and owner.document is not None:
             with contextlib.suppress(Exception):
                 kernel_hub.notebook.set_document(owner.document, source="jupyterlab")

@@ -24,8 +24,11 @@ from .protocol.server import McpServer, ServerSettings
 from .providers.cells import CellsProvider
 from .providers.custom import CUSTOM
 from .providers.databases import DatabasesProvider
+from .providers.diffs import DiffsProvider
 from .providers.frames import FramesProvider
+from .providers.history import HistoryProvider
 from .providers.kernel import KernelProvider
+from .providers.lineage import Lineage
 from .providers.notebook import NotebookProvider
 from .providers.variables import VariablesProvider
 from .providers.views import ViewsProvider
@@ -68,7 +71,9 @@ class KernelHub:
         self.resources.add_provider(FramesProvider(self.variables, cfg))
         self.resources.add_provider(DatabasesProvider(self.variables, cfg))
         self.capture = CellCapture(shell, cfg)
-        self.resources.add_provider(CellsProvider(self.capture, cfg))
+        cells = CellsProvider(self.capture, cfg)
+        self.resources.add_provider(cells)
+        self._add_lineage(shell, cells)
         self.notebook = NotebookProvider(self.notebook_path, cfg, self.capture.seq_for_cell_id)
         self.resources.add_provider(self.notebook)
         self.resources.add_provider(ViewsProvider())  # the MCP Apps views (listed to Apps clients only)
@@ -81,6 +86,20 @@ class KernelHub:
         self.log: HubLog | None = None
         self._sigterm: Any = None  # our SIGTERM handler while installed
         self._previous_sigterm: Any = None
+
+    def _add_lineage(self, shell: Any, cells: CellsProvider) -> None:
+        """Lineage, diffs and earlier sessions (docs/DESIGN.md, "Lineage and history")."""
+        resources, capture = self.resources, self.capture
+        self.lineage = Lineage(capture, self.variables, shell.user_ns, self.config, resources.variable_name)
+        diffs = DiffsProvider(capture, self.lineage, self.config)
+        self.history = HistoryProvider(shell, self.notebook_path, kernel_id, self.config)
+        self.variables.on_delta = self.lineage.record
+        self.variables.var_extras.append(self.lineage.var_fields)
+        cells.cell_extras += [self.lineage.cell_fields, diffs.cell_fields]
+        resources.cell_of = lambda: capture.last.seq if capture.last is not None else None
+        resources.on_exact = self.lineage.in_place
+        for provider in (self.lineage, diffs, self.history):
+            resources.add_provider(provider)
 
     # -- settings -----------------------------------------------------------------------
     def _settings(self) -> ServerSettings:
@@ -144,6 +163,7 @@ class KernelHub:
         self._hook_registered = True
         self.capture.install()
         self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
+        self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
         self._install_sigterm()

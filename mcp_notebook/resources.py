@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 LIST_CHANGED = "list_changed"
 UPDATED = "updated"
 Listener = Callable[[str, tuple[str, ...]], None]
-JournalEntry = tuple[int, float, str, tuple[str, ...]]  # (seq, unix time, kind, uris)
+JournalEntry = tuple[int, float, str, tuple[str, ...], int | None]  # (seq, unix time, kind, uris, cell seq)
 
 
 class ChangeJournal:
@@ -49,10 +49,11 @@ class ChangeJournal:
     def seq(self) -> int:
         return self._seq
 
-    def append(self, kind: str, uris: tuple[str, ...]) -> None:
+    def append(self, kind: str, uris: tuple[str, ...], cell: int | None = None) -> None:
+        """One change; ``cell``: the nb://cells/{seq} whose execution caused it, when one did."""
         with self._cond:
             self._seq += 1
-            self._entries.append((self._seq, time.time(), kind, uris))
+            self._entries.append((self._seq, time.time(), kind, uris, cell))
             self._cond.notify_all()
 
     def since(self, seq: int) -> tuple[list[JournalEntry], bool]:
@@ -96,6 +97,10 @@ class Resources:
         # Cells whose exact checks have not finished: changes_since settles on them before answering.
         self._unsettled = 0
         self._settled = threading.Condition()
+        # The hub's number of the cell that just ran (nb://cells/{seq}), for the journal; set by the hub.
+        self.cell_of: Callable[[], int | None] = lambda: None
+        # Told of watched URIs an exact check found changed (in place), with the cell that changed them.
+        self.on_exact: Callable[[tuple[str, ...], int | None], None] | None = None
 
     # -- registry -----------------------------------------------------------------------
     def add_provider(self, provider: Provider) -> None:
@@ -270,6 +275,10 @@ class Resources:
     def _after_cell(self) -> bool:
         """The cheap part; True when exact checks were queued for the worker."""
         self.cells_seen += 1
+        try:
+            seq = self.cell_of()
+        except Exception:
+            seq = None
         watched = self.watched()
         total = ChangeSet()
         for provider in self._providers:
@@ -283,18 +292,18 @@ class Resources:
             total.maybe |= changes.maybe
         self.generation = next(self._generations)  # after the snapshots changed provider state
         if total.list_changed:
-            self._emit(LIST_CHANGED, ())
+            self._emit(LIST_CHANGED, (), seq)
         updated = tuple(sorted(total.updated & watched))
         cell = self.cells_seen
         if updated:
             for uri in updated:
                 self._announced[uri] = cell
-            self._emit(UPDATED, updated)
+            self._emit(UPDATED, updated, seq)
         if total.updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
-            self.journal.append(UPDATED, tuple(sorted(total.updated - watched)))
+            self.journal.append(UPDATED, tuple(sorted(total.updated - watched)), seq)
         recheck = (total.maybe & watched) - total.updated
         if updated or recheck:
-            self._submit(lambda: self._exact_check(updated, recheck, cell))
+            self._submit(lambda: self._exact_check(updated, recheck, cell, seq))
             return True
         return False
 
@@ -311,7 +320,9 @@ class Resources:
         if set(uris) - watched:
             self.journal.append(UPDATED, tuple(sorted(set(uris) - watched)))
 
-    def _exact_check(self, refresh: tuple[str, ...], recheck: set[str], cell: int | None = None) -> None:
+    def _exact_check(
+        self, refresh: tuple[str, ...], recheck: set[str], cell: int | None = None, seq: int | None = None
+    ) -> None:
         for i, uri in enumerate(refresh, 1):
             self._record_digest(uri)
             if not i % 64:
@@ -327,7 +338,12 @@ class Resources:
                 self._digests[uri] = after
                 changed.append(uri)
         if changed:
-            self._emit(UPDATED, tuple(changed))
+            self._emit(UPDATED, tuple(changed), seq)
+            if self.on_exact is not None and cell is not None:
+                try:
+                    self.on_exact(tuple(changed), seq)
+                except Exception:
+                    log.exception("lineage of exact changes failed")
 
     def _record_digest(self, uri: str) -> None:
         if uri in self._watched:
@@ -340,8 +356,8 @@ class Resources:
         except Exception:
             return None
 
-    def _emit(self, kind: str, uris: tuple[str, ...]) -> None:
-        self.journal.append(kind, uris)
+    def _emit(self, kind: str, uris: tuple[str, ...], cell: int | None = None) -> None:
+        self.journal.append(kind, uris, cell)
         for listener in list(self._listeners):
             try:
                 listener(kind, uris)

@@ -137,7 +137,7 @@ nb_status=0
   notebooks/00-start-here.ipynb notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
 "$VENV_PY" -m pytest -q --nbval --nbval-current-env \
   --nbval-sanitize-with notebooks/sanitize.cfg \
-  notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb || nb_status=$?
+  notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb notebooks/05-lineage.ipynb || nb_status=$?
 if [[ $status -eq 0 ]]; then
   status=$nb_status
 fi
@@ -152,6 +152,7 @@ print(f"ipykernel {ipykernel.__version__}, IPython {IPython.__version__}, ipywid
     tests/test_security.py tests/test_magics.py tests/test_widgets.py tests/test_acceptance_data.py \
     tests/test_hardening_data.py tests/test_secrets_matrix.py \
     tests/test_first_hour.py tests/test_tool_watches.py tests/test_gateway.py tests/test_nsdiff.py tests/test_nswatch.py \
+    tests/test_lineage.py tests/test_history.py \
     || compat_status=$?
   if [[ $compat_status -eq 5 ]]; then
     echo "scripts/test.sh: compat pass collected no tests; treating that as a failure" >&2

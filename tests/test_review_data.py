@@ -87,7 +87,7 @@ def test_hide_inside_a_cell_keeps_the_cells_other_changes():
         variables.set_hidden("y", True)  # ... then runs %mcp hide y
         hub.after_cell()
         journal, _ = hub.journal.since(0)
-        seen = {u for _, _, kind, uris in journal if kind == UPDATED for u in uris}
+        seen = {u for _, _, kind, uris, _ in journal if kind == UPDATED for u in uris}
         assert "nb://vars/x" in seen
         assert "y" not in variables.exposed_names()
     finally:

@@ -62,5 +62,6 @@ def split(uri: str) -> tuple[str, str] | None:
     if not sep or not label or not rest:
         return None
     first = rest.split("/", 1)[0]
-    inner = rest if first.endswith(":") else "nb://" + rest  # another scheme: the whole URI
+    scheme = first.endswith(":") and "?" not in first  # a query may hold "x:/" (nb://history?q=http://…)
+    inner = rest if scheme else "nb://" + rest  # another scheme: the whole URI
     return unquote(label), inner

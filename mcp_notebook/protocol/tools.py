@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import budget
+from ..providers.cells import cell_uri
 from ..redact import REDACTOR
 from ..resources import LIST_CHANGED, Resources
 from ..revisions import knows
@@ -54,6 +55,7 @@ TOOLS = (
         "read_resource",
         "Read a notebook resource",
         "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
+        "Where a value came from: nb://lineage/vars/df; what ran before a restart: nb://history. "
         "Large values come in bounded pages that name the URI of the next page.",
         schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
     ),
@@ -277,15 +279,13 @@ class Tools:
             )
             uris = sorted({u for e in page for u in e[3]})
             shown = [u for u in _first_unique(page, MAX_LINKS) if u in lines]
+            causes = {u: e[4] for e in page if e[4] is not None for u in e[3]}  # the latest cell behind each URI
             doc: dict[str, Any] = {
                 "cursor": f"{journal.epoch}.{last}" + (f".{last_skip}" if last_skip else ""),
-                "summary": [lines[u] for u in shown] + _more_line(uris) + _list_line(page),
+                "summary": [_by_cell(lines[u], causes.get(u)) for u in shown] + _more_line(uris) + _list_line(page),
                 "changed": uris,
                 "list_changed": any(e[2] == LIST_CHANGED for e in page),
-                "changes": [
-                    {"seq": s, "time": datetime.fromtimestamp(t, timezone.utc).isoformat(), "kind": k, "uris": list(u)}
-                    for s, t, k, u in page
-                ],
+                "changes": [_change_row(e) for e in page],
             }
             if reset:
                 doc["reset"] = True
@@ -345,7 +345,7 @@ class Tools:
         return int(seq), int(skip or 0), False
 
 
-JournalEntry = tuple[int, float, str, tuple[str, ...]]
+JournalEntry = tuple[int, float, str, tuple[str, ...], "int | None"]  # seq, time, kind, URIs, the cell behind it
 
 
 def _page_of(
@@ -356,16 +356,16 @@ def _page_of(
     page holds is split across pages; a page holds at least one URI or entry."""
     page: list[JournalEntry] = []
     used, pos = 0, (seq, skip)
-    for s, t, k, uris in entries:
+    for s, t, k, uris, cell in entries:
         start = skip if s == seq + 1 else 0
         rest = uris[start:]
         room = max_uris - used
         if page and (len(page) >= max_entries or room <= 0):
             return page, True, pos
         if len(rest) > room:
-            page.append((s, t, k, rest[: max(1, room)]))
+            page.append((s, t, k, rest[: max(1, room)], cell))
             return page, True, (s - 1, start + max(1, room))
-        page.append((s, t, k, rest))
+        page.append((s, t, k, rest, cell))
         used, pos = used + len(rest), (s, 0)
     return page, False, pos
 
@@ -426,6 +426,19 @@ def _cut_result(result: dict[str, Any], limit: int) -> dict[str, Any]:
         **rest,
         "content": [{**c, "text": budget.cut_text(c["text"], max(200, room), note)} for c in texts] + others,
     }
+
+
+def _change_row(entry: Any) -> dict[str, Any]:
+    seq, at, kind, uris, cell = entry
+    row = {"seq": seq, "time": datetime.fromtimestamp(at, timezone.utc).isoformat(), "kind": kind, "uris": list(uris)}
+    if cell is not None:
+        row["cell"] = cell_uri(cell)
+    return row
+
+
+def _by_cell(line: str, cell: int | None) -> str:
+    """A change line with the executed cell that caused it (nb://cells/{seq}), when a cell did."""
+    return line if cell is None else f"{line} (by cell {cell}: {cell_uri(cell)})"
 
 
 def _more_line(uris: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ from ..uri import UriTemplate
 
 __all__ = [
     "ChangeSet",
+    "Delta",
     "Facts",
     "IndexPage",
     "InvalidResourceParams",
@@ -111,6 +112,16 @@ class ChangeSet:
     list_changed: bool = False
     updated: set[str] = field(default_factory=set)  # URIs known to have changed
     maybe: set[str] = field(default_factory=set)  # watched URIs that need an exact check
+
+
+@dataclass(slots=True)
+class Delta:
+    """What one post-cell snapshot saw among exposed names (read by the lineage provider)."""
+
+    added: list[str] = field(default_factory=list)
+    rebound: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # deleted, or no longer exposed
+    in_place: list[str] = field(default_factory=list)  # a watched value whose len/shape moved, same binding
 
 
 class Provider:

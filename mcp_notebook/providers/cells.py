@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -106,6 +107,8 @@ class CellsProvider(Provider):
         self.capture = capture
         self._limits = limits
         self._sizes: dict[tuple[int, int, int], int] = {}  # (seq, index or -1, version) -> bytes
+        # Callables adding fields to one cell's read (lineage: the names it changed, diff links).
+        self.cell_extras: list[Callable[[CellRecord], dict[str, Any]]] = []
 
     # -- routing ------------------------------------------------------------------------
     def owns(self, uri: str) -> bool:
@@ -195,6 +198,13 @@ class CellsProvider(Provider):
         doc["outputs"] = rows
         if cell.dropped:
             doc["outputs_dropped"] = cell.dropped
+        if cell.origin is not None:
+            doc["origin"] = self.capture.origin_of(cell)
+        for extra in self.cell_extras:
+            try:
+                doc.update(extra(cell))
+            except Exception:
+                pass
         return doc
 
     def _output_row(self, seq: int, index: int, out: Output, preview: int) -> dict[str, Any]:

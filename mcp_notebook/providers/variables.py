@@ -20,7 +20,7 @@ from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret,
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from . import structured
+from . import base, structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 from .nswatch import NamespaceWatch
 from .optional import missing_package
@@ -123,6 +123,10 @@ class VariablesProvider(Provider):
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
         self._names_cache: tuple[int, list[str]] | None = None
+        # Told after every snapshot what the cell added, rebound, removed, changed in place (lineage).
+        self.on_delta: Callable[[base.Delta], None] | None = None
+        # Callables adding fields to one variable's read (lineage: the cell that set it, its history).
+        self.var_extras: list[Callable[[str], dict[str, Any]]] = []
         self.rebuild()
 
     # -- exposure -----------------------------------------------------------------------
@@ -166,6 +170,9 @@ class VariablesProvider(Provider):
         self._exposed = exposed
         self._list_version += 1
 
+    def is_exposed(self, name: str) -> bool:
+        return name in self._exposed
+
     def exposed_names(self) -> list[str]:
         return list(self._exposed)
 
@@ -187,15 +194,21 @@ class VariablesProvider(Provider):
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         rebound, removed = self._watch.diff()
         changes = ChangeSet()
+        delta = base.Delta()
         if rebound or removed:
-            self._apply(rebound, removed, changes)
+            self._apply(rebound, removed, changes, delta)
         if watched:
-            self._check_watched(watched, changes)
+            self._check_watched(watched, changes, delta)
         if changes.updated:  # exposure, types or modification stamps may differ: listings are stale
             self._list_version += 1
+        if self.on_delta is not None:
+            try:
+                self.on_delta(delta)  # lineage: O(changed names)
+            except Exception:  # lineage must never cost the cell its notifications
+                pass
         return changes
 
-    def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet) -> None:
+    def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet, delta: base.Delta) -> None:
         # In-place updates are safe: readers on other threads copy with one C-level list()/dict().
         exposed = self._exposed
         stamp = _now()
@@ -206,11 +219,13 @@ class VariablesProvider(Provider):
                 changes.updated.add(var_uri(name))
                 self._modified.pop(name, None)
                 self._fingerprints.pop(name, None)
+                delta.removed.append(name)
         for name in rebound:
             value = self._ns.get(name)
             if self._exposable(name, value):
                 if exposed.get(name) is not type(value):
                     changes.list_changed = True
+                (delta.rebound if name in exposed else delta.added).append(name)
                 exposed[name] = type(value)
                 self._modified[name] = stamp
                 changes.updated.add(var_uri(name))
@@ -220,10 +235,11 @@ class VariablesProvider(Provider):
                 if exposed.pop(name, None) is not None:
                     changes.list_changed = True
                     changes.updated.add(var_uri(name))
+                    delta.removed.append(name)
         if touched or changes.list_changed:
             changes.updated.add(INDEX_URI)
 
-    def _check_watched(self, watched: frozenset[str], changes: ChangeSet) -> None:
+    def _check_watched(self, watched: frozenset[str], changes: ChangeSet, delta: base.Delta) -> None:
         prefix = PREFIX + "/"
         if len(self._fingerprints) > len(watched):  # names no longer watched: let their baselines go
             for name in [n for n in self._fingerprints if prefix + n not in watched]:
@@ -255,6 +271,7 @@ class VariablesProvider(Provider):
                 changes.updated.add(uri)
                 changes.updated.add(INDEX_URI)
                 self._modified[name] = _now()
+                delta.in_place.append(name)
             else:
                 changes.maybe.add(uri)
             self._fingerprints[name] = fingerprint
@@ -269,8 +286,8 @@ class VariablesProvider(Provider):
             h = hashlib.blake2b(seed.encode(), digest_size=16)
             h.update(value if type(value) is bytes else str(value).encode("utf-8", "surrogatepass"))
             return h.digest()
-        try:
-            contents = self.read(uri)
+        try:  # a variable's own content, without the lineage fields (they move when the digest moves)
+            contents = [self._read_var(uri, name, False)] if _VAR.match(uri) else self.read(uri)
         except (ResourceNotFound, ResourceReadError, InvalidResourceParams):
             return b"missing"
         h = hashlib.blake2b(digest_size=16)
@@ -449,14 +466,14 @@ class VariablesProvider(Provider):
                 pass
         return row
 
-    def _read_var(self, uri: str, name: str) -> Contents:
+    def _read_var(self, uri: str, name: str, extras: bool = True) -> Contents:
         value = self.value(name)
         limits = self._limits
         doc: dict[str, Any] = self._index_row(name)
         cap = max(200, limits.max_read_chars - 1000)
         shape = structured.shape_of(value, name, self._ns)
         if shape is not None:
-            return self._read_structured(uri, name, value, shape, doc, cap)
+            return self._read_structured(uri, name, value, shape, doc, cap, extras)
         try:
             text, truncated = self._repr(value, cap + _MASK_MARGIN, limits.repr_timeout)
         except RenderTimeout as exc:
@@ -476,9 +493,12 @@ class VariablesProvider(Provider):
         if callable(value) and not isinstance(value, type):
             doc.update(_callable_info(value, limits.repr_timeout))
         doc["modified"] = self._modified.get(name)
+        self._add_extras(name, doc, extras)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
 
-    def _read_structured(self, uri: str, name: str, value: Any, shape: Any, doc: dict[str, Any], cap: int) -> Contents:
+    def _read_structured(
+        self, uri: str, name: str, value: Any, shape: Any, doc: dict[str, Any], cap: int, extras: bool
+    ) -> Contents:
         """A model/dataclass/attrs/TypedDict-shaped value as bounded, masked JSON (providers/structured.py)."""
         timeout = self._limits.repr_timeout
         looks_secret = self._filter().looks_secret
@@ -490,7 +510,20 @@ class VariablesProvider(Provider):
             raise ResourceReadError(f"dumping {name} raised {type(exc).__name__}: {safe_str(exc, timeout)}") from None
         doc["schema"] = f"{var_uri(name)}/schema"
         doc["modified"] = self._modified.get(name)
+        self._add_extras(name, doc, extras)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
+
+    def _add_extras(self, name: str, doc: dict[str, Any], extras: bool) -> None:
+        for extra in self.var_extras if extras else ():
+            try:
+                doc.update(extra(name))
+            except Exception:
+                pass
+
+    def name_visible(self, name: str) -> bool:
+        """Facts about ``name`` (not its value) may be told: not hidden by the user or the rules."""
+        hidden = name.startswith("_") or name in self.user_hidden or contains_secret(name)
+        return not hidden and self._filter().allowed(name)
 
     def _read_var_schema(self, uri: str, name: str) -> Contents:
         value = self.value(name)

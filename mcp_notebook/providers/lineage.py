@@ -1,0 +1,413 @@
+"""Where every value came from: what each executed cell added, rebound, changed in place and removed,
+and each variable's recent history (``nb://lineage``, ``nb://lineage/vars/{name}``; fields in
+``nb://cells/{seq}`` and ``nb://vars/{name}``).
+
+Recorded from what the post-cell hook already computes (the variables provider's ``Delta``), plus
+cheap facts (type, len/shape, identity) of the changed names only: O(changed names), nothing run
+in the kernel, no value kept. In-place edits are seen for watched values (len/shape moved, or the
+exact digest on the hub's worker) and, when their len/shape or type moves, for names the cell's
+source mentions; an edit that keeps len/shape of an unwatched value is not seen. Memory is bounded
+whatever the session length: the last ``max_cells`` cells, ``MAX_CELL_CHANGES`` detailed changes
+per cell, ``MAX_VARS`` variables with their last ``MAX_EVENTS`` changes each.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..capture import CellCapture, CellRecord
+from ..types import Annotations, Contents, Resource, ResourceTemplate
+from ..uri import compile_template
+from .base import Delta, Provider, ResourceNotFound, index_page
+from .cells import cell_uri
+from .variables import VariablesProvider, cheap_shape, rank_completions, var_uri
+
+INDEX_URI = "nb://lineage"
+VAR_TEMPLATE = "nb://lineage/vars/{name}"
+_INDEX = compile_template("nb://lineage{?offset,limit}")
+_VAR = compile_template(VAR_TEMPLATE)
+_JSON = "application/json"
+ADDED, REBOUND, IN_PLACE, REMOVED = "added", "rebound", "changed in place", "removed"
+KINDS = (ADDED, REBOUND, IN_PLACE, REMOVED)
+MAX_VARS = 5_000  # variables with a history (least recently changed go first)
+MAX_EVENTS = 8  # changes kept per variable
+RECENT = 3  # of them, shown in nb://vars/{name}
+MAX_CELL_CHANGES = 200  # changes kept in detail per cell (the rest are counted)
+MAX_MENTIONED = 50  # names a cell's source mentions, kept per cell
+MAX_ROW_NAMES = 20  # names per kind in a nb://lineage row
+MAX_CELL_DOC = 30  # changes per kind in nb://cells/{seq} (a cell read stays within its budget)
+SCAN_CHARS = 100_000  # of a cell's source, looked at for the names it mentions
+_MISSING = object()
+_IDENT = re.compile(r"[^\W\d]\w*")
+_IMMUTABLE = frozenset({"int", "float", "complex", "str", "bytes", "bool", "NoneType", "tuple", "frozenset"})
+NOTE = (
+    "In-place edits are seen for watched values (subscribed, or read with read_resource) and, when the "
+    "len/shape or type moves, for names the cell's source mentions (a change made elsewhere since the last "
+    "record goes to the first cell that mentions the name); other in-place edits are not seen."
+)
+
+
+def _key(kind: str) -> str:
+    """The JSON field of a kind of change ("changed in place" -> "changed_in_place")."""
+    return kind.replace(" ", "_")
+
+
+class Seen(NamedTuple):
+    """Cheap facts of a value: type name, len/shape, identity (a tuple: the hook makes many)."""
+
+    type: str
+    shape: tuple | int | None
+    ident: int
+
+
+def facts_of(value: Any) -> Seen:
+    """Type, len/shape and identity: no user code (cheap_shape reads builtins' len and arrays' .shape)."""
+    try:
+        shape = cheap_shape(value)
+    except Exception:
+        shape = None
+    return Seen(type(value).__name__, shape, id(value))
+
+
+def facts_json(facts: Seen | None) -> dict[str, Any] | None:
+    if facts is None:
+        return None
+    out: dict[str, Any] = {"type": facts.type}
+    if isinstance(facts.shape, tuple):
+        out["shape"] = list(facts.shape)
+    elif facts.shape is not None:
+        out["len"] = facts.shape
+    return out
+
+
+class Change(NamedTuple):
+    """One name's change in one cell, with cheap facts before (as last recorded) and after."""
+
+    name: str
+    kind: str
+    cell: int | None
+    before: Seen | None
+    after: Seen | None
+    how: str | None = None  # in place: "shape" (len/shape/type moved) or "digest" (watched, exact check)
+
+    def to_json(self, name: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if name:  # the value (gone when removed) and where its history is
+            out.update(name=self.name, uri=var_uri(self.name), lineage=_VAR.expand({"name": self.name}))
+        out["kind"] = self.kind
+        if self.cell is not None:
+            out["cell"] = cell_uri(self.cell)
+        if self.kind != ADDED:
+            out["before"] = facts_json(self.before)
+        if self.kind != REMOVED:
+            out["after"] = facts_json(self.after)
+        if self.how:
+            out["detected_by"] = self.how
+        return out
+
+
+@dataclass(slots=True)
+class CellLineage:
+    seq: int
+    cell_id: str | None
+    origin: dict[str, str] | None
+    changes: list[Change] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    mentioned: list[str] = field(default_factory=list)
+    scanned: bool = False
+
+
+class VarLineage:
+    __slots__ = ("events", "facts")
+
+    def __init__(self) -> None:
+        self.facts: Seen | None = None  # as of its last recorded change or mention
+        self.events: deque[Change] = deque(maxlen=MAX_EVENTS)
+
+
+class Lineage(Provider):
+    """Records lineage after each cell (main thread) and serves it (any thread)."""
+
+    list_is_pure = True
+
+    def __init__(
+        self,
+        capture: CellCapture,
+        variables: VariablesProvider,
+        user_ns: MutableMapping[str, Any],
+        limits: Any,
+        variable_name: Callable[[str], str | None] = lambda uri: None,
+    ):
+        self.capture = capture
+        self.variables = variables
+        self._ns = user_ns
+        self._limits = limits
+        self._variable_name = variable_name
+        self._lock = threading.Lock()
+        # OrderedDict: popping the oldest is O(1) (a dict walks past the holes its deletions left)
+        self.cells: OrderedDict[int, CellLineage] = OrderedDict()  # oldest first
+        self.vars: OrderedDict[str, VarLineage] = OrderedDict()  # least recently changed first
+
+    # -- recording (main thread, after each cell) ---------------------------------------------
+    def record(self, delta: Delta) -> None:
+        """What the post-cell snapshot saw, attributed to the cell that just finished."""
+        cell = self.capture.last
+        with self._lock:
+            rec = self._cell(cell)
+            seq = rec.seq if rec is not None else None
+            done: set[str] = set()
+            for kind, names in ((REMOVED, delta.removed), (ADDED, delta.added), (REBOUND, delta.rebound)):
+                for name in names:
+                    self._note(rec, name, kind, seq, None if kind == REMOVED else self._facts(name))
+                    done.add(name)
+            for name in delta.in_place:
+                if name not in done:
+                    self._note(rec, name, IN_PLACE, seq, self._facts(name), "shape")
+                    done.add(name)
+            if rec is not None and not rec.scanned and cell is not None:
+                rec.scanned = True
+                self._mentions(rec, cell.source, done)
+
+    def in_place(self, uris: tuple[str, ...], seq: int | None) -> None:
+        """Watched URIs whose exact digest moved after cell ``seq`` (the hub's worker thread)."""
+        names = {n for n in map(self._variable_name, uris) if n is not None and self.variables.is_exposed(n)}
+        with self._lock:
+            rec = self.cells.get(seq) if seq is not None else None
+            seen = {c.name for c in rec.changes} if rec is not None else set()
+            for name in sorted(names - seen):
+                facts = self._facts(name)
+                kind = REBOUND if facts is not None and facts.type in _IMMUTABLE else IN_PLACE
+                self._note(rec, name, kind, seq, facts, "digest")
+
+    def _cell(self, cell: CellRecord | None) -> CellLineage | None:
+        if cell is None:
+            return None
+        rec = self.cells.get(cell.seq)
+        if rec is None:
+            rec = self.cells[cell.seq] = CellLineage(cell.seq, cell.cell_id, cell.origin)
+            while len(self.cells) > max(1, self._limits.max_cells):
+                self.cells.popitem(last=False)
+        return rec
+
+    def _facts(self, name: str) -> Seen | None:
+        value = self._ns.get(name, _MISSING)
+        return None if value is _MISSING else facts_of(value)
+
+    def _note(
+        self,
+        rec: CellLineage | None,
+        name: str,
+        kind: str,
+        seq: int | None,
+        after: Seen | None,
+        how: str | None = None,
+    ) -> None:
+        var = self._touch(name)
+        change = Change(name, kind, seq, None if kind == ADDED else var.facts, after, how)
+        var.events.append(change)
+        var.facts = after
+        if rec is not None:
+            rec.counts[kind] += 1
+            if len(rec.changes) < MAX_CELL_CHANGES:
+                rec.changes.append(change)
+
+    def _touch(self, name: str) -> VarLineage:
+        """The variable's record, now the most recently changed (the least recent goes past MAX_VARS)."""
+        vars_ = self.vars
+        var = vars_.get(name)
+        if var is None:
+            var = vars_[name] = VarLineage()
+            if len(vars_) > MAX_VARS:
+                vars_.popitem(last=False)
+        else:
+            vars_.move_to_end(name)
+        return var
+
+    def _mentions(self, rec: CellLineage, source: str, done: set[str]) -> None:
+        """Names the source mentions: an in-place change when type or len/shape moved on the same
+        object since the last record; else only "mentioned". O(mentioned names)."""
+        is_exposed = self.variables.is_exposed
+        for name in dict.fromkeys(_IDENT.findall(source[:SCAN_CHARS])):
+            if name in done or not is_exposed(name):
+                continue
+            now = self._facts(name)
+            var = self.vars.get(name)
+            before = var.facts if var is not None else None
+            if now is not None and before is not None and before.ident == now.ident and before != now:
+                self._note(rec, name, IN_PLACE, rec.seq, now, "shape")
+            else:
+                self._touch(name).facts = now
+                if len(rec.mentioned) < MAX_MENTIONED:
+                    rec.mentioned.append(name)
+
+    # -- what other resources show -------------------------------------------------------------
+    def cell_fields(self, cell: CellRecord) -> dict[str, Any]:
+        """For nb://cells/{seq}: the names this cell changed, with facts and links."""
+        with self._lock:
+            rec = self.cells.get(cell.seq)
+            changes = list(rec.changes) if rec is not None else []
+            counts = dict(rec.counts) if rec is not None else {}
+            mentioned = list(rec.mentioned) if rec is not None else []
+        if rec is None:
+            return {}
+        visible = self.variables.name_visible
+        budget = self._limits.max_read_chars // 6  # beside the cell's source and outputs, which take the rest
+        out: dict[str, Any] = {_key(kind): [] for kind in KINDS}
+        for change in changes:
+            row = out[_key(change.kind)]
+            if len(row) < MAX_CELL_DOC and visible(change.name):
+                item = change.to_json()
+                budget -= len(json.dumps(item, ensure_ascii=False)) + 2
+                if budget < 0:
+                    break
+                row.append(item)
+        out["mentioned"] = [n for n in mentioned if visible(n)]
+        if sum(counts.values()) > sum(len(out[_key(k)]) for k in KINDS):
+            out["counts"] = counts
+            out["truncated"] = True  # the names: nb://lineage (paged), one variable: nb://lineage/vars/{name}
+        out["note"] = NOTE
+        out["index"] = INDEX_URI
+        return {"lineage": out}
+
+    def var_fields(self, name: str) -> dict[str, Any]:
+        """For nb://vars/{name}: the cell that last set or changed it, and where its history is."""
+        with self._lock:
+            var = self.vars.get(name)
+            events = list(var.events) if var is not None else []
+        if not events:
+            return {
+                "lineage": {"history": _VAR.expand({"name": name}), "note": "no change recorded since the hub loaded"}
+            }
+        setter = next((e for e in reversed(events) if e.kind in (ADDED, REBOUND)), None)
+        doc: dict[str, Any] = {}
+        if setter is not None:
+            doc["set_by"] = cell_uri(setter.cell) if setter.cell is not None else None
+        doc["recent"] = [e.to_json(name=False) for e in reversed(events[-RECENT:])]  # newest first
+        doc["history"] = _VAR.expand({"name": name})
+        return {"lineage": doc}
+
+    def recorded(self) -> list[tuple[int, list[Change], int]]:
+        """(seq, detailed changes, count of all changes) of every recorded cell, oldest first."""
+        with self._lock:
+            return [(r.seq, list(r.changes), sum(r.counts.values())) for r in self.cells.values()]
+
+    # -- Provider -------------------------------------------------------------------------------
+    def owns(self, uri: str) -> bool:
+        return uri == INDEX_URI or uri.startswith((INDEX_URI + "/", INDEX_URI + "?"))
+
+    def may_run_user_code(self, uri: str) -> bool:
+        return False  # recorded facts only
+
+    def list_resources(self) -> list[Resource]:
+        return [
+            Resource(
+                uri=INDEX_URI,
+                name="lineage",
+                title="Lineage: what each cell changed",
+                description="Executed cells, newest first, with the variables each added, rebound, changed in "
+                "place and removed (links to nb://cells/{seq} and nb://lineage/vars/{name}).",
+                mime_type=_JSON,
+                annotations=Annotations(audience=("assistant",), priority=0.7),
+            )
+        ]
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        return [
+            ResourceTemplate(
+                uri_template=VAR_TEMPLATE,
+                name="variable lineage",
+                title="Where a variable came from",
+                description="The cells that set, changed in place or removed a variable (also a deleted one), "
+                "newest first, with type and len/shape before and after.",
+                mime_type=_JSON,
+            )
+        ]
+
+    def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        if template != VAR_TEMPLATE:
+            return None
+        if argument != "name":
+            return []
+        with self._lock:
+            names = list(reversed(self.vars))
+        visible = self.variables.name_visible
+        return [n for n in rank_completions(names, value) if visible(n)][:100]
+
+    def read(self, uri: str) -> list[Contents]:
+        params = _INDEX.match(uri)
+        if params is not None:
+            return [Contents(uri=uri, mime_type=_JSON, text=json.dumps(self._index(params), ensure_ascii=False))]
+        params = _VAR.match(uri)
+        if params is None or set(params) - {"name"}:
+            raise ResourceNotFound(uri)
+        return [Contents(uri=uri, mime_type=_JSON, text=json.dumps(self._var(uri, params["name"]), ensure_ascii=False))]
+
+    def _index(self, params: dict[str, str]) -> dict[str, Any]:
+        with self._lock:
+            rows = [
+                (r.seq, r.cell_id, r.origin, list(r.changes), dict(r.counts), list(r.mentioned))
+                for r in reversed(self.cells.values())
+            ]
+        page = index_page(rows, params, _INDEX, self._row, self._limits.max_read_chars - 600, default_limit=50)
+        doc: dict[str, Any] = {
+            "count": len(rows),
+            "oldest_seq": rows[-1][0] if rows else None,
+            "offset": page.offset,
+            "cells": page.rows,
+            "note": NOTE,
+        }
+        if page.cut_by_size:
+            doc["truncated"] = True
+        if page.next:
+            doc["next"] = page.next
+        return doc
+
+    def _row(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        seq, cell_id, origin, changes, counts, mentioned = row
+        visible = self.variables.name_visible
+        out: dict[str, Any] = {"seq": seq, "uri": cell_uri(seq), "cell_id": cell_id}
+        if origin:
+            out["origin"] = {k: origin[k] for k in ("session", "username") if k in origin}
+            kind = self.capture.frontends.get(origin.get("session", ""))
+            if kind is not None:
+                out["origin"]["frontend"] = kind
+        for kind in KINDS:
+            names = [c.name for c in changes if c.kind == kind and visible(c.name)]
+            if names:
+                out[_key(kind)] = names[:MAX_ROW_NAMES]
+            if counts.get(kind, 0) > min(len(names), MAX_ROW_NAMES):
+                out[f"{_key(kind)}_count"] = counts[kind]
+        names = [n for n in mentioned if visible(n)][:MAX_ROW_NAMES]
+        if names:
+            out["mentioned"] = names
+        return out
+
+    def _var(self, uri: str, name: str) -> dict[str, Any]:
+        if not self.variables.name_visible(name):
+            raise ResourceNotFound(uri)
+        with self._lock:
+            var = self.vars.get(name)
+            events = list(var.events) if var is not None else []
+        exists = self.variables.is_exposed(name)
+        if not events and not exists:
+            raise ResourceNotFound(uri, f"Resource not found: {uri} (no variable {name} recorded; see nb://lineage)")
+        doc: dict[str, Any] = {"name": name, "exists": exists}
+        if exists:
+            doc["uri"] = var_uri(name)
+        setter = next((e for e in reversed(events) if e.kind in (ADDED, REBOUND)), None)
+        doc["set_by"] = cell_uri(setter.cell) if setter is not None and setter.cell is not None else None
+        doc["last_changed_by"] = cell_uri(events[-1].cell) if events and events[-1].cell is not None else None
+        doc["history"] = [e.to_json(name=False) for e in reversed(events)]
+        if len(events) == MAX_EVENTS:
+            doc["earlier"] = f"older changes are not kept (the last {MAX_EVENTS} are)"
+        elif not events or events[0].kind != ADDED:
+            doc["earlier"] = "it was set before the hub loaded"
+        doc["max_history"] = MAX_EVENTS
+        doc["note"] = NOTE
+        return doc
