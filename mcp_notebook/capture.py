@@ -119,7 +119,7 @@ class CellCapture:
         self._new = False
         self._changed: set[int] = set()
         self.last: CellRecord | None = None  # the cell that finished last (what the post-cell hook is about)
-        self.frontends: dict[str, str] = {}  # client session id -> what it is ("jupyterlab"), newest last
+        self.origins = Origins()  # who sent each execute request
 
     # -- install / uninstall ------------------------------------------------------------
     def install(self) -> None:
@@ -199,7 +199,7 @@ class CellCapture:
     def _begin(self, info: Any) -> None:
         limits = self.limits
         source = getattr(info, "raw_cell", None) or ""
-        origin = self._request_origin()
+        origin = None if self.current is not None else request_origin(self.shell)  # not for a nested run_cell
         with self.lock:
             self.seq += 1
             cell = CellRecord(
@@ -229,42 +229,6 @@ class CellCapture:
         metadata = parent.get("metadata") if isinstance(parent, dict) else None
         cell_id = metadata.get("cellId") if isinstance(metadata, dict) else None
         return cell_id if isinstance(cell_id, str) else None
-
-    def _request_origin(self) -> dict[str, str] | None:
-        """Who sent the execute request being run (its header's session, username, msg_id, date); None
-        for a nested run_cell or outside a kernel. Read, never executed: the kernel's own parent message."""
-        if self.current is not None:
-            return None
-        parent = getattr(self.shell, "parent_header", None)
-        header = parent.get("header") if isinstance(parent, dict) else None
-        if not isinstance(header, dict) or header.get("msg_type") != "execute_request":
-            return None
-        out = {}
-        for key in ("session", "username", "msg_id", "date"):
-            value = header.get(key)
-            if value is not None:
-                out[key] = (value.isoformat() if hasattr(value, "isoformat") else str(value))[:200]
-        return out
-
-    def note_frontend(self, session: Any, kind: str) -> None:
-        """Messages of client ``session`` came from ``kind`` (the JupyterLab extension's comm): cells
-        that session sends say so in their origin. At most 32 sessions, the oldest forgotten."""
-        if not isinstance(session, str) or not session:
-            return
-        self.frontends.pop(session, None)
-        self.frontends[session] = kind
-        while len(self.frontends) > 32:
-            self.frontends.pop(next(iter(self.frontends)))
-
-    def origin_of(self, cell: CellRecord) -> dict[str, str] | None:
-        """The cell's origin, with ``frontend`` when its session is a known one."""
-        if cell.origin is None:
-            return None
-        out = dict(cell.origin)
-        kind = self.frontends.get(out.get("session", ""))
-        if kind is not None:
-            out["frontend"] = kind
-        return out
 
     def post_run_cell(self, result: Any = None) -> None:
         """Finish the running cell; call before the hub's change detection."""
@@ -579,3 +543,45 @@ def _unpatch(obj: Any, attr: str, wrapper: Any, had: bool, previous: Any) -> Non
             delattr(obj, attr)
     except Exception:
         pass
+
+
+def request_origin(shell: Any) -> dict[str, str] | None:
+    """Who sent the execute request being run (its header's session, username, msg_id, date); None
+    outside a kernel. Read, never executed: the kernel's own parent message."""
+    parent = getattr(shell, "parent_header", None)
+    header = parent.get("header") if isinstance(parent, dict) else None
+    if not isinstance(header, dict) or header.get("msg_type") != "execute_request":
+        return None
+    out = {}
+    for key in ("session", "username", "msg_id", "date"):
+        value = header.get(key)
+        if value is not None:
+            out[key] = (value.isoformat() if hasattr(value, "isoformat") else str(value))[:200]
+    return out
+
+
+class Origins:
+    """The frontends known by their client session (the JupyterLab extension's comm says which is its
+    own), so a cell's origin can name the frontend that sent it."""
+
+    def __init__(self) -> None:
+        self.frontends: dict[str, str] = {}  # client session id -> what it is ("jupyterlab"), newest last
+
+    def note_frontend(self, session: Any, kind: str) -> None:
+        """Messages of client ``session`` came from ``kind``. At most 32 sessions, the oldest forgotten."""
+        if not isinstance(session, str) or not session:
+            return
+        self.frontends.pop(session, None)
+        self.frontends[session] = kind
+        while len(self.frontends) > 32:
+            self.frontends.pop(next(iter(self.frontends)))
+
+    def origin_of(self, cell: CellRecord) -> dict[str, str] | None:
+        """The cell's origin, with ``frontend`` when its session is a known one."""
+        if cell.origin is None:
+            return None
+        out = dict(cell.origin)
+        kind = self.frontends.get(out.get("session", ""))
+        if kind is not None:
+            out["frontend"] = kind
+        return out

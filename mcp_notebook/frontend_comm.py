@@ -147,7 +147,7 @@ class FrontendChannel:
         """The client session this comm speaks for is JupyterLab's: cells it runs say so in their origin."""
         kh = self._hub
         if kh is not None and msg is not None:
-            kh.capture.note_frontend(msg["header"].get("session"), "jupyterlab")
+            kh.capture.origins.note_frontend(msg["header"].get("session"), "jupyterlab")
 
     # -- the hub (lifecycle calls these after a hub starts and before it stops) -----------
     def attach(self, kernel_hub: Any) -> None:

@@ -93,11 +93,12 @@ def test_errors_are_cut_to_their_budget():
 
 
 def test_changes_pages_split_an_entry_and_lose_nothing():
-    entries = [(1, 0.0, "updated", tuple(f"u{i}" for i in range(5))), (2, 0.0, "updated", ("a", "b"))]
+    entries = [(1, 0.0, "updated", tuple(f"u{i}" for i in range(5)), 7), (2, 0.0, "updated", ("a", "b"), None)]
     got, seq, skip = [], 0, 0
     for _ in range(20):
         page, more, (seq, skip) = _page_of([e for e in entries if e[0] > seq], seq, skip, 3, 200)
         got += [u for e in page for u in e[3]]
+        assert all(len(e) == 5 and e[4] == {1: 7, 2: None}[e[0]] for e in page)  # each piece keeps its cell
         if not more:
             break
     assert got == [*(f"u{i}" for i in range(5)), "a", "b"]

@@ -199,7 +199,7 @@ class CellsProvider(Provider):
         if cell.dropped:
             doc["outputs_dropped"] = cell.dropped
         if cell.origin is not None:
-            doc["origin"] = self.capture.origin_of(cell)
+            doc["origin"] = self.capture.origins.origin_of(cell)
         for extra in self.cell_extras:
             try:
                 doc.update(extra(cell))

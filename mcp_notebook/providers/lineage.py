@@ -374,7 +374,7 @@ class Lineage(Provider):
         out: dict[str, Any] = {"seq": seq, "uri": cell_uri(seq), "cell_id": cell_id}
         if origin:
             out["origin"] = {k: origin[k] for k in ("session", "username") if k in origin}
-            kind = self.capture.frontends.get(origin.get("session", ""))
+            kind = self.capture.origins.frontends.get(origin.get("session", ""))
             if kind is not None:
                 out["origin"]["frontend"] = kind
         for kind in KINDS:
