@@ -26,7 +26,18 @@ BENCH_MAX_FUNCTION_LINES = 90
 
 # Bottom to top. A module may import modules of its own layer or below, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("version", "portable", "redact", "uri", "runtime", "capture", "clients_config", "kernel_launch", "revisions", "budget"),
+    (
+        "version",
+        "portable",
+        "redact",
+        "uri",
+        "runtime",
+        "capture",
+        "clients_config",
+        "kernel_launch",
+        "revisions",
+        "budget",
+    ),
     ("render", "config", "autoload"),
     ("logs", "types"),
     ("providers",),
