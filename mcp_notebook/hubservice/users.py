@@ -1,0 +1,166 @@
+"""A signed-in user's servers as the kernels front's directory.
+
+Each grant holds the user's own Hub token (from the Hub sign-in, scoped by the Hub to
+``access:servers!user`` and ``read:servers!user``: that user's servers and nothing else). With it
+the service asks the Hub who the user is and which of their servers are ready (at most every
+``check_seconds``), lists each ready server's kernels through its ``mcp-notebook`` extension, and
+reaches each kernel at ``/user/{name}[/{server}]/mcp-notebook/kernels/{id}/mcp``. A Hub that
+no longer accepts the token (revoked, expired, user deleted) ends the grant.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import quote
+
+from ..kernels.directory import KernelEntry
+from ..kernels.provider import KernelsProvider
+from ..kernels.upstream import HubAddress
+from ..types import ResourceReadError
+
+log = logging.getLogger(__name__)
+LIST_SECONDS = 1.0  # a server's kernel listing this recent is reused
+TIMEOUT = 10.0
+
+
+class HubRefused(Exception):
+    """The Hub no longer accepts the user's token (revoked, expired, or the user is gone)."""
+
+
+class HubLink:
+    """What the Hub says about one grant's user, through that user's own token (cached)."""
+
+    def __init__(self, api_url: str, user: str, hub_token: str, check_seconds: float):
+        self.api_url = api_url.rstrip("/")
+        self.user = user
+        self.hub_token = hub_token
+        self.check_seconds = check_seconds
+        self.refused: str | None = None
+        self._model: dict[str, Any] | None = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def model(self) -> dict[str, Any]:
+        """The user's model (``servers`` included); :class:`HubRefused` when the Hub says no."""
+        with self._lock:
+            if self.refused is not None:
+                raise HubRefused(self.refused)
+            if self._model is not None and time.monotonic() - self._checked < self.check_seconds:
+                return self._model
+            req = urllib.request.Request(
+                f"{self.api_url}/user",
+                headers={"Authorization": f"token {self.hub_token}", "Accept": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                    model = json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403, 404):
+                    self.refused = f"the Hub no longer accepts {self.user}'s sign-in ({exc.code})"
+                    raise HubRefused(self.refused) from None
+                raise
+            if not isinstance(model, dict) or model.get("name") != self.user:
+                self.refused = "the Hub token belongs to someone else"
+                raise HubRefused(self.refused)
+            self._model, self._checked = model, time.monotonic()
+            return model
+
+    def ready_servers(self) -> dict[str, str]:
+        """Server name ("" for the default one) -> its URL path, for the servers that are ready."""
+        servers = self.model().get("servers") or {}
+        return {
+            name: s["url"] for name, s in servers.items() if isinstance(s, dict) and s.get("ready") and s.get("url")
+        }
+
+
+class UserServers:
+    """The kernels of the user's ready servers (a ``kernels.directory.Directory``)."""
+
+    def __init__(self, link: HubLink, upstream: str, hub_home: str):
+        self.link = link
+        self.upstream = upstream.rstrip("/")
+        self.hub_home = hub_home
+        self.servers: dict[str, str] = {}
+        self._lists: dict[str, tuple[float, list[KernelEntry]]] = {}
+        self._lock = threading.Lock()
+
+    def entries(self, fresh: bool = False) -> list[KernelEntry]:
+        try:
+            servers = self.link.ready_servers()
+        except Exception as exc:  # refused or unreachable: no kernels (the handler says why)
+            log.info("hub check for %s: %s", self.link.user, exc)
+            self.servers = {}
+            return []
+        self.servers = servers
+        out: list[KernelEntry] = []
+        for name, path in sorted(servers.items()):
+            out += self._kernels(name, path, fresh)
+        return sorted(out, key=lambda e: e.started_at)
+
+    def _kernels(self, name: str, path: str, fresh: bool) -> list[KernelEntry]:
+        with self._lock:
+            found = self._lists.get(path)
+        if found is not None and not fresh and time.monotonic() - found[0] < LIST_SECONDS:
+            return found[1]
+        base = f"{self.upstream}{path}"
+        req = urllib.request.Request(
+            f"{base}mcp-notebook/kernels",
+            headers={"Authorization": f"token {self.link.hub_token}", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                listed = json.loads(resp.read())
+        except (OSError, ValueError) as exc:
+            log.info("listing the kernels of %s failed: %s", base, exc)
+            listed = []
+        entries = [
+            KernelEntry(
+                str(k["kernel_id"]),
+                k.get("notebook_path"),
+                HubAddress(
+                    f"{base}mcp-notebook/kernels/{quote(str(k['kernel_id']))}/mcp", self.link.hub_token, "token"
+                ),
+                float(k.get("started_at") or 0),
+            )
+            for k in listed
+            if isinstance(k, dict) and k.get("kernel_id")
+        ]
+        with self._lock:
+            self._lists[path] = (time.monotonic(), entries)
+        return entries
+
+    def focused(self) -> tuple[str, float] | None:
+        return None
+
+    def why_empty(self) -> str:
+        user = self.link.user
+        if self.link.refused:
+            return self.link.refused
+        if not self.servers:
+            return (
+                f"{user} has no running server on this hub: start one at {self.hub_home} "
+                "(reading through MCP never starts a server)"
+            )
+        names = ", ".join(repr(n or "default") for n in sorted(self.servers))
+        return (
+            f"no kernel with an mcp-notebook hub runs on {user}'s servers ({names}): "
+            "open a notebook and run %load_ext mcp_notebook"
+        )
+
+
+class UserKernels(KernelsProvider):
+    """The kernels front's provider, with an error that says where to start a server."""
+
+    directory: UserServers
+
+    def _route(self, uri: str, fresh: bool = False) -> tuple[KernelEntry, str, str | None]:
+        try:
+            return super()._route(uri, fresh)
+        except ResourceReadError:
+            raise ResourceReadError(self.directory.why_empty()) from None

@@ -1,0 +1,128 @@
+"""An MCP client that knows only the service URL: the official Python SDK's OAuth support, with a
+"browser" (httpx and a cookie jar) that signs in on the Hub's login form and answers the consent
+page the way a person would."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from html import unescape
+from typing import Any
+from urllib.parse import parse_qs, urljoin, urlsplit
+
+import anyio
+import httpx
+import httpx2
+from jhub import PASSWORD
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the browser stops at the redirect
+
+
+def _inputs(html: str) -> dict[str, str]:
+    out = {}
+    for tag in re.findall(r"<input[^>]*>", html):
+        name = re.search(r"name=['\"]([^'\"]+)['\"]", tag)
+        value = re.search(r"value=['\"]([^'\"]*)['\"]", tag)
+        if name:
+            out[name.group(1)] = unescape(value.group(1)) if value else ""
+    return out
+
+
+def _action(html: str, base: str) -> str:
+    found = re.search(r"<form[^>]*action=['\"]([^'\"]*)['\"]", html)
+    return urljoin(base, unescape(found.group(1))) if found else base
+
+
+class Browser:
+    """A person at a browser, signed in (or not yet) to the Hub as ``user``."""
+
+    def __init__(self, public: str, user: str, password: str = PASSWORD):
+        self.public, self.user, self.password = public, user, password
+        self.http = httpx.Client(timeout=60)
+        self.pages: list[str] = []  # the consent pages seen
+
+    def authorize(self, url: str, decision: str = "allow", answer: bool = True) -> httpx.Response:
+        """From the authorization URL to the response that leaves the hub (the redirect back to the
+        client), or the first page that is neither the login form nor the consent page."""
+        r = self.http.get(url)
+        for _ in range(25):
+            if r.is_redirect:
+                target = urljoin(str(r.url), r.headers["location"])
+                if not target.startswith(self.public):
+                    return r
+                r = self.http.get(target)
+            elif r.status_code == 200 and 'name="password"' in r.text.replace("'", '"'):
+                form = _inputs(r.text) | {"username": self.user, "password": self.password}
+                r = self.http.post(_action(r.text, str(r.url)), data=form)
+            elif r.status_code == 200 and "name='csrf'" in r.text and answer:
+                self.pages.append(r.text)
+                form = _inputs(r.text) | {"decision": decision}
+                r = self.http.post(str(r.url), data=form)
+            else:
+                return r
+        raise AssertionError("the sign-in did not end")
+
+
+def code_of(resp: httpx.Response) -> dict[str, str]:
+    """The query of the redirect back to the client."""
+    assert resp.is_redirect, (resp.status_code, resp.text[:500])
+    return {k: v[0] for k, v in parse_qs(urlsplit(resp.headers["location"]).query).items()}
+
+
+class Storage:
+    """The SDK's token storage, in memory (a test reads it)."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+        self.history: list[OAuthToken] = []
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+        self.history.append(tokens)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+def provider(
+    url: str, browser: Browser, storage: Storage, client_metadata_url: str | None = None, name: str = "Test assistant"
+) -> OAuthClientProvider:
+    box: dict[str, AuthorizationCodeResult] = {}
+
+    async def redirect_handler(authorization_url: str) -> None:
+        resp = await anyio.to_thread.run_sync(browser.authorize, authorization_url)
+        q = code_of(resp)
+        box["result"] = AuthorizationCodeResult(code=q["code"], state=q.get("state"), iss=q.get("iss"))
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        return box.pop("result")
+
+    metadata = OAuthClientMetadata(
+        client_name=name,
+        redirect_uris=[REDIRECT],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+    return OAuthClientProvider(
+        url, metadata, storage, redirect_handler, callback_handler, client_metadata_url=client_metadata_url
+    )
+
+
+@contextlib.asynccontextmanager
+async def connect(url: str, auth: Any, mode: str = "auto") -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(60, read=300)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+            yield client
