@@ -5,9 +5,11 @@ page the way a person would."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator
 from html import unescape
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
 
@@ -126,3 +128,82 @@ async def connect(url: str, auth: Any, mode: str = "auto") -> AsyncIterator[Clie
     async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(60, read=300)) as http:
         async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
             yield client
+
+
+class MetadataHost:
+    """A client's metadata document on https://localhost (a self-signed certificate the service is
+    told to trust, and ``localhost`` allowed although it is loopback: the test configuration)."""
+
+    def __init__(self, base: Path):
+        import datetime
+        import http.server
+        import ssl
+        import threading
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+        now = datetime.datetime.now(datetime.timezone.utc)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        self.ca_file = base / "cimd-ca.pem"
+        self.ca_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_file = base / "cimd-key.pem"
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        self.docs: dict[str, bytes] = {}
+        docs = self.docs
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = docs.get(self.path)
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body or b"{}")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.ca_file, key_file)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def publish(self, path: str, doc: dict[str, Any] | None = None, host: str = "localhost") -> str:
+        """Serve a client metadata document at ``path``; its URL (the client_id)."""
+        url = f"https://{host}:{self.port}{path}"
+        body = doc or {
+            "client_id": url,
+            "client_name": "Metadata document assistant",
+            "redirect_uris": [REDIRECT],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        }
+        self.docs[path] = json.dumps(body).encode()
+        return url
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

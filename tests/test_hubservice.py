@@ -5,14 +5,19 @@ kernels in both eras and across a token refresh; every attack in the issue is re
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 import httpx
 import pytest
-from hub_oauth import REDIRECT, Browser, Storage, code_of, connect, provider
+from hub_oauth import REDIRECT, Browser, MetadataHost, Storage, _inputs, code_of, connect, provider
 from jhub import CHP, Hub
 
 pytestmark = [
@@ -23,13 +28,37 @@ jupyterhub = pytest.importorskip("jupyterhub")
 pytest.importorskip("authlib")
 
 
+PRECONF = {
+    "client_id": "configured-assistant",
+    "client_name": "Configured assistant",
+    "redirect_uris": [REDIRECT],
+    "token_endpoint_auth_method": "none",
+}
+
+
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    h = Hub(tmp_path_factory.mktemp("jhub"), ("--MCPNotebookService.access_token_seconds=8",))
+def cimd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetadataHost]:
+    host = MetadataHost(tmp_path_factory.mktemp("cimd"))
+    yield host
+    host.stop()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> Iterator[Hub]:
+    args = (
+        "--MCPNotebookService.access_token_seconds=8",
+        "--MCPNotebookService.check_seconds=2",
+        "--MCPNotebookService.cimd_allow_hosts=localhost",  # tests only: the default refuses loopback
+        f"--MCPNotebookService.cimd_ca_file={cimd.ca_file}",
+        "--MCPNotebookService.clients=" + json.dumps([PRECONF]),
+    )
+    h = Hub(tmp_path_factory.mktemp("jhub"), args)
     try:
-        h.kernel("alice", "alice_nb.ipynb", "mine = 'alice-41'")
-        h.kernel("alice", "extra.ipynb", "other = 'alice-second'", server="second")
-        h.kernel("bob", "bob_nb.ipynb", "mine = 'bob-42'")
+        h.kids = {
+            "alice": h.kernel("alice", "alice_nb.ipynb", "mine = 'alice-41'")[0],
+            "extra": h.kernel("alice", "extra.ipynb", "other = 'alice-second'", server="second")[0],
+            "bob": h.kernel("bob", "bob_nb.ipynb", "mine = 'bob-42'")[0],
+        }
         yield h
     except BaseException:
         print(h.log_text()[-5000:])
@@ -88,3 +117,315 @@ def test_unauthenticated_request_points_at_the_metadata(hub):
     assert meta["code_challenge_methods_supported"] == ["S256"]
     assert meta["client_id_metadata_document_supported"] is True
     assert "refresh_token" in meta["grant_types_supported"]
+
+
+# -- the raw flow, for the attacks ---------------------------------------------------------------
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    return verifier, challenge
+
+
+def register(hub: Hub, name: str = "Raw client", redirect: str = REDIRECT) -> str:
+    body = {"client_name": name, "redirect_uris": [redirect], "token_endpoint_auth_method": "none"}
+    r = httpx.post(hub.service_url + "oauth/register", json=body, timeout=30)
+    assert r.status_code == 201, r.text
+    assert "client_secret" not in r.json()  # a public client gets no secret
+    return r.json()["client_id"]
+
+
+def authorize_url(hub: Hub, client_id: str, challenge: str | None, **extra: str) -> str:
+    params = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "state": "st-1",
+        "resource": hub.mcp_url,
+        "scope": "kernels:read",
+    }
+    if challenge is not None:
+        params |= {"code_challenge": challenge, "code_challenge_method": "S256"}
+    params |= extra
+    return hub.service_url + "oauth/authorize?" + urlencode({k: v for k, v in params.items() if v is not None})
+
+
+def exchange(hub: Hub, client_id: str, code: str, verifier: str | None, **extra: str) -> httpx.Response:
+    form = {"grant_type": "authorization_code", "code": code, "client_id": client_id, "redirect_uri": REDIRECT}
+    if verifier is not None:
+        form["code_verifier"] = verifier
+    return httpx.post(hub.service_url + "oauth/token", data=form | extra, timeout=30)
+
+
+def refresh(hub: Hub, client_id: str, token: str) -> httpx.Response:
+    form = {"grant_type": "refresh_token", "refresh_token": token, "client_id": client_id}
+    return httpx.post(hub.service_url + "oauth/token", data=form, timeout=30)
+
+
+def sign_in(hub: Hub, user: str) -> tuple[str, dict[str, Any]]:
+    """A registered client's tokens for ``user`` (through the Hub's login and the consent page)."""
+    client_id = register(hub)
+    verifier, challenge = pkce()
+    q = code_of(Browser(hub.public, user).authorize(authorize_url(hub, client_id, challenge)))
+    assert q["state"] == "st-1" and q["iss"] == hub.service_url.rstrip("/")
+    r = exchange(hub, client_id, q["code"], verifier)
+    assert r.status_code == 200, r.text
+    return client_id, r.json()
+
+
+def read(hub: Hub, token: str, uri: str) -> httpx.Response:
+    """One stateless-era resources/read."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "resources/read",
+        "params": {
+            "uri": uri,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "resources/read",
+        "Mcp-Name": uri,
+        "Accept": "application/json, text/event-stream",
+    }
+    return httpx.post(hub.mcp_url, json=body, headers=headers, timeout=60)
+
+
+def text_of(r: httpx.Response) -> str:
+    assert r.status_code == 200, (r.status_code, r.text[:500])
+    doc = r.json()
+    assert "result" in doc, doc
+    return doc["result"]["contents"][0]["text"]
+
+
+def until(predicate: Any, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError("not within the bound")
+
+
+# -- isolation -----------------------------------------------------------------------------------
+def test_a_token_reaches_only_its_own_users_kernels(hub):
+    _, alice = sign_in(hub, "alice")
+    token = alice["access_token"]
+    assert "alice-41" in text_of(read(hub, token, "nb://kernels/alice_nb/vars/mine"))
+    kernels = {k["id"] for k in listing(text_of(read(hub, token, "nb://kernels")))}
+    assert kernels == {hub.kids["alice"], hub.kids["extra"]}
+    for uri in (
+        "nb://kernels/bob_nb/vars/mine",
+        f"nb://kernels/{hub.kids['bob']}/vars/mine",
+        f"nb://kernels/{hub.kids['bob']}/kernel",
+    ):
+        r = read(hub, token, uri)
+        assert "bob-42" not in r.text
+        assert r.json()["error"]["code"] == -32602, r.text  # not found: it does not exist for alice
+    assert "bob-42" not in read(hub, token, "nb://vars/mine").text  # bare: alice's current kernel
+
+
+def test_tokens_are_not_interchangeable(hub):
+    _, alice = sign_in(hub, "alice")
+    hub_token = hub.user_token("alice")
+    r = read(hub, hub_token, "nb://kernels")  # a Hub API token is not an MCP token
+    assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
+    api = httpx.get(hub.public + "hub/api/user", headers={"Authorization": f"token {alice['access_token']}"})
+    assert api.status_code in (401, 403)  # an MCP token is not a Hub token
+    server = httpx.get(
+        hub.public + "user/alice/api/status", headers={"Authorization": f"token {alice['access_token']}"}
+    )
+    assert server.status_code in (302, 401, 403)  # nor a key to the user's server
+
+
+# -- the authorization request ---------------------------------------------------------------------
+def test_pkce_is_required_and_s256_only(hub):
+    client_id = register(hub)
+    browser = Browser(hub.public, "alice")
+    r = browser.authorize(authorize_url(hub, client_id, None))  # no challenge
+    assert code_of(r)["error"] == "invalid_request" and "code" not in code_of(r)
+    _, challenge = pkce()
+    r = browser.authorize(authorize_url(hub, client_id, challenge, code_challenge_method="plain"))
+    assert code_of(r)["error"] == "invalid_request"
+    _, challenge = pkce()
+    code = code_of(browser.authorize(authorize_url(hub, client_id, challenge)))["code"]
+    missing = exchange(hub, client_id, code, None)
+    assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
+    wrong = exchange(hub, client_id, code, pkce()[0])
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+
+
+def test_redirect_uri_must_be_registered_and_nothing_redirects_elsewhere(hub):
+    client_id = register(hub)
+    _, challenge = pkce()
+    evil = "https://evil.example/cb"
+    r = Browser(hub.public, "alice").authorize(authorize_url(hub, client_id, challenge, redirect_uri=evil))
+    assert r.status_code == 400 and "location" not in r.headers
+    r = httpx.get(authorize_url(hub, "no-such-client", challenge, redirect_uri=evil), timeout=30)
+    assert r.status_code == 400 and "location" not in r.headers
+    # the Hub's own callback only ever goes on to this service's consent page
+    r = httpx.get(hub.service_url + "oauth_callback?code=x&state=y", timeout=30, follow_redirects=False)
+    assert r.status_code in (400, 403) and "evil" not in r.headers.get("location", "")
+
+
+def test_token_for_another_resource_is_refused(hub):
+    client_id = register(hub)
+    verifier, challenge = pkce()
+    browser = Browser(hub.public, "alice")
+    r = browser.authorize(authorize_url(hub, client_id, challenge, resource="https://other.example/mcp"))
+    assert r.status_code == 400 and "invalid_target" in r.text and "location" not in r.headers
+    code = code_of(browser.authorize(authorize_url(hub, client_id, challenge)))["code"]
+    r = exchange(hub, client_id, code, verifier, resource="https://other.example/mcp")
+    assert r.status_code == 400 and r.json()["error"] == "invalid_target"
+
+
+def test_a_replayed_code_is_refused_and_revokes_what_it_gave(hub):
+    client_id = register(hub)
+    verifier, challenge = pkce()
+    code = code_of(Browser(hub.public, "alice").authorize(authorize_url(hub, client_id, challenge)))["code"]
+    first = exchange(hub, client_id, code, verifier)
+    assert first.status_code == 200
+    token = first.json()["access_token"]
+    assert "alice-41" in text_of(read(hub, token, "nb://kernels/alice_nb/vars/mine"))
+    again = exchange(hub, client_id, code, verifier)
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+    assert read(hub, token, "nb://kernels").status_code == 401
+
+
+def test_refresh_tokens_rotate_and_reuse_revokes_the_family(hub):
+    client_id, tokens = sign_in(hub, "alice")
+    new = refresh(hub, client_id, tokens["refresh_token"])
+    assert new.status_code == 200, new.text
+    fresh = new.json()
+    assert fresh["refresh_token"] != tokens["refresh_token"]
+    assert "alice-41" in text_of(read(hub, fresh["access_token"], "nb://kernels/alice_nb/vars/mine"))
+    reused = refresh(hub, client_id, tokens["refresh_token"])
+    assert reused.status_code == 400 and reused.json()["error"] == "invalid_grant"
+    assert read(hub, fresh["access_token"], "nb://kernels").status_code == 401  # the family is revoked
+    assert refresh(hub, client_id, fresh["refresh_token"]).status_code == 400
+
+
+def test_an_expired_access_token_is_refused(hub):
+    _, tokens = sign_in(hub, "alice")
+    assert tokens["expires_in"] == 8  # this test hub's setting (the default is 3600, the most allowed)
+    time.sleep(9)
+    r = read(hub, tokens["access_token"], "nb://kernels")
+    assert r.status_code == 401 and "expired" in r.headers["www-authenticate"]
+
+
+def test_consent_is_csrf_protected(hub):
+    client_id = register(hub)
+    _, challenge = pkce()
+    alice = Browser(hub.public, "alice")
+    page = alice.authorize(authorize_url(hub, client_id, challenge), answer=False)
+    assert page.status_code == 200 and "name='csrf'" in page.text
+    form = _inputs(page.text)
+    forged = alice.http.post(str(page.url), data=form | {"csrf": "0" * 64, "decision": "allow"})
+    assert forged.status_code == 403 and "location" not in forged.headers
+    missing = alice.http.post(str(page.url), data={"pending": form["pending"], "decision": "allow"})
+    assert missing.status_code == 403
+    mallory = Browser(hub.public, "bob")  # another browser cannot answer alice's pending request
+    mallory.authorize(authorize_url(hub, client_id, challenge), answer=False)
+    stolen = mallory.http.post(str(page.url), data=form | {"decision": "allow"})
+    assert stolen.status_code in (400, 403) and "location" not in stolen.headers
+    ok = alice.http.post(str(page.url), data=form | {"decision": "allow"})
+    assert ok.is_redirect and "code" in code_of(ok)
+
+
+def test_denied_consent_gives_no_code(hub):
+    client_id = register(hub)
+    _, challenge = pkce()
+    q = code_of(Browser(hub.public, "alice").authorize(authorize_url(hub, client_id, challenge), decision="deny"))
+    assert q["error"] == "access_denied" and "code" not in q
+
+
+# -- clients: metadata documents and configured ones -----------------------------------------------
+def test_client_id_metadata_document_with_the_sdk(hub, cimd):
+    url = cimd.publish("/assistant/client.json")
+    storage = Storage()
+    browser = Browser(hub.public, "bob")
+
+    async def go() -> None:
+        auth = provider(hub.mcp_url, browser, storage, client_metadata_url=url)
+        async with connect(hub.mcp_url, auth) as client:
+            assert "bob-42" in (await client.read_resource("nb://kernels/bob_nb/vars/mine")).contents[0].text
+
+    anyio.run(go)
+    assert storage.client is not None and storage.client.client_id == url  # no registration
+    assert "Metadata document assistant" in browser.pages[0]
+
+
+def test_metadata_document_at_a_private_address_is_refused(hub, cimd):
+    _, challenge = pkce()
+    for host in ("127.0.0.1", "10.0.0.1", "169.254.169.254"):
+        url = f"https://{host}:{cimd.port}/assistant/client.json"
+        r = httpx.get(authorize_url(hub, url, challenge), timeout=30)
+        assert r.status_code == 400 and "not a public address" in r.text and "location" not in r.headers
+    http_url = f"http://localhost:{cimd.port}/assistant/client.json"  # not https: a plain client id, unknown
+    assert httpx.get(authorize_url(hub, http_url, challenge), timeout=30).status_code == 400
+    lying = cimd.publish("/liar.json", {"client_id": "https://elsewhere.example/c.json", "redirect_uris": [REDIRECT]})
+    r = httpx.get(authorize_url(hub, lying, challenge), timeout=30)
+    assert r.status_code == 400 and "client_id is not its URL" in r.text
+
+
+def test_a_configured_client(hub):
+    verifier, challenge = pkce()
+    cid = PRECONF["client_id"]
+    browser = Browser(hub.public, "bob")
+    code = code_of(browser.authorize(authorize_url(hub, cid, challenge)))["code"]
+    assert "Configured assistant" in browser.pages[0]
+    r = exchange(hub, cid, code, verifier)
+    assert r.status_code == 200
+    assert "bob-42" in text_of(read(hub, r.json()["access_token"], "nb://kernels/bob_nb/vars/mine"))
+
+
+# -- revocation --------------------------------------------------------------------------------
+def test_users_and_admins_list_and_revoke_grants(hub):
+    _, alice = sign_in(hub, "alice")
+    alice_api = {"Authorization": f"token {hub.user_token('alice')}"}
+    bob_api = {"Authorization": f"token {hub.user_token('bob')}"}
+    root_api = {"Authorization": f"token {hub.user_token('root')}"}
+    grants = httpx.get(hub.service_url + "api/grants", headers=alice_api, timeout=30).json()["grants"]
+    assert grants and {g["user"] for g in grants} == {"alice"}
+    everyone = httpx.get(hub.service_url + "api/grants", headers=root_api, timeout=30).json()["grants"]
+    assert {"alice", "bob"} <= {g["user"] for g in everyone}
+    assert {g["user"] for g in httpx.get(hub.service_url + "api/grants", headers=bob_api).json()["grants"]} <= {"bob"}
+    newest = max(grants, key=lambda g: g["created"])
+    assert httpx.delete(hub.service_url + f"api/grants/{newest['id']}", headers=bob_api).status_code == 404
+    assert read(hub, alice["access_token"], "nb://kernels").status_code == 200
+    assert httpx.delete(hub.service_url + f"api/grants/{newest['id']}", headers=root_api).status_code == 204
+    assert read(hub, alice["access_token"], "nb://kernels").status_code == 401
+
+
+def test_revoking_the_hub_sign_in_cuts_the_client_off(hub):
+    _, alice = sign_in(hub, "alice")
+    token = alice["access_token"]
+    assert read(hub, token, "nb://kernels").status_code == 200
+    listed = hub.api.get("users/alice/tokens").json()["api_tokens"]
+    ours = [t for t in listed if "mcp-notebook" in str(t.get("oauth_client"))]
+    assert ours  # the sign-in tokens the service holds, seen by the Hub like any other
+    # revoking one revokes every token of that client for alice (the Hub's rule)
+    assert hub.api.delete(f"users/alice/tokens/{ours[0]['id']}").status_code == 204
+    until(lambda: read(hub, token, "nb://kernels").status_code == 401)
+
+
+def test_a_stopped_server_disappears_and_a_user_without_server_is_told_where_to_start(hub):
+    _, alice = sign_in(hub, "alice")
+    token = alice["access_token"]
+    assert "alice-second" in text_of(read(hub, token, "nb://kernels/extra/vars/other"))
+    hub.stop_server("alice", "second")
+    until(lambda: hub.kids["extra"] not in read(hub, token, "nb://kernels").text)
+    assert read(hub, token, "nb://kernels/extra/vars/other").json()["error"]["code"] == -32602
+    hub.api.post("users/carol")  # no server
+    hub.api.post("users/carol/tokens")  # (the user exists for the Hub)
+    _, carol = sign_in(hub, "carol")
+    r = read(hub, carol["access_token"], "nb://vars/x")
+    message = r.json()["error"]["message"]
+    assert "no running server" in message and "/hub/home" in message
+    assert hub.api.delete("users/carol").status_code == 204  # the user deleted: cut off
+    until(lambda: read(hub, carol["access_token"], "nb://kernels").status_code == 401)

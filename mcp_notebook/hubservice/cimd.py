@@ -52,12 +52,20 @@ def _public(address: str) -> bool:
 class _PinnedHTTPS(http.client.HTTPSConnection):
     """HTTPS to one already-checked address, with SNI and the certificate for the host name."""
 
-    def __init__(self, host: str, port: int, address: str, context: ssl.SSLContext, timeout: float):
+    def __init__(self, host: str, port: int, addresses: list[str], context: ssl.SSLContext, timeout: float):
         super().__init__(host, port, context=context, timeout=timeout)
-        self._address = address
+        self._addresses = addresses
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
+        error: OSError = OSError("no address")
+        for address in self._addresses:
+            try:
+                sock = socket.create_connection((address, self.port), self.timeout)
+                break
+            except OSError as exc:
+                error = exc
+        else:
+            raise error
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
 
 
@@ -97,7 +105,7 @@ class MetadataFetcher:
             self._cache[url] = (time.monotonic() + self.cache_seconds, doc)
         return doc
 
-    def _address(self, host: str, port: int) -> str:
+    def _addresses(self, host: str, port: int) -> list[str]:
         try:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
@@ -107,13 +115,13 @@ class MetadataFetcher:
             raise MetadataError(f"the client_id host {host} does not resolve")
         if host not in self.allow_hosts and not all(_public(a) for a in addresses):
             raise MetadataError(f"the client_id host {host} is not a public address: refused")
-        return addresses[0]
+        return addresses
 
     def _get(self, url: str) -> bytes:
         host, port, path = _check_url(url)
-        address = self._address(host, port)
+        addresses = self._addresses(host, port)
         deadline = time.monotonic() + self.timeout
-        conn = _PinnedHTTPS(host, port, address, self.context, self.timeout)
+        conn = _PinnedHTTPS(host, port, addresses, self.context, self.timeout)
         try:
             conn.request("GET", path, headers={"Accept": "application/json", "User-Agent": "mcp-notebook"})
             resp = conn.getresponse()
