@@ -163,8 +163,11 @@ class Hub:
 
         self._wait(stopped, f"{user}'s server to stop", timeout=60)
 
-    def kernel(self, user: str, notebook: str, code: str, server: str = "") -> tuple[str, BlockingKernelClient]:
-        """A notebook session on the user's server, the hub loaded, ``code`` run; (kernel id, client)."""
+    def kernel(
+        self, user: str, notebook: str, code: str, server: str = "", before: str = ""
+    ) -> tuple[str, BlockingKernelClient]:
+        """A notebook session on the user's server, ``before`` run, the hub loaded, ``code`` run;
+        (kernel id, client)."""
         url = self.public.rstrip("/") + self.start_server(user, server)
         r = self.api.post(
             url + "api/sessions", json={"path": notebook, "type": "notebook", "kernel": {"name": "python3"}}
@@ -178,6 +181,8 @@ class Hub:
         kc.start_channels(hb=False)
         kc.wait_for_ready(timeout=90)
         self.clients.append(kc)
+        if before:
+            run(kc, before)
         load_hub(kc)
         run(kc, code)
         return kid, kc

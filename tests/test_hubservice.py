@@ -5,19 +5,30 @@ kernels in both eras and across a token refresh; every attack in the issue is re
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlencode
 
 import anyio
 import httpx
 import pytest
-from hub_oauth import REDIRECT, Browser, MetadataHost, Storage, _inputs, code_of, connect, provider
+from hub_oauth import (
+    REDIRECT,
+    Browser,
+    MetadataHost,
+    Storage,
+    _inputs,
+    authorize_url,
+    code_of,
+    connect,
+    exchange,
+    pkce,
+    provider,
+    refresh,
+    register,
+    sign_in,
+)
 from jhub import CHP, Hub
 
 pytestmark = [
@@ -117,59 +128,6 @@ def test_unauthenticated_request_points_at_the_metadata(hub):
     assert meta["code_challenge_methods_supported"] == ["S256"]
     assert meta["client_id_metadata_document_supported"] is True
     assert "refresh_token" in meta["grant_types_supported"]
-
-
-# -- the raw flow, for the attacks ---------------------------------------------------------------
-def pkce() -> tuple[str, str]:
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    return verifier, challenge
-
-
-def register(hub: Hub, name: str = "Raw client", redirect: str = REDIRECT) -> str:
-    body = {"client_name": name, "redirect_uris": [redirect], "token_endpoint_auth_method": "none"}
-    r = httpx.post(hub.service_url + "oauth/register", json=body, timeout=30)
-    assert r.status_code == 201, r.text
-    assert "client_secret" not in r.json()  # a public client gets no secret
-    return r.json()["client_id"]
-
-
-def authorize_url(hub: Hub, client_id: str, challenge: str | None, **extra: str) -> str:
-    params = {
-        "response_type": "code",
-        "client_id": client_id,
-        "redirect_uri": REDIRECT,
-        "state": "st-1",
-        "resource": hub.mcp_url,
-        "scope": "kernels:read",
-    }
-    if challenge is not None:
-        params |= {"code_challenge": challenge, "code_challenge_method": "S256"}
-    params |= extra
-    return hub.service_url + "oauth/authorize?" + urlencode({k: v for k, v in params.items() if v is not None})
-
-
-def exchange(hub: Hub, client_id: str, code: str, verifier: str | None, **extra: str) -> httpx.Response:
-    form = {"grant_type": "authorization_code", "code": code, "client_id": client_id, "redirect_uri": REDIRECT}
-    if verifier is not None:
-        form["code_verifier"] = verifier
-    return httpx.post(hub.service_url + "oauth/token", data=form | extra, timeout=30)
-
-
-def refresh(hub: Hub, client_id: str, token: str) -> httpx.Response:
-    form = {"grant_type": "refresh_token", "refresh_token": token, "client_id": client_id}
-    return httpx.post(hub.service_url + "oauth/token", data=form, timeout=30)
-
-
-def sign_in(hub: Hub, user: str) -> tuple[str, dict[str, Any]]:
-    """A registered client's tokens for ``user`` (through the Hub's login and the consent page)."""
-    client_id = register(hub)
-    verifier, challenge = pkce()
-    q = code_of(Browser(hub.public, user).authorize(authorize_url(hub, client_id, challenge)))
-    assert q["state"] == "st-1" and q["iss"] == hub.service_url.rstrip("/")
-    r = exchange(hub, client_id, q["code"], verifier)
-    assert r.status_code == 200, r.text
-    return client_id, r.json()
 
 
 def read(hub: Hub, token: str, uri: str) -> httpx.Response:
