@@ -6,6 +6,8 @@ kernels in both eras and across a token refresh; every attack in the issue is re
 from __future__ import annotations
 
 import json
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -387,3 +389,28 @@ def test_a_stopped_server_disappears_and_a_user_without_server_is_told_where_to_
     assert "no running server" in message and "/hub/home" in message
     assert hub.api.delete("users/carol").status_code == 204  # the user deleted: cut off
     until(lambda: read(hub, carol["access_token"], "nb://kernels").status_code == 401)
+
+
+def test_typescript_sdk_client_signs_in_reads_and_refreshes(hub):
+    """The official TypeScript SDK client (handshake era: SDK 1.x) through the same flow."""
+    script = CHP.parents[2] / "hub_client.mjs"
+    args = ["node", str(script), hub.mcp_url, REDIRECT, "9000", "nb://kernels/bob_nb/vars/mine", "nb://kernels"]
+    proc = subprocess.Popen(
+        args, cwd=script.parent, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    watchdog = threading.Timer(180, proc.kill)
+    watchdog.start()
+    try:
+        first = json.loads(proc.stdout.readline() or "{}")
+        assert "authorize" in first, proc.stderr.read()[-2000:]
+        q = code_of(Browser(hub.public, "bob").authorize(first["authorize"]))
+        proc.stdin.write(q["code"] + "\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=170)
+    finally:
+        watchdog.cancel()
+    assert proc.returncode == 0, err[-2000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert "bob-42" in result["reads"]["nb://kernels/bob_nb/vars/mine"] and "bob-42" in result["after"]
+    assert {k["label"] for k in listing(result["reads"]["nb://kernels"])} == {"bob_nb"}
+    assert result["client_id"] and result["tokens"] >= 2 and result["rotated"]

@@ -25,7 +25,7 @@ from ..protocol.streams import Stream
 from .config import SCOPE
 from .oauth import Server
 from .store import digest, unseal
-from .users import HubLink, HubRefused, UserKernels, UserServers
+from .users import HubLink, HubRefused, Listings, UserKernels, UserServers
 
 log = logging.getLogger(__name__)
 KEEPALIVE_SECONDS = 15.0
@@ -46,6 +46,7 @@ class GrantFront:
     link: HubLink
     used: float
     streams: int = 0
+    touched: float = 0.0  # when "last used" was last written to the store
 
 
 class Fronts:
@@ -58,6 +59,7 @@ class Fronts:
         self._fronts: dict[str, GrantFront] = {}
         self._access: dict[str, Access] = {}
         self._lock = threading.Lock()
+        self.listings = Listings()
         server.on_revoke.append(self.close_family)
 
     def authenticate(self, token: str) -> Access | str:
@@ -89,11 +91,20 @@ class Fronts:
             found = self._fronts.get(access.family)
             if found is None:
                 link = HubLink(self.api_url, access.user, access.hub_token, self.check_seconds)
-                directory = UserServers(link, self.upstream, self.hub_home)
+                directory = UserServers(link, self.upstream, self.hub_home, self.listings)
                 front = KernelsFront(directory, provider=UserKernels(directory))
                 found = self._fronts[access.family] = GrantFront(front, link, time.monotonic())
             found.used = time.monotonic()
             return found
+
+    def check(self, family: str, gf: GrantFront) -> None:
+        """The Hub still accepts the grant's user (cached ``check_seconds``); "last used" is
+        written at most once a minute (a write per read would cost more than the read)."""
+        gf.link.model()
+        now = time.monotonic()
+        if now - gf.touched > 60.0:
+            gf.touched = now
+            self.server.store.touch(family)
 
     def close_family(self, family: str) -> None:
         with self._lock:
@@ -171,13 +182,12 @@ class McpHandler(web.RequestHandler):
             return self._refuse(401, "invalid_token", access)
         gf = self.fronts.get(access)
         try:
-            await loop.run_in_executor(None, gf.link.model)
+            await loop.run_in_executor(None, self.fronts.check, access.family, gf)
         except HubRefused as exc:
             self.fronts.server.revoke(access.family)
             return self._refuse(401, "invalid_token", str(exc))
         except OSError as exc:
             raise web.HTTPError(503, f"the Hub did not answer: {exc}") from None
-        self.fronts.server.store.touch(access.family)
         headers = {name.lower(): value for name, value in self.request.headers.get_all()}
         for name in ("authorization", "cookie"):
             headers.pop(name, None)

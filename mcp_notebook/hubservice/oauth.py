@@ -421,5 +421,10 @@ class Server(_AuthorizationServer):
             "code_challenge_methods_supported": ["S256"],
             "client_id_metadata_document_supported": self.fetcher is not None,
             "authorization_response_iss_parameter_supported": True,
+            # served at the OpenID discovery path, so the fields OIDC discovery requires (the
+            # TypeScript SDK checks them); no ID token is ever issued ("openid" is not a scope here)
+            "jwks_uri": base + ".well-known/jwks.json",
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["none"],
             "service_documentation": "https://github.com/mcp-notebook/mcp-notebook#jupyterhub",
         }

@@ -25,7 +25,7 @@ from ..kernels.upstream import HubAddress
 from ..types import ResourceReadError
 
 log = logging.getLogger(__name__)
-LIST_SECONDS = 1.0  # a server's kernel listing this recent is reused
+LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
 TIMEOUT = 10.0
 
 
@@ -79,16 +79,36 @@ class HubLink:
         }
 
 
+class Listings:
+    """Servers' kernel listings, shared by the grants of their user (keyed by user and server)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str], fresh: bool) -> list[dict[str, Any]] | None:
+        with self._lock:
+            found = self._lists.get(key)
+        if found is None or fresh or time.monotonic() - found[0] >= LIST_SECONDS:
+            return None
+        return found[1]
+
+    def put(self, key: tuple[str, str], listed: list[dict[str, Any]]) -> None:
+        with self._lock:
+            if len(self._lists) > 4096:
+                self._lists.clear()
+            self._lists[key] = (time.monotonic(), listed)
+
+
 class UserServers:
     """The kernels of the user's ready servers (a ``kernels.directory.Directory``)."""
 
-    def __init__(self, link: HubLink, upstream: str, hub_home: str):
+    def __init__(self, link: HubLink, upstream: str, hub_home: str, listings: Listings | None = None):
         self.link = link
         self.upstream = upstream.rstrip("/")
         self.hub_home = hub_home
         self.servers: dict[str, str] = {}
-        self._lists: dict[str, tuple[float, list[KernelEntry]]] = {}
-        self._lock = threading.Lock()
+        self.listings = listings or Listings()
 
     def entries(self, fresh: bool = False) -> list[KernelEntry]:
         try:
@@ -104,22 +124,23 @@ class UserServers:
         return sorted(out, key=lambda e: e.started_at)
 
     def _kernels(self, name: str, path: str, fresh: bool) -> list[KernelEntry]:
-        with self._lock:
-            found = self._lists.get(path)
-        if found is not None and not fresh and time.monotonic() - found[0] < LIST_SECONDS:
-            return found[1]
         base = f"{self.upstream}{path}"
-        req = urllib.request.Request(
-            f"{base}mcp-notebook/kernels",
-            headers={"Authorization": f"token {self.link.hub_token}", "Accept": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-                listed = json.loads(resp.read())
-        except (OSError, ValueError) as exc:
-            log.info("listing the kernels of %s failed: %s", base, exc)
-            listed = []
-        entries = [
+        key = (self.link.user, path)
+        listed = self.listings.get(key, fresh)
+        if listed is None:
+            req = urllib.request.Request(
+                f"{base}mcp-notebook/kernels",
+                headers={"Authorization": f"token {self.link.hub_token}", "Accept": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                    listed = json.loads(resp.read())
+            except (OSError, ValueError) as exc:
+                log.info("listing the kernels of %s failed: %s", base, exc)
+                listed = []
+            listed = listed if isinstance(listed, list) else []
+            self.listings.put(key, listed)
+        return [
             KernelEntry(
                 str(k["kernel_id"]),
                 k.get("notebook_path"),
@@ -131,9 +152,6 @@ class UserServers:
             for k in listed
             if isinstance(k, dict) and k.get("kernel_id")
         ]
-        with self._lock:
-            self._lists[path] = (time.monotonic(), entries)
-        return entries
 
     def focused(self) -> tuple[str, float] | None:
         return None

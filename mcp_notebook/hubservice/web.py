@@ -123,6 +123,14 @@ class ServerMetadataHandler(_Base):
         self.finish(self.site.server.metadata(self.site.public))
 
 
+class KeysHandler(_Base):
+    """The (empty) key set the discovery document names: this server signs nothing."""
+
+    def get(self) -> None:
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.finish({"keys": []})
+
+
 class AuthorizeHandler(HubOAuthenticated, _Base):
     """The authorization endpoint: validate, remember, and send the browser through the Hub."""
 
