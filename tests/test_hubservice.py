@@ -32,6 +32,8 @@ from hub_oauth import (
     sign_in,
 )
 from jhub import CHP, Hub
+from jserver import run
+from sdk import connect as sdk_connect
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -67,11 +69,13 @@ def hub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> Iterato
     )
     h = Hub(tmp_path_factory.mktemp("jhub"), args)
     try:
-        h.kids = {
-            "alice": h.kernel("alice", "alice_nb.ipynb", "mine = 'alice-41'")[0],
-            "extra": h.kernel("alice", "extra.ipynb", "other = 'alice-second'", server="second")[0],
-            "bob": h.kernel("bob", "bob_nb.ipynb", "mine = 'bob-42'")[0],
+        made = {
+            "alice": h.kernel("alice", "alice_nb.ipynb", "mine = 'alice-41'"),
+            "extra": h.kernel("alice", "extra.ipynb", "other = 'alice-second'", server="second"),
+            "bob": h.kernel("bob", "bob_nb.ipynb", "mine = 'bob-42'"),
         }
+        h.kids = {name: kid for name, (kid, _) in made.items()}
+        h.kcs = {name: kc for name, (_, kc) in made.items()}
         yield h
     except BaseException:
         print(h.log_text()[-5000:])
@@ -188,6 +192,53 @@ def test_a_token_reaches_only_its_own_users_kernels(hub):
         assert "bob-42" not in r.text
         assert r.json()["error"]["code"] == -32602, r.text  # not found: it does not exist for alice
     assert "bob-42" not in read(hub, token, "nb://vars/mine").text  # bare: alice's current kernel
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_changes_reach_the_client_through_the_service(hub, mode):
+    """A subscription (handshake era) or a listen (2026-07-28) through the service hears a cell
+    that changes the watched variable; another user's session is unknown to this grant."""
+    _, bob = sign_in(hub, "bob")
+    uri = "nb://kernels/bob_nb/vars/mine"
+
+    async def go() -> None:
+        async with sdk_connect({"url": hub.mcp_url}, mode, token=bob["access_token"]) as (client, inbox):
+            if mode == "legacy":
+                await client.subscribe_resource(uri)
+                await anyio.sleep(1)
+                await anyio.to_thread.run_sync(run, hub.kcs["bob"], f"mine = 'bob-42 {mode}'")
+                await inbox.wait_for(lambda i: uri in i.updated, timeout=30)
+                return
+            async with client.listen(resource_subscriptions=[uri]) as sub:
+                await anyio.sleep(1)
+                await anyio.to_thread.run_sync(run, hub.kcs["bob"], f"mine = 'bob-42 {mode}'")
+                with anyio.fail_after(30):
+                    async for event in sub:
+                        if getattr(event, "uri", None) == uri:
+                            break
+
+    anyio.run(go)
+
+
+def test_a_session_belongs_to_its_grant(hub):
+    _, alice = sign_in(hub, "alice")
+    _, other = sign_in(hub, "alice")  # the same user, another client
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    r = httpx.post(hub.mcp_url, json=init, headers=accept | {"Authorization": f"Bearer {alice['access_token']}"})
+    assert r.status_code == 200, r.text
+    session = r.headers["mcp-session-id"]
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    headers = accept | {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    mine = httpx.post(hub.mcp_url, json=ping, headers=headers | {"Authorization": f"Bearer {alice['access_token']}"})
+    assert mine.status_code == 200
+    theirs = httpx.post(hub.mcp_url, json=ping, headers=headers | {"Authorization": f"Bearer {other['access_token']}"})
+    assert theirs.status_code == 404  # unknown to the other grant's front
 
 
 def test_tokens_are_not_interchangeable(hub):

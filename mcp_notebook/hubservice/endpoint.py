@@ -62,13 +62,15 @@ class Fronts:
         self.listings = Listings()
         server.on_revoke.append(self.close_family)
 
+    def remembered(self, token: str) -> Access | None:
+        """The grant of an access token verified before and not expired (memory only)."""
+        with self._lock:
+            found = self._access.get(digest(token))
+        return found if found is not None and found.expires > time.time() else None
+
     def authenticate(self, token: str) -> Access | str:
         """The grant behind an access token, or why it is refused (from a thread)."""
         key = digest(token)
-        with self._lock:
-            found = self._access.get(key)
-        if found is not None and found.expires > time.time():
-            return found
         row = self.server.store.token(token)
         if row is None or row.kind != "access":
             return "unknown token (a Hub token is not an MCP token)"
@@ -163,7 +165,8 @@ class McpHandler(web.RequestHandler):
     def _refuse(self, status: int, error: str | None = None, description: str = "") -> None:
         challenge = f'Bearer resource_metadata="{self.prm_url}", scope="{SCOPE}"'
         if error:
-            challenge += f', error="{error}", error_description="{description}"'
+            safe = description.replace("\\", "").replace('"', "'")
+            challenge += f', error="{error}", error_description="{safe}"'
         self.set_status(status)
         self.set_header("WWW-Authenticate", challenge)
         self.set_header("Content-Type", "application/json")
@@ -177,12 +180,15 @@ class McpHandler(web.RequestHandler):
         if scheme.lower() != "bearer" or not token.strip():
             return self._refuse(401)
         loop = asyncio.get_running_loop()
-        access = await loop.run_in_executor(None, self.fronts.authenticate, token.strip())
+        access = self.fronts.remembered(token.strip())  # no I/O: most requests end their checks here
+        if access is None:
+            access = await loop.run_in_executor(None, self.fronts.authenticate, token.strip())
         if isinstance(access, str):
             return self._refuse(401, "invalid_token", access)
         gf = self.fronts.get(access)
         try:
-            await loop.run_in_executor(None, self.fronts.check, access.family, gf)
+            if not gf.link.fresh():
+                await loop.run_in_executor(None, self.fronts.check, access.family, gf)
         except HubRefused as exc:
             self.fronts.server.revoke(access.family)
             return self._refuse(401, "invalid_token", str(exc))

@@ -71,6 +71,12 @@ class HubLink:
             self._model, self._checked = model, time.monotonic()
             return model
 
+    def fresh(self) -> bool:
+        """The Hub's answer is recent enough to trust without asking (and was a yes)."""
+        return (
+            self.refused is None and self._model is not None and time.monotonic() - self._checked < self.check_seconds
+        )
+
     def ready_servers(self) -> dict[str, str]:
         """Server name ("" for the default one) -> its URL path, for the servers that are ready."""
         servers = self.model().get("servers") or {}
