@@ -5,7 +5,8 @@ through ``/services/mcp-notebook/mcp`` (an MCP access token from the OAuth flow)
     .venv/bin/python bench/hubservice.py [--reads 500] [--cells 30] [--clients 20]
 
 Reads: 2026-07-28 ``resources/read`` of a small variable, one keep-alive connection per client,
-p50/p99; first one client, then ``--clients`` signed-in clients reading at once (each its own
+p50/p99, and the service's CPU per read (robust to other load, unlike latency); first one
+client, then ``--clients`` signed-in clients reading at once (each its own
 grant, so its own front in the service: the service sees as many users; the upstream servers are
 the two test users'). Notifications: cell end (stamped in the kernel) to
 ``notifications/resources/updated`` at the official SDK client (bench/notify.py), both eras.
@@ -62,6 +63,17 @@ def _body_and_headers(auth: str) -> tuple[bytes, dict[str, str]]:
     return json.dumps(body).encode(), headers
 
 
+def service_cpu(hub: Hub) -> float:
+    """CPU seconds the service process has used (robust to other load, unlike latency)."""
+    import psutil
+
+    for proc in psutil.Process(hub.proc.pid).children(recursive=True):
+        if "mcp_notebook.hubservice" in " ".join(proc.cmdline()):
+            t = proc.cpu_times()
+            return t.user + t.system
+    raise RuntimeError("the service process was not found")
+
+
 def concurrent_reads(targets: list[tuple[str, str]], reads: int) -> dict[str, Any]:
     """Every (url, auth) read ``reads`` times at once, each on its own connection."""
     samples: list[float] = []
@@ -116,7 +128,9 @@ def main() -> int:
             pipe = {u: f"{hub.public}user/{u}/mcp-notebook/kernels/{kids[u]}/mcp" for u in kids}
             grants = [sign_in(hub, ("alice", "bob")[i % 2])[1]["access_token"] for i in range(args.clients)]
             out["read_direct"] = read_latency(pipe["alice"], f"token {hub_tokens['alice']}", args.reads)
+            cpu0 = service_cpu(hub)
             out["read_service"] = read_latency(hub.mcp_url, f"Bearer {grants[0]}", args.reads)
+            out["service_cpu_ms_per_read"] = (service_cpu(hub) - cpu0) / (args.reads + 50) * 1e3
             per = max(20, args.reads // 5)
             direct_many = [
                 (pipe[("alice", "bob")[i % 2]], f"token {hub_tokens[('alice', 'bob')[i % 2]]}")
@@ -142,6 +156,7 @@ def main() -> int:
         for q in ("p50", "p99"):
             x, y = a[f"{q}_ms"], b[f"{q}_ms"]
             print(f"| {label} {q} | {x:.2f} ms | {y:.2f} ms | {y - x:+.2f} ms |")
+    print(f"| service CPU per read (1 client) | | {out['service_cpu_ms_per_read']:.2f} ms | |")
     for era in ("legacy", "2026-07-28"):
         a, b = out["notify_direct"].get(era, {}), out["notify_service"].get(era, {})
         for q in ("median", "p99"):

@@ -382,6 +382,10 @@ def test_metadata_document_at_a_private_address_is_refused(hub, cimd):
     lying = cimd.publish("/liar.json", {"client_id": "https://elsewhere.example/c.json", "redirect_uris": [REDIRECT]})
     r = httpx.get(authorize_url(hub, lying, challenge), timeout=30)
     assert r.status_code == 400 and "client_id is not its URL" in r.text
+    big_url = f"https://localhost:{cimd.port}/big.json"
+    cimd.publish("/big.json", {"client_id": big_url, "redirect_uris": [REDIRECT], "pad": "x" * 6000})
+    r = httpx.get(authorize_url(hub, big_url, challenge), timeout=30)
+    assert r.status_code == 400 and "larger than 5120 bytes" in r.text
 
 
 def test_a_configured_client(hub):

@@ -33,6 +33,16 @@ from .web import (
 )
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+access_log = logging.getLogger("tornado.access")
+
+
+def log_request(handler: web.RequestHandler) -> None:
+    """Refusals and failures only: a line per read would cost the service more than the read."""
+    status = handler.get_status()
+    if status >= 400:
+        level = logging.WARNING if status < 500 else logging.ERROR
+        ms = 1000.0 * handler.request.request_time()
+        access_log.log(level, "%d %s %s %.1fms", status, handler.request.method, handler.request.path, ms)
 
 
 def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
@@ -92,6 +102,7 @@ def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Applica
         hub_auth=hub_auth,
         login_url=hub_auth.login_url,
         xsrf_cookies=False,
+        log_function=log_request,
     )
     return app, fronts
 

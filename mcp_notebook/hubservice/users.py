@@ -114,16 +114,17 @@ class UserServers:
         self.upstream = upstream.rstrip("/")
         self.hub_home = hub_home
         self.servers: dict[str, str] = {}
+        self.error: str | None = None
         self.listings = listings or Listings()
 
     def entries(self, fresh: bool = False) -> list[KernelEntry]:
         try:
             servers = self.link.ready_servers()
-        except Exception as exc:  # refused or unreachable: no kernels (the handler says why)
+        except Exception as exc:  # refused or unreachable: no kernels (why_empty says why)
             log.info("hub check for %s: %s", self.link.user, exc)
-            self.servers = {}
+            self.servers, self.error = {}, f"the Hub did not answer about {self.link.user}: {exc}"
             return []
-        self.servers = servers
+        self.servers, self.error = servers, None
         out: list[KernelEntry] = []
         for name, path in sorted(servers.items()):
             out += self._kernels(name, path, fresh)
@@ -166,6 +167,8 @@ class UserServers:
         user = self.link.user
         if self.link.refused:
             return self.link.refused
+        if self.error:
+            return self.error
         if not self.servers:
             return (
                 f"{user} has no running server on this hub: start one at {self.hub_home} "

@@ -85,7 +85,10 @@ class _Base(web.RequestHandler):
     def page(self, status: int, title: str, body: str) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
+        # no form-action: browsers apply it to the redirect after the consent form too, and that
+        # redirect goes to the client's own URI
+        csp = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+        self.set_header("Content-Security-Policy", csp)
         self.set_header("X-Frame-Options", "DENY")
         self.set_header("Cache-Control", "no-store")
         self.finish(
