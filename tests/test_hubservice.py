@@ -284,6 +284,17 @@ def test_redirect_uri_must_be_registered_and_nothing_redirects_elsewhere(hub):
     assert r.status_code in (400, 403) and "evil" not in r.headers.get("location", "")
 
 
+def test_registration_refuses_unsafe_redirect_uris(hub):
+    for uri in ("javascript:alert(1)", "http://evil.example/cb", "https://ok.example/cb#frag", "data:text/html,x"):
+        body = {"client_name": "x", "redirect_uris": [uri], "token_endpoint_auth_method": "none"}
+        r = httpx.post(hub.service_url + "oauth/register", json=body, timeout=30)
+        assert r.status_code == 400 and r.json()["error"] in ("invalid_redirect_uri", "invalid_client_metadata"), r.text
+    r = httpx.post(hub.service_url + "oauth/register", content=b"not json", timeout=30)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_client_metadata"
+    assert register(hub, redirect="http://127.0.0.1:33333/callback")  # loopback http: native apps
+    assert register(hub, redirect="cursor://anysphere.cursor-retrieval/oauth/callback")  # a private-use scheme
+
+
 def test_token_for_another_resource_is_refused(hub):
     client_id = register(hub)
     verifier, challenge = pkce()

@@ -26,6 +26,29 @@ class MetadataError(Exception):
     """The document could not be used (the message says why; it goes to the client)."""
 
 
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+UNSAFE_SCHEMES = ("javascript", "data", "file", "vbscript", "blob", "about")
+
+
+def redirect_uri_problem(uri: str) -> str | None:
+    """Why a client may not register ``uri`` as a redirect URI (None: it may): https, http on a
+    loopback address (native apps, RFC 8252), or a private-use scheme; never a fragment."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return f"{uri!r} is not a URI"
+    scheme = parts.scheme.lower()
+    if not scheme or parts.fragment:
+        return f"{uri!r}: a redirect URI is absolute and has no fragment"
+    if scheme in UNSAFE_SCHEMES:
+        return f"{uri!r}: the {scheme} scheme is not allowed"
+    if scheme == "http" and parts.hostname not in LOOPBACK:
+        return f"{uri!r}: http only on a loopback address (else https)"
+    if scheme in ("http", "https") and not parts.hostname:
+        return f"{uri!r} has no host"
+    return None
+
+
 def is_metadata_url(client_id: str | None) -> bool:
     return bool(client_id) and str(client_id).startswith("https://")
 
@@ -156,6 +179,10 @@ class MetadataFetcher:
         uris = doc.get("redirect_uris")
         if not isinstance(uris, list) or not uris or not all(isinstance(u, str) for u in uris):
             raise MetadataError("the client metadata document has no redirect_uris")
+        for uri in uris:
+            problem = redirect_uri_problem(uri)
+            if problem:
+                raise MetadataError(problem)
         method = doc.get("token_endpoint_auth_method", "none")
         if method != "none" or "client_secret" in doc:
             raise MetadataError("a metadata document client is public: token_endpoint_auth_method must be none")

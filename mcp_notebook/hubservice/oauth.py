@@ -21,11 +21,11 @@ from authlib.oauth2 import AuthorizationServer as _AuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, JsonPayload, JsonRequest, OAuth2Payload, OAuth2Request, grants
 from authlib.oauth2.rfc6749.errors import InvalidRequestError, OAuth2Error
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
-from authlib.oauth2.rfc7591 import ClientMetadataClaims, ClientRegistrationEndpoint
+from authlib.oauth2.rfc7591 import ClientMetadataClaims, ClientRegistrationEndpoint, InvalidRedirectURIError
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
 
-from .cimd import MetadataError, MetadataFetcher, is_metadata_url
+from .cimd import MetadataError, MetadataFetcher, is_metadata_url, redirect_uri_problem
 from .config import SCOPE
 from .store import Store, check_secret, unseal
 
@@ -280,6 +280,17 @@ class Registration(ClientRegistrationEndpoint):
             "token_endpoint_auth_methods_supported": AUTH_METHODS,
             "scopes_supported": [SCOPE],
         }
+
+    def extract_client_metadata(self, request: Any) -> dict[str, Any]:
+        metadata = super().extract_client_metadata(request)
+        uris = metadata.get("redirect_uris")
+        if not isinstance(uris, list) or not uris:
+            raise InvalidRedirectURIError("redirect_uris is required")
+        for uri in uris:
+            problem = redirect_uri_problem(str(uri))
+            if problem:
+                raise InvalidRedirectURIError(problem)
+        return metadata
 
     def generate_client_info(self, request: Any) -> dict[str, Any]:
         info = super().generate_client_info(request)
