@@ -332,6 +332,18 @@ def test_refresh_tokens_rotate_and_reuse_revokes_the_family(hub):
     assert refresh(hub, client_id, fresh["refresh_token"]).status_code == 400
 
 
+def test_a_client_revokes_its_own_grant(hub):
+    client_id, tokens = sign_in(hub, "alice")
+    other_client, other = sign_in(hub, "alice")
+    form = {"token": tokens["refresh_token"], "token_type_hint": "refresh_token", "client_id": other_client}
+    r = httpx.post(hub.service_url + "oauth/revoke", data=form, timeout=30)  # not its token
+    assert r.status_code == 400 and read(hub, tokens["access_token"], "nb://kernels").status_code == 200
+    form["client_id"] = client_id
+    assert httpx.post(hub.service_url + "oauth/revoke", data=form, timeout=30).status_code == 200
+    assert read(hub, tokens["access_token"], "nb://kernels").status_code == 401
+    assert read(hub, other["access_token"], "nb://kernels").status_code == 200  # the other grant lives
+
+
 def test_an_expired_access_token_is_refused(hub):
     _, tokens = sign_in(hub, "alice")
     assert tokens["expires_in"] == 8  # this test hub's setting (the default is 3600, the most allowed)

@@ -21,6 +21,7 @@ from authlib.oauth2 import AuthorizationServer as _AuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, JsonPayload, JsonRequest, OAuth2Payload, OAuth2Request, grants
 from authlib.oauth2.rfc6749.errors import InvalidRequestError, OAuth2Error
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
+from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientMetadataClaims, ClientRegistrationEndpoint, InvalidRedirectURIError
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
@@ -305,6 +306,32 @@ class Registration(ClientRegistrationEndpoint):
         return Client(client_info["client_id"], metadata)
 
 
+@dataclass
+class IssuedToken:
+    """An access or refresh token presented for revocation: revoking it ends its grant."""
+
+    family: str
+    client_id: str
+
+    def check_client(self, client: Client) -> bool:
+        return client.client_id == self.client_id
+
+
+class Revocation(RevocationEndpoint):
+    """RFC 7009: a client ends its own grant (an unknown token is a success, as the RFC says)."""
+
+    CLIENT_AUTH_METHODS = AUTH_METHODS
+    server: Server
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> IssuedToken | None:
+        row = self.server.store.token(token_string)
+        grant = self.server.store.grant(row.family) if row is not None else None
+        return IssuedToken(grant.family, grant.client_id) if grant is not None else None
+
+    def revoke_token(self, token: IssuedToken, request: Any) -> None:
+        self.server.revoke(token.family)
+
+
 class _Issuer(IssuerParameter):
     def __init__(self, issuer: str):
         self.issuer = issuer
@@ -343,6 +370,7 @@ class Server(_AuthorizationServer):
         self.register_grant(CodeGrant, [S256Only(required=True)])
         self.register_grant(RefreshGrant)
         self.register_endpoint(Registration(claims_classes=[ClientMetadataClaims]))
+        self.register_endpoint(Revocation)
         self.register_extension(_Issuer(issuer))
 
     # -- what authlib asks -----------------------------------------------------------------
@@ -424,6 +452,8 @@ class Server(_AuthorizationServer):
             "authorization_endpoint": base + "oauth/authorize",
             "token_endpoint": base + "oauth/token",
             "registration_endpoint": base + "oauth/register",
+            "revocation_endpoint": base + "oauth/revoke",
+            "revocation_endpoint_auth_methods_supported": AUTH_METHODS,
             "scopes_supported": [SCOPE],
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],

@@ -234,6 +234,7 @@ class ConsentHandler(HubOAuthenticated, _Base):
             return self.refuse_page(403, "The form's CSRF token is missing or wrong: nothing was granted.")
         self.site.pending.pop(pending, None)
         self.clear_cookie(CONSENT_COOKIE, path=self.site.prefix)
+        self.hub_auth.clear_cookie(self)  # the grant keeps the Hub token (sealed); the browser needs it no more
         try:
             req, grant = self._grant(query)
         except OAuth2Error as error:
@@ -283,6 +284,18 @@ class TokenHandler(_Base):
             self.site.server.revoke(cred.family)
             return False
         return True
+
+
+class RevokeHandler(TokenHandler):
+    """RFC 7009 token revocation (the client's own grant ends)."""
+
+    async def post(self) -> None:
+        req = FormRequest("POST", self.site.public + "oauth/revoke", dict(self.request.headers), "", self.request.body)
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.site.server.fetch_client_metadata, req.payload.client_id
+        )
+        self._cors()
+        _send(self, self.site.server.create_endpoint_response("revocation", req))
 
 
 class RegisterHandler(TokenHandler):
