@@ -84,6 +84,28 @@ def hub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> Iterato
         h.stop()
 
 
+def test_readme_config_block_is_what_the_tests_run():
+    """The README's jupyterhub_config.py block loads as it stands and sets what this file's Hub uses."""
+    from pathlib import Path
+
+    from traitlets.config import Config
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## One URL for every user of a JupyterHub", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    config = Config()
+    exec(compile(block, "jupyterhub_config.py", "exec"), {"get_config": lambda: config})
+    (service,) = config.JupyterHub.services
+    assert service["command"][1:] == ["-m", "mcp_notebook.hubservice"]
+    assert service["oauth_client_allowed_scopes"] == ["access:servers!user", "read:servers!user"]
+    assert service["oauth_no_confirm"] is True
+    assert config.JupyterHub.load_roles == [
+        {"name": "user", "scopes": ["self", "access:services!service=mcp-notebook"]}
+    ]
+    jhub_text = (Path(__file__).resolve().parent / "jhub.py").read_text()
+    assert '"oauth_client_allowed_scopes": ["access:servers!user", "read:servers!user"]' in jhub_text
+
+
 def listing(text: str) -> list[dict[str, Any]]:
     return json.loads(text)["kernels"]
 

@@ -46,13 +46,8 @@ def log_request(handler: web.RequestHandler) -> None:
         access_log.log(level, "%d %s %s %.1fms", status, handler.request.method, handler.request.path, ms)
 
 
-def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
-    """The tornado application of the service."""
-    public = settings.resolved_public_url()
-    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or "/services/mcp-notebook/"
-    origin = "{0.scheme}://{0.netloc}".format(urlsplit(public))
-    resource = public + "mcp"
-    issuer = public.rstrip("/")
+def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
+    """The authorization server for ``resource``, its store and its clients."""
     fetcher = None
     if settings.cimd:
         fetcher = MetadataFetcher(
@@ -66,7 +61,7 @@ def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Applica
     for client in settings.clients:
         metadata = {k: v for k, v in client.items() if k not in ("client_id", "client_secret")}
         store.save_client(client["client_id"], "config", metadata, client.get("client_secret"))
-    server = Server(
+    return Server(
         store,
         fetcher,
         issuer,
@@ -75,6 +70,14 @@ def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Applica
         settings.refresh_token_seconds,
         settings.code_seconds,
     )
+
+
+def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
+    """The tornado application of the service."""
+    public = settings.resolved_public_url()
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or "/services/mcp-notebook/"
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(public))
+    server = _server(settings, public + "mcp", public.rstrip("/"))
     hub_base = os.environ.get("JUPYTERHUB_BASE_URL", "/")
     hub_home = origin + hub_base.rstrip("/") + "/hub/home"
     fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), hub_home, settings.check_seconds)
