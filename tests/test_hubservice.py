@@ -156,6 +156,11 @@ def test_unauthenticated_request_points_at_the_metadata(hub):
     assert meta["code_challenge_methods_supported"] == ["S256"]
     assert meta["client_id_metadata_document_supported"] is True
     assert "refresh_token" in meta["grant_types_supported"]
+    assert httpx.get(meta["jwks_uri"], timeout=30).json() == {"keys": []}
+    foreign = httpx.post(hub.mcp_url, json={}, headers={"Origin": "http://evil.example"}, timeout=30)
+    assert foreign.status_code == 403  # a foreign browser origin, before any token is looked at
+    same = httpx.options(hub.mcp_url, headers={"Origin": hub.public.rstrip("/")}, timeout=30)
+    assert same.status_code == 204 and same.headers["access-control-allow-origin"] == hub.public.rstrip("/")
 
 
 def read(hub: Hub, token: str, uri: str) -> httpx.Response:

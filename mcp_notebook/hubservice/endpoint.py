@@ -153,6 +153,31 @@ class McpHandler(web.RequestHandler):
     def check_xsrf_cookie(self) -> None:
         """Bearer tokens only: no cookie is ever accepted here, so no cross-site request can use one."""
 
+    def _cors(self) -> bool:
+        """False for a foreign Origin; for an allowed one the CORS headers a browser client needs."""
+        origin = self.request.headers.get("Origin")
+        if not origin:
+            return True
+        if origin not in self.origins:
+            return False
+        self.set_header("Access-Control-Allow-Origin", origin)
+        self.set_header("Vary", "Origin")
+        self.set_header("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+        return True
+
+    def options(self) -> None:
+        """A browser's preflight (allowed origins only; no credentials are involved)."""
+        if not self._cors():
+            raise web.HTTPError(403, "Origin not allowed")
+        self.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+        self.set_header(
+            "Access-Control-Allow-Headers",
+            "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, "
+            "Last-Event-ID",
+        )
+        self.set_status(204)
+        self.finish()
+
     async def post(self) -> None:
         await self._serve()
 
@@ -173,9 +198,8 @@ class McpHandler(web.RequestHandler):
         self.finish(json.dumps({"error": error or "unauthorized", "error_description": description or "sign in"}))
 
     async def _serve(self) -> None:
-        origin = self.request.headers.get("Origin")
-        if origin and origin not in self.origins:
-            raise web.HTTPError(403, f"Origin {origin} is not allowed")
+        if not self._cors():
+            raise web.HTTPError(403, "Origin not allowed (MCPNotebookService.allowed_origins)")
         scheme, _, token = (self.request.headers.get("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return self._refuse(401)
