@@ -287,6 +287,7 @@ def test_pkce_is_required_and_s256_only(hub):
     browser = Browser(hub.public, "alice")
     r = browser.authorize(authorize_url(hub, client_id, None))  # no challenge
     assert code_of(r)["error"] == "invalid_request" and "code" not in code_of(r)
+    assert code_of(r)["iss"] == hub.service_url.rstrip("/")  # RFC 9207, on errors too
     _, challenge = pkce()
     r = browser.authorize(authorize_url(hub, client_id, challenge, code_challenge_method="plain"))
     assert code_of(r)["error"] == "invalid_request"
@@ -331,6 +332,9 @@ def test_token_for_another_resource_is_refused(hub):
     code = code_of(browser.authorize(authorize_url(hub, client_id, challenge)))["code"]
     r = exchange(hub, client_id, code, verifier, resource="https://other.example/mcp")
     assert r.status_code == 400 and r.json()["error"] == "invalid_target"
+    shouting = hub.mcp_url.replace("http://", "HTTP://")  # scheme and host compare case-insensitively
+    code = code_of(browser.authorize(authorize_url(hub, client_id, challenge, resource=shouting)))["code"]
+    assert exchange(hub, client_id, code, verifier, resource=hub.mcp_url + "/").status_code == 200
 
 
 def test_a_replayed_code_is_refused_and_revokes_what_it_gave(hub):

@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from authlib.oauth2 import AuthorizationServer as _AuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, JsonPayload, JsonRequest, OAuth2Payload, OAuth2Request, grants
@@ -31,6 +31,14 @@ from .config import SCOPE
 from .store import Store, check_secret, unseal
 
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
+
+
+def _canonical(uri: str) -> str:
+    """A resource URI compared as MCP asks: scheme and host case-insensitive, no trailing slash."""
+    parts = urlsplit(uri)
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}" + (
+        f"?{parts.query}" if parts.query else ""
+    )
 
 
 class InvalidTargetError(OAuth2Error):
@@ -409,7 +417,7 @@ class Server(_AuthorizationServer):
 
     # -- the rules authlib leaves to us ---------------------------------------------------------
     def check_resource(self, resource: str | None) -> None:
-        if resource is not None and resource.rstrip("/") != self.resource.rstrip("/"):
+        if resource is not None and _canonical(resource) != _canonical(self.resource):
             raise InvalidTargetError(f"this server issues tokens for {self.resource} only")
 
     def refresh_credential(self, token: str, resource: str | None) -> RefreshCredential | None:

@@ -167,7 +167,10 @@ class AuthorizeHandler(HubOAuthenticated, _Base):
         """To the client's redirect URI only once authlib validated it; else a page here."""
         if getattr(error, "redirect_uri", None):
             error.state = req.payload.state
-            return _send(self, self.site.server.handle_error_response(req, error))
+            resp = self.site.server.handle_error_response(req, error)
+            if resp.location:  # RFC 9207: error responses name the issuer too
+                resp.location = url_concat(resp.location, {"iss": self.site.server.issuer})
+            return _send(self, resp)
         return self.refuse_page(400, f"{error.error}: {error.description or 'invalid request'}")
 
 
