@@ -96,7 +96,8 @@ def test_readme_config_block_is_what_the_tests_run():
     config = Config()
     exec(compile(block, "jupyterhub_config.py", "exec"), {"get_config": lambda: config})
     (service,) = config.JupyterHub.services
-    assert service["command"][1:] == ["-m", "mcp_notebook.hubservice"]
+    assert service["command"][1:3] == ["-m", "mcp_notebook.hubservice"]
+    assert service["command"][3].startswith("--MCPNotebookService.upstream_url=http://")
     assert service["oauth_client_allowed_scopes"] == ["access:servers!user", "read:servers!user"]
     assert service["oauth_no_confirm"] is True
     assert config.JupyterHub.load_roles == [

@@ -79,6 +79,12 @@ class MCPNotebookService(Configurable):
 
     def resolved_upstream(self) -> str:
         url = self.upstream_url or "{0.scheme}://{0.netloc}".format(urlsplit(self.resolved_public_url()))
+        if urlsplit(url).scheme != "http":
+            raise SystemExit(
+                f"mcp-notebook service: the users' servers are reached over plain http inside the deployment, "
+                f"not {url}: set --MCPNotebookService.upstream_url to where the proxy listens "
+                "(http://127.0.0.1:8000 behind a TLS-terminating web server; http://proxy-public on Kubernetes)"
+            )
         return url.rstrip("/")
 
     def resolved_port(self) -> int:
