@@ -63,7 +63,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("lifecycle",),
     ("magics", "frontend_comm", "widgets"),
     ("channel", "hub_selection"),
-    ("bridge", "remote", "demo", "serverext", "doctor"),
+    ("bridge", "remote", "demo", "serverext", "doctor", "hubservice"),
     ("", "cli", "__main__"),  # "": the package itself (the public API)
 ]
 

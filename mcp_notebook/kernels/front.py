@@ -20,8 +20,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 class KernelsFront:
     """One MCP server for all kernels a directory finds (both protocol eras)."""
 
-    def __init__(self, directory: Directory, token: str | None = None):
-        self.provider = KernelsProvider(directory)
+    def __init__(self, directory: Directory, token: str | None = None, provider: KernelsProvider | None = None):
+        self.provider = provider or KernelsProvider(directory)
         self.resources = Resources([self.provider, ViewsProvider()])  # views: for Apps hosts (listed to them only)
         self.provider.changed = lambda uris, list_changed: self.resources.changed(uris, list_changed)
         self.settings = ServerSettings(

@@ -1,0 +1,149 @@
+"""The service process: settings, the authorization server, the fronts, the routes; ``main()``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+from urllib.parse import urlsplit
+
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
+from tornado import web
+from tornado.ioloop import PeriodicCallback
+from traitlets import Instance
+from traitlets.config import Application
+
+from ..version import __version__
+from .cimd import MetadataFetcher
+from .config import MCPNotebookService
+from .endpoint import Fronts, McpHandler
+from .oauth import Server
+from .store import Store
+from .web import (
+    AuthorizeHandler,
+    ConsentHandler,
+    GrantsHandler,
+    KeysHandler,
+    ProtectedResourceHandler,
+    RegisterHandler,
+    RevokeHandler,
+    ServerMetadataHandler,
+    Site,
+    TokenHandler,
+)
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+access_log = logging.getLogger("tornado.access")
+
+
+def log_request(handler: web.RequestHandler) -> None:
+    """Refusals and failures only: a line per read would cost the service more than the read."""
+    status = handler.get_status()
+    if status >= 400:
+        level = logging.WARNING if status < 500 else logging.ERROR
+        ms = 1000.0 * handler.request.request_time()
+        access_log.log(level, "%d %s %s %.1fms", status, handler.request.method, handler.request.path, ms)
+
+
+def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
+    """The authorization server for ``resource``, its store and its clients."""
+    fetcher = None
+    if settings.cimd:
+        fetcher = MetadataFetcher(
+            list(settings.cimd_allow_hosts),
+            settings.cimd_ca_file,
+            settings.cimd_max_bytes,
+            settings.cimd_timeout_seconds,
+            settings.cimd_cache_seconds,
+        )
+    store = Store(settings.db_path)
+    for client in settings.clients:
+        metadata = {k: v for k, v in client.items() if k not in ("client_id", "client_secret")}
+        store.save_client(client["client_id"], "config", metadata, client.get("client_secret"))
+    return Server(
+        store,
+        fetcher,
+        issuer,
+        resource,
+        settings.access_token_seconds,
+        settings.refresh_token_seconds,
+        settings.code_seconds,
+    )
+
+
+def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
+    """The tornado application of the service."""
+    public = settings.resolved_public_url()
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or "/services/mcp-notebook/"
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(public))
+    server = _server(settings, public + "mcp", public.rstrip("/"))
+    hub_base = os.environ.get("JUPYTERHUB_BASE_URL", "/")
+    hub_home = origin + hub_base.rstrip("/") + "/hub/home"
+    fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), hub_home, settings.check_seconds)
+    site = Site(server, fronts, prefix, public, hub_home, secrets.token_bytes(32), settings.admin_scope, pending={})
+    origins = {origin, *settings.allowed_origins}
+    prm_url = public + ".well-known/oauth-protected-resource"
+    kw = {"site": site}
+    routes = [
+        (prefix + "mcp/?", McpHandler, {"fronts": fronts, "prm_url": prm_url, "origins": origins}),
+        (prefix + r"\.well-known/oauth-protected-resource(?:/mcp)?", ProtectedResourceHandler, kw),
+        (prefix + r"\.well-known/(?:openid-configuration|oauth-authorization-server)", ServerMetadataHandler, kw),
+        (prefix + r"\.well-known/jwks\.json", KeysHandler, kw),
+        (prefix + "oauth/authorize", AuthorizeHandler, kw),
+        (prefix + "oauth/consent", ConsentHandler, kw),
+        (prefix + "oauth/token", TokenHandler, kw),
+        (prefix + "oauth/register", RegisterHandler, kw),
+        (prefix + "oauth/revoke", RevokeHandler, kw),
+        (prefix + "oauth_callback", HubOAuthCallbackHandler),
+        (prefix + r"api/grants/?", GrantsHandler, kw),
+        (prefix + r"api/grants/(?P<family>[\w-]+)", GrantsHandler, kw),
+    ]
+    if not settings.dynamic_registration:
+        routes = [r for r in routes if r[1] is not RegisterHandler]
+    app = web.Application(
+        routes,
+        cookie_secret=secrets.token_bytes(32),
+        hub_auth=hub_auth,
+        login_url=hub_auth.login_url,
+        xsrf_cookies=False,
+        log_function=log_request,
+    )
+    return app, fronts
+
+
+class HubServiceApp(Application):
+    """``python -m mcp_notebook.hubservice``."""
+
+    name = "mcp-notebook-hubservice"
+    version = __version__
+    description = "One MCP endpoint for every user of a JupyterHub (run by the Hub as a service)."
+    classes = [MCPNotebookService]
+    service = Instance(MCPNotebookService)
+
+    def start(self) -> None:
+        self.service = MCPNotebookService(parent=self)
+        hub_auth = HubOAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=5)
+        app, fronts = build(self.service, hub_auth)
+        port = self.service.resolved_port()
+
+        async def serve() -> None:
+            app.listen(port, self.service.ip, max_body_size=MAX_BODY_BYTES)
+            sweeper = PeriodicCallback(fronts.sweep, 1000)
+            sweeper.start()
+            purge = PeriodicCallback(fronts.server.store.purge, 600_000)
+            purge.start()
+            self.log.info("mcp-notebook: one MCP endpoint for every user at %smcp", self.service.resolved_public_url())
+            try:
+                await asyncio.Event().wait()
+            finally:
+                sweeper.stop()
+                purge.stop()
+                fronts.close()
+
+        asyncio.run(serve())
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO)
+    HubServiceApp.launch_instance()

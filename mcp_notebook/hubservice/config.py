@@ -1,0 +1,93 @@
+"""The service's settings (``--MCPNotebookService.name=value`` on its command line in
+``c.JupyterHub.services``), and the URLs it derives from the Hub's environment."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from traitlets import Bool, Dict, Int, List, Unicode
+from traitlets.config import Configurable
+
+SCOPE = "kernels:read"  # the one scope: read the kernels of the user's running servers
+
+
+class MCPNotebookService(Configurable):
+    """Settings of the mcp-notebook JupyterHub service."""
+
+    public_url = Unicode(
+        "",
+        help="The service's public URL (…/services/mcp-notebook/). Default: $JUPYTERHUB_PUBLIC_URL, which the Hub "
+        "sets when c.JupyterHub.public_url is set (required: tokens are bound to the public endpoint URL).",
+    ).tag(config=True)
+    upstream_url = Unicode(
+        "",
+        help="Where the service reaches the users' servers (the proxy, http://…). Default: the origin of "
+        "public_url. On Kubernetes: http://proxy-public.",
+    ).tag(config=True)
+    ip = Unicode("127.0.0.1", help="Address to listen on (0.0.0.0 when the proxy runs elsewhere: Kubernetes).").tag(
+        config=True
+    )
+    port = Int(0, help="Port to listen on. Default: the port of $JUPYTERHUB_SERVICE_URL.").tag(config=True)
+    db_path = Unicode(
+        "mcp-notebook-oauth.sqlite",
+        help="The sqlite file of clients, grants and token hashes (relative: the service's working dir). "
+        "':memory:' keeps nothing across restarts.",
+    ).tag(config=True)
+    access_token_seconds = Int(3600, help="Life of an access token (at most 3600).").tag(config=True)
+    refresh_token_seconds = Int(
+        14 * 24 * 3600, help="Life of a refresh token (a grant also ends when its Hub token does)."
+    ).tag(config=True)
+    code_seconds = Int(60, help="Life of an authorization code.").tag(config=True)
+    check_seconds = Int(
+        5, help="How long the Hub's answer about a user (token valid, servers running) is trusted."
+    ).tag(config=True)
+    clients = List(
+        Dict(),
+        help="Pre-registered clients: dicts with client_id, redirect_uris, optional client_name, client_secret "
+        "(then the client authenticates with it), token_endpoint_auth_method.",
+    ).tag(config=True)
+    dynamic_registration = Bool(True, help="Accept Dynamic Client Registration (RFC 7591).").tag(config=True)
+    cimd = Bool(True, help="Accept Client ID Metadata Documents (an https URL as client_id).").tag(config=True)
+    cimd_allow_hosts = List(
+        Unicode(),
+        help="Hosts (names or IP addresses) a metadata document may be fetched from although they resolve to a "
+        "private, loopback or link-local address. Empty (the default): none.",
+    ).tag(config=True)
+    cimd_ca_file = Unicode("", help="A CA bundle for fetching metadata documents (default: the system's).").tag(
+        config=True
+    )
+    cimd_max_bytes = Int(5120, help="Largest metadata document accepted.").tag(config=True)
+    cimd_timeout_seconds = Int(5, help="Time limit for fetching a metadata document.").tag(config=True)
+    cimd_cache_seconds = Int(600, help="How long a fetched metadata document is reused.").tag(config=True)
+    allowed_origins = List(
+        Unicode(), help="Origins (besides the Hub's own) whose browsers may call the MCP endpoint."
+    ).tag(config=True)
+    admin_scope = Unicode(
+        "admin:users",
+        help="A Hub scope whose holders may list and revoke every user's MCP clients (admins have it).",
+    ).tag(config=True)
+
+    def resolved_public_url(self) -> str:
+        url = self.public_url or os.environ.get("JUPYTERHUB_PUBLIC_URL", "")
+        if not url:
+            raise SystemExit(
+                "mcp-notebook service: set c.JupyterHub.public_url (or --MCPNotebookService.public_url): "
+                "tokens are bound to the endpoint's public URL"
+            )
+        return url if url.endswith("/") else url + "/"
+
+    def resolved_upstream(self) -> str:
+        url = self.upstream_url or "{0.scheme}://{0.netloc}".format(urlsplit(self.resolved_public_url()))
+        if urlsplit(url).scheme != "http":
+            raise SystemExit(
+                f"mcp-notebook service: the users' servers are reached over plain http inside the deployment, "
+                f"not {url}: set --MCPNotebookService.upstream_url to where the proxy listens "
+                "(http://127.0.0.1:8000 behind a TLS-terminating web server; http://proxy-public on Kubernetes)"
+            )
+        return url.rstrip("/")
+
+    def resolved_port(self) -> int:
+        if self.port:
+            return self.port
+        return urlsplit(os.environ.get("JUPYTERHUB_SERVICE_URL", "http://127.0.0.1:10101")).port or 80

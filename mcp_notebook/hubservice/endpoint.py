@@ -1,0 +1,276 @@
+"""``{prefix}mcp``: the one MCP endpoint, a tornado carrier in front of one kernels front per grant.
+
+A request is admitted by its bearer token (an MCP access token this service issued for this
+endpoint, never a Hub token), then by the Hub (the grant's user still signed in, at most
+``check_seconds`` old), then answered by the grant's front (``kernels.front.KernelsFront`` over
+the user's servers), both eras, sessions and streams included. Fronts are per grant: a session or
+stream of one client is never reachable with another's token, and revoking a grant closes its front.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..kernels.front import KernelsFront
+from ..protocol.exchange import HttpReply, HttpRequest
+from ..protocol.streams import Stream
+from .config import SCOPE
+from .oauth import Server
+from .store import digest, unseal
+from .users import HubLink, HubRefused, Listings, UserKernels, UserServers
+
+log = logging.getLogger(__name__)
+KEEPALIVE_SECONDS = 15.0
+IDLE_SECONDS = 1800.0  # a front nobody used for this long (and with no stream open) is closed
+
+
+@dataclass
+class Access:
+    family: str
+    user: str
+    hub_token: str
+    expires: float
+
+
+@dataclass
+class GrantFront:
+    front: KernelsFront
+    link: HubLink
+    used: float
+    streams: int = 0
+    touched: float = 0.0  # when "last used" was last written to the store
+
+
+class Fronts:
+    """The grants' fronts, and the access tokens they were reached with (verified once, remembered
+    until they expire or their grant ends)."""
+
+    def __init__(self, server: Server, api_url: str, upstream: str, hub_home: str, check_seconds: float):
+        self.server = server
+        self.api_url, self.upstream, self.hub_home, self.check_seconds = api_url, upstream, hub_home, check_seconds
+        self._fronts: dict[str, GrantFront] = {}
+        self._access: dict[str, Access] = {}
+        self._lock = threading.Lock()
+        self.listings = Listings()
+        server.on_revoke.append(self.close_family)
+
+    def remembered(self, token: str) -> Access | None:
+        """The grant of an access token verified before and not expired (memory only)."""
+        with self._lock:
+            found = self._access.get(digest(token))
+        return found if found is not None and found.expires > time.time() else None
+
+    def authenticate(self, token: str) -> Access | str:
+        """The grant behind an access token, or why it is refused (from a thread)."""
+        key = digest(token)
+        row = self.server.store.token(token)
+        if row is None or row.kind != "access":
+            return "unknown token (a Hub token is not an MCP token)"
+        grant = self.server.store.grant(row.family)
+        if grant is None or grant.revoked:
+            return "this sign-in was revoked"
+        if row.expires <= time.time():
+            return "the access token expired"
+        if grant.resource.rstrip("/") != self.server.resource.rstrip("/"):
+            return "the token is for another resource"
+        access = Access(row.family, grant.user, unseal(token, row.sealed), row.expires)
+        with self._lock:
+            if len(self._access) > 10_000:
+                self._access.clear()
+            self._access[key] = access
+        return access
+
+    def get(self, access: Access) -> GrantFront:
+        with self._lock:
+            found = self._fronts.get(access.family)
+            if found is None:
+                link = HubLink(self.api_url, access.user, access.hub_token, self.check_seconds)
+                directory = UserServers(link, self.upstream, self.hub_home, self.listings)
+                front = KernelsFront(directory, provider=UserKernels(directory))
+                found = self._fronts[access.family] = GrantFront(front, link, time.monotonic())
+            found.used = time.monotonic()
+            return found
+
+    def check(self, family: str, gf: GrantFront) -> None:
+        """The Hub still accepts the grant's user (cached ``check_seconds``); "last used" is
+        written at most once a minute (a write per read would cost more than the read)."""
+        gf.link.model()
+        now = time.monotonic()
+        if now - gf.touched > 60.0:
+            gf.touched = now
+            self.server.store.touch(family)
+
+    def close_family(self, family: str) -> None:
+        with self._lock:
+            found = self._fronts.pop(family, None)
+            for key in [k for k, a in self._access.items() if a.family == family]:
+                del self._access[key]
+        if found is not None:
+            threading.Thread(target=found.front.close, daemon=True).start()  # streams get their end
+
+    def sweep(self) -> None:
+        """End grants the Hub no longer accepts (checked by their fronts' directories every second),
+        and close fronts idle for long."""
+        now = time.monotonic()
+        with self._lock:
+            items = list(self._fronts.items())
+        for family, gf in items:
+            if gf.link.refused is not None:
+                self.server.revoke(family)
+            elif gf.streams == 0 and now - gf.used > IDLE_SECONDS:
+                with self._lock:
+                    self._fronts.pop(family, None)
+                threading.Thread(target=gf.front.close, daemon=True).start()
+
+    def families(self) -> list[str]:
+        with self._lock:
+            return list(self._fronts)
+
+    def close(self) -> None:
+        with self._lock:
+            fronts = list(self._fronts.values())
+            self._fronts.clear()
+        for gf in fronts:
+            gf.front.close()
+
+
+class McpHandler(web.RequestHandler):
+    """POST/GET/DELETE of MCP for the signed-in user's kernels."""
+
+    _client_gone = False
+
+    def initialize(self, fronts: Fronts, prm_url: str, origins: set[str]) -> None:
+        self.fronts, self.prm_url, self.origins = fronts, prm_url, origins
+
+    def check_xsrf_cookie(self) -> None:
+        """Bearer tokens only: no cookie is ever accepted here, so no cross-site request can use one."""
+
+    def _cors(self) -> bool:
+        """False for a foreign Origin; for an allowed one the CORS headers a browser client needs."""
+        origin = self.request.headers.get("Origin")
+        if not origin:
+            return True
+        if origin not in self.origins:
+            return False
+        self.set_header("Access-Control-Allow-Origin", origin)
+        self.set_header("Vary", "Origin")
+        self.set_header("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+        return True
+
+    def options(self) -> None:
+        """A browser's preflight (allowed origins only; no credentials are involved)."""
+        if not self._cors():
+            raise web.HTTPError(403, "Origin not allowed")
+        self.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+        self.set_header(
+            "Access-Control-Allow-Headers",
+            "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, "
+            "Last-Event-ID",
+        )
+        self.set_status(204)
+        self.finish()
+
+    async def post(self) -> None:
+        await self._serve()
+
+    async def get(self) -> None:
+        await self._serve()
+
+    async def delete(self) -> None:
+        await self._serve()
+
+    def _refuse(self, status: int, error: str | None = None, description: str = "") -> None:
+        challenge = f'Bearer resource_metadata="{self.prm_url}", scope="{SCOPE}"'
+        if error:
+            safe = description.replace("\\", "").replace('"', "'")
+            challenge += f', error="{error}", error_description="{safe}"'
+        self.set_status(status)
+        self.set_header("WWW-Authenticate", challenge)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": error or "unauthorized", "error_description": description or "sign in"}))
+
+    async def _serve(self) -> None:
+        if not self._cors():
+            raise web.HTTPError(403, "Origin not allowed (MCPNotebookService.allowed_origins)")
+        scheme, _, token = (self.request.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return self._refuse(401)
+        loop = asyncio.get_running_loop()
+        access = self.fronts.remembered(token.strip())  # no I/O: most requests end their checks here
+        if access is None:
+            access = await loop.run_in_executor(None, self.fronts.authenticate, token.strip())
+        if isinstance(access, str):
+            return self._refuse(401, "invalid_token", access)
+        gf = self.fronts.get(access)
+        try:
+            if not gf.link.fresh():
+                await loop.run_in_executor(None, self.fronts.check, access.family, gf)
+        except HubRefused as exc:
+            self.fronts.server.revoke(access.family)
+            return self._refuse(401, "invalid_token", str(exc))
+        except OSError as exc:
+            raise web.HTTPError(503, f"the Hub did not answer: {exc}") from None
+        headers = {name.lower(): value for name, value in self.request.headers.get_all()}
+        for name in ("authorization", "cookie"):
+            headers.pop(name, None)
+        method = self.request.method or "GET"
+        req = HttpRequest(method, headers, self.request.body if method == "POST" else b"", admitted=True)
+        reply: HttpReply = await loop.run_in_executor(None, gf.front.server.handle, req)
+        self.set_status(reply.status)
+        self.clear_header("Content-Type")
+        for name, value in reply.headers.items():
+            self.set_header(name, value)
+        if reply.stream is None:
+            self.finish(reply.body or b"")
+            if reply.after_send is not None:
+                reply.after_send()
+            return
+        gf.streams += 1
+        try:
+            await self._stream(gf.front, reply.stream)
+        finally:
+            gf.streams -= 1
+
+    async def _stream(self, front: KernelsFront, stream: Stream) -> None:
+        self.set_header("Content-Type", "text/event-stream")
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Accel-Buffering", "no")
+        loop = asyncio.get_running_loop()
+        wake = self._wake = asyncio.Event()
+        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+        try:
+            await self.flush()
+            while not self._client_gone:
+                closed = stream.closed
+                events = stream.drain()
+                if events:
+                    self.write(b"".join(events))
+                    await self.flush()
+                if closed:
+                    break
+                try:
+                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
+                except asyncio.TimeoutError:
+                    self.write(b": keepalive\n\n")
+                    await self.flush()
+                wake.clear()
+            if not self._client_gone:
+                self.finish()
+        except StreamClosedError:
+            self._client_gone = True
+        finally:
+            front.server.stream_closed(stream)
+
+    def on_connection_close(self) -> None:
+        self._client_gone = True
+        wake = getattr(self, "_wake", None)
+        if wake is not None:
+            wake.set()

@@ -1,0 +1,221 @@
+"""What the service remembers, in one small sqlite file: clients, grants, codes and tokens.
+
+No secret is stored as it is. Codes and tokens are kept as a hash (their SHA-256: they are 256
+random bits). The user's Hub token, which a grant needs to reach the user's servers, is sealed
+(AES-GCM) under a key derived from the code or token that carries it, so only a client holding
+that code or token can have it opened; the file alone reveals nothing usable. Client secrets of
+registered clients are hashed too.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS clients (
+  client_id TEXT PRIMARY KEY, kind TEXT NOT NULL, metadata TEXT NOT NULL,
+  secret_hash TEXT, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS grants (
+  family TEXT PRIMARY KEY, user TEXT NOT NULL, client_id TEXT NOT NULL, client_name TEXT NOT NULL,
+  scope TEXT NOT NULL, resource TEXT NOT NULL, created REAL NOT NULL, last_used REAL NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS codes (
+  hash TEXT PRIMARY KEY, client_id TEXT NOT NULL, user TEXT NOT NULL, scope TEXT NOT NULL,
+  redirect_uri TEXT NOT NULL, resource TEXT NOT NULL, challenge TEXT NOT NULL, method TEXT NOT NULL,
+  sealed TEXT NOT NULL, expires REAL NOT NULL, used INTEGER NOT NULL DEFAULT 0, family TEXT);
+CREATE TABLE IF NOT EXISTS tokens (
+  hash TEXT PRIMARY KEY, family TEXT NOT NULL, kind TEXT NOT NULL, sealed TEXT NOT NULL,
+  expires REAL NOT NULL, used INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS tokens_family ON tokens(family);
+"""
+
+
+def digest(secret: str) -> str:
+    """The stored form of a code or token."""
+    return hashlib.sha256(b"mcp-notebook id\0" + secret.encode()).hexdigest()
+
+
+def seal(key_source: str, plain: str) -> str:
+    """``plain`` encrypted under a key only ``key_source`` (a code or token) gives."""
+    key = hashlib.sha256(b"mcp-notebook key\0" + key_source.encode()).digest()
+    nonce = secrets.token_bytes(12)
+    return base64.b64encode(nonce + AESGCM(key).encrypt(nonce, plain.encode(), None)).decode()
+
+
+def unseal(key_source: str, sealed: str) -> str:
+    key = hashlib.sha256(b"mcp-notebook key\0" + key_source.encode()).digest()
+    raw = base64.b64decode(sealed)
+    return AESGCM(key).decrypt(raw[:12], raw[12:], None).decode()
+
+
+def hash_secret(secret: str) -> str:
+    salt = secrets.token_bytes(16)
+    return salt.hex() + ":" + hashlib.scrypt(secret.encode(), salt=salt, n=2**14, r=8, p=1).hex()
+
+
+def check_secret(secret: str, stored: str) -> bool:
+    salt, _, want = stored.partition(":")
+    got = hashlib.scrypt(secret.encode(), salt=bytes.fromhex(salt), n=2**14, r=8, p=1).hex()
+    return hmac.compare_digest(got, want)
+
+
+@dataclass
+class Grant:
+    """One client's authorization by one user: every token it gets belongs to this family."""
+
+    family: str
+    user: str
+    client_id: str
+    client_name: str
+    scope: str
+    resource: str
+    created: float
+    last_used: float
+    revoked: bool
+
+
+@dataclass
+class TokenRow:
+    family: str
+    kind: str  # "access" | "refresh"
+    sealed: str
+    expires: float
+    used: bool
+
+
+class Store:
+    """The sqlite file (one connection, serialized by a lock: the service is small)."""
+
+    def __init__(self, path: str):
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.executescript(SCHEMA)
+
+    def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # -- clients ----------------------------------------------------------------------------
+    def save_client(self, client_id: str, kind: str, metadata: dict[str, Any], secret: str | None) -> None:
+        self._run(
+            "INSERT OR REPLACE INTO clients VALUES (?, ?, ?, ?, ?)",
+            (client_id, kind, json.dumps(metadata), hash_secret(secret) if secret else None, time.time()),
+        )
+
+    def client(self, client_id: str) -> tuple[str, dict[str, Any], str | None] | None:
+        rows = self._run("SELECT kind, metadata, secret_hash FROM clients WHERE client_id = ?", (client_id,))
+        return (rows[0][0], json.loads(rows[0][1]), rows[0][2]) if rows else None
+
+    # -- codes -----------------------------------------------------------------------------
+    def save_code(self, code: str, fields: dict[str, Any], hub_token: str, expires: float) -> None:
+        self._run(
+            "INSERT INTO codes (hash, client_id, user, scope, redirect_uri, resource, challenge, method, sealed, "
+            "expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                digest(code),
+                fields["client_id"],
+                fields["user"],
+                fields["scope"],
+                fields["redirect_uri"],
+                fields["resource"],
+                fields["challenge"],
+                fields["method"],
+                seal(code, hub_token),
+                expires,
+            ),
+        )
+
+    def code(self, code: str) -> dict[str, Any] | None:
+        cols = "client_id, user, scope, redirect_uri, resource, challenge, method, sealed, expires, used, family"
+        rows = self._run(f"SELECT {cols} FROM codes WHERE hash = ?", (digest(code),))
+        if not rows:
+            return None
+        out = dict(zip(cols.split(", "), rows[0], strict=True))
+        out["hub_token"] = unseal(code, out.pop("sealed"))
+        return out
+
+    def use_code(self, code: str, family: str | None) -> bool:
+        """Mark a code used (once: False when it already was)."""
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE codes SET used = 1, family = ? WHERE hash = ? AND used = 0", (family, digest(code))
+            )
+            return cur.rowcount == 1
+
+    # -- grants and tokens -------------------------------------------------------------------
+    def new_grant(self, user: str, client_id: str, client_name: str, scope: str, resource: str) -> str:
+        family = secrets.token_urlsafe(12)
+        now = time.time()
+        self._run(
+            "INSERT INTO grants VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            (family, user, client_id, client_name, scope, resource, now, now),
+        )
+        return family
+
+    def grant(self, family: str) -> Grant | None:
+        rows = self._run("SELECT * FROM grants WHERE family = ?", (family,))
+        return Grant(*rows[0][:8], bool(rows[0][8])) if rows else None
+
+    def grants(self, user: str | None = None) -> list[Grant]:
+        if user is None:
+            rows = self._run("SELECT * FROM grants WHERE revoked = 0 ORDER BY user, created")
+        else:
+            rows = self._run("SELECT * FROM grants WHERE revoked = 0 AND user = ? ORDER BY created", (user,))
+        return [Grant(*r[:8], bool(r[8])) for r in rows]
+
+    def touch(self, family: str) -> None:
+        self._run("UPDATE grants SET last_used = ? WHERE family = ?", (time.time(), family))
+
+    def revoke(self, family: str) -> None:
+        """End a grant: its tokens are deleted, its codes can no longer be exchanged."""
+        self._run("UPDATE grants SET revoked = 1 WHERE family = ?", (family,))
+        self._run("DELETE FROM tokens WHERE family = ?", (family,))
+        self._run("UPDATE codes SET used = 1 WHERE family = ?", (family,))
+
+    def revoke_user(self, user: str) -> list[str]:
+        families = [r[0] for r in self._run("SELECT family FROM grants WHERE user = ? AND revoked = 0", (user,))]
+        for family in families:
+            self.revoke(family)
+        return families
+
+    def save_token(self, token: str, family: str, kind: str, hub_token: str, expires: float) -> None:
+        self._run(
+            "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, 0)",
+            (digest(token), family, kind, seal(token, hub_token), expires),
+        )
+
+    def token(self, token: str) -> TokenRow | None:
+        rows = self._run("SELECT family, kind, sealed, expires, used FROM tokens WHERE hash = ?", (digest(token),))
+        return TokenRow(*rows[0][:4], bool(rows[0][4])) if rows else None
+
+    def use_refresh(self, token: str) -> bool:
+        """Mark a refresh token used (once: False when it already was)."""
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE tokens SET used = 1 WHERE hash = ? AND kind = 'refresh' AND used = 0", (digest(token),)
+            )
+            return cur.rowcount == 1
+
+    def purge(self) -> None:
+        """Forget what expired a while ago (a used refresh token is kept until it expires: its reuse
+        must still be recognized)."""
+        now = time.time()
+        self._run("DELETE FROM tokens WHERE expires < ?", (now - 60,))
+        self._run("DELETE FROM codes WHERE expires < ?", (now - 3600,))
+        self._run("DELETE FROM grants WHERE revoked = 1 AND last_used < ?", (now - 7 * 24 * 3600,))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,193 @@
+"""A signed-in user's servers as the kernels front's directory.
+
+Each grant holds the user's own Hub token (from the Hub sign-in, scoped by the Hub to
+``access:servers!user`` and ``read:servers!user``: that user's servers and nothing else). With it
+the service asks the Hub who the user is and which of their servers are ready (at most every
+``check_seconds``), lists each ready server's kernels through its ``mcp-notebook`` extension, and
+reaches each kernel at ``/user/{name}[/{server}]/mcp-notebook/kernels/{id}/mcp``. A Hub that
+no longer accepts the token (revoked, expired, user deleted) ends the grant.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import quote
+
+from ..kernels.directory import KernelEntry
+from ..kernels.provider import KernelsProvider
+from ..kernels.upstream import HubAddress
+from ..types import ResourceReadError
+
+log = logging.getLogger(__name__)
+LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
+TIMEOUT = 10.0
+
+
+class HubRefused(Exception):
+    """The Hub no longer accepts the user's token (revoked, expired, or the user is gone)."""
+
+
+class HubLink:
+    """What the Hub says about one grant's user, through that user's own token (cached)."""
+
+    def __init__(self, api_url: str, user: str, hub_token: str, check_seconds: float):
+        self.api_url = api_url.rstrip("/")
+        self.user = user
+        self.hub_token = hub_token
+        self.check_seconds = check_seconds
+        self.refused: str | None = None
+        self._model: dict[str, Any] | None = None
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def model(self) -> dict[str, Any]:
+        """The user's model (``servers`` included); :class:`HubRefused` when the Hub says no."""
+        with self._lock:
+            if self.refused is not None:
+                raise HubRefused(self.refused)
+            if self._model is not None and time.monotonic() - self._checked < self.check_seconds:
+                return self._model
+            req = urllib.request.Request(
+                f"{self.api_url}/user",
+                headers={"Authorization": f"token {self.hub_token}", "Accept": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                    model = json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403, 404):
+                    self.refused = f"the Hub no longer accepts {self.user}'s sign-in ({exc.code})"
+                    raise HubRefused(self.refused) from None
+                raise
+            if not isinstance(model, dict) or model.get("name") != self.user:
+                self.refused = "the Hub token belongs to someone else"
+                raise HubRefused(self.refused)
+            self._model, self._checked = model, time.monotonic()
+            return model
+
+    def fresh(self) -> bool:
+        """The Hub's answer is recent enough to trust without asking (and was a yes)."""
+        return (
+            self.refused is None and self._model is not None and time.monotonic() - self._checked < self.check_seconds
+        )
+
+    def ready_servers(self) -> dict[str, str]:
+        """Server name ("" for the default one) -> its URL path, for the servers that are ready."""
+        servers = self.model().get("servers") or {}
+        return {
+            name: s["url"] for name, s in servers.items() if isinstance(s, dict) and s.get("ready") and s.get("url")
+        }
+
+
+class Listings:
+    """Servers' kernel listings, shared by the grants of their user (keyed by user and server)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str], fresh: bool) -> list[dict[str, Any]] | None:
+        with self._lock:
+            found = self._lists.get(key)
+        if found is None or fresh or time.monotonic() - found[0] >= LIST_SECONDS:
+            return None
+        return found[1]
+
+    def put(self, key: tuple[str, str], listed: list[dict[str, Any]]) -> None:
+        with self._lock:
+            if len(self._lists) > 4096:
+                self._lists.clear()
+            self._lists[key] = (time.monotonic(), listed)
+
+
+class UserServers:
+    """The kernels of the user's ready servers (a ``kernels.directory.Directory``)."""
+
+    def __init__(self, link: HubLink, upstream: str, hub_home: str, listings: Listings | None = None):
+        self.link = link
+        self.upstream = upstream.rstrip("/")
+        self.hub_home = hub_home
+        self.servers: dict[str, str] = {}
+        self.error: str | None = None
+        self.listings = listings or Listings()
+
+    def entries(self, fresh: bool = False) -> list[KernelEntry]:
+        try:
+            servers = self.link.ready_servers()
+        except Exception as exc:  # refused or unreachable: no kernels (why_empty says why)
+            log.info("hub check for %s: %s", self.link.user, exc)
+            self.servers, self.error = {}, f"the Hub did not answer about {self.link.user}: {exc}"
+            return []
+        self.servers, self.error = servers, None
+        out: list[KernelEntry] = []
+        for name, path in sorted(servers.items()):
+            out += self._kernels(name, path, fresh)
+        return sorted(out, key=lambda e: e.started_at)
+
+    def _kernels(self, name: str, path: str, fresh: bool) -> list[KernelEntry]:
+        base = f"{self.upstream}{path}"
+        key = (self.link.user, path)
+        listed = self.listings.get(key, fresh)
+        if listed is None:
+            req = urllib.request.Request(
+                f"{base}mcp-notebook/kernels",
+                headers={"Authorization": f"token {self.link.hub_token}", "Accept": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                    listed = json.loads(resp.read())
+            except (OSError, ValueError) as exc:
+                log.info("listing the kernels of %s failed: %s", base, exc)
+                listed = []
+            listed = listed if isinstance(listed, list) else []
+            self.listings.put(key, listed)
+        return [
+            KernelEntry(
+                str(k["kernel_id"]),
+                k.get("notebook_path"),
+                HubAddress(
+                    f"{base}mcp-notebook/kernels/{quote(str(k['kernel_id']))}/mcp", self.link.hub_token, "token"
+                ),
+                float(k.get("started_at") or 0),
+            )
+            for k in listed
+            if isinstance(k, dict) and k.get("kernel_id")
+        ]
+
+    def focused(self) -> tuple[str, float] | None:
+        return None
+
+    def why_empty(self) -> str:
+        user = self.link.user
+        if self.link.refused:
+            return self.link.refused
+        if self.error:
+            return self.error
+        if not self.servers:
+            return (
+                f"{user} has no running server on this hub: start one at {self.hub_home} "
+                "(reading through MCP never starts a server)"
+            )
+        names = ", ".join(repr(n or "default") for n in sorted(self.servers))
+        return (
+            f"no kernel with an mcp-notebook hub runs on {user}'s servers ({names}): "
+            "open a notebook and run %load_ext mcp_notebook"
+        )
+
+
+class UserKernels(KernelsProvider):
+    """The kernels front's provider, with an error that says where to start a server."""
+
+    directory: UserServers
+
+    def _route(self, uri: str, fresh: bool = False) -> tuple[KernelEntry, str, str | None]:
+        try:
+            return super()._route(uri, fresh)
+        except ResourceReadError:
+            raise ResourceReadError(self.directory.why_empty()) from None

@@ -1,0 +1,367 @@
+"""The service's web side: metadata documents, the authorization endpoint (through the Hub's
+sign-in), the consent page, the token and registration endpoints, and the grants API.
+
+The sign-in is the Hub's: ``/oauth/authorize`` validates the client's request (authlib), keeps it
+server-side under a random id bound to the browser by a signed cookie, and sends the browser
+through the Hub's OAuth (``HubOAuth``) so the service gets a fresh token of the signed-in user;
+the consent page names the client and what it will read, and only a form carrying that page's
+CSRF token (an HMAC of the pending id and the user) issues a code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from authlib.oauth2.rfc6749.errors import OAuth2Error
+from jupyterhub.services.auth import HubOAuth, HubOAuthenticated
+from tornado import web
+from tornado.escape import xhtml_escape
+from tornado.httputil import url_concat
+
+from .config import SCOPE
+from .endpoint import Fronts
+from .oauth import Client, FormRequest, HubUser, JsonBodyRequest, Response, Server
+
+CONSENT_COOKIE = "mcp-notebook-consent"
+PENDING_SECONDS = 600.0
+
+
+@dataclass
+class Site:
+    """What every handler needs."""
+
+    server: Server
+    fronts: Fronts
+    prefix: str  # /services/mcp-notebook/
+    public: str  # https://hub.example.org/services/mcp-notebook/
+    hub_home: str
+    secret: bytes
+    admin_scope: str
+    pending: dict[str, tuple[float, str]]
+
+    def csrf(self, pending: str, user: str) -> str:
+        return hmac.new(self.secret, f"consent\0{pending}\0{user}".encode(), hashlib.sha256).hexdigest()
+
+    def add_pending(self, query: str) -> str:
+        now = time.monotonic()
+        for key in [k for k, (at, _) in self.pending.items() if now - at > PENDING_SECONDS]:
+            del self.pending[key]
+        pending = secrets.token_urlsafe(24)
+        self.pending[pending] = (now, query)
+        return pending
+
+
+def _send(handler: web.RequestHandler, resp: Response, cors: bool = False) -> None:
+    handler.set_status(resp.status)
+    for name, value in resp.headers.items():
+        handler.set_header(name, value)
+    handler.set_header("Cache-Control", "no-store")
+    if cors:
+        handler.set_header("Access-Control-Allow-Origin", "*")
+    if resp.status in (301, 302, 303, 307):
+        handler.finish()
+        return
+    body = resp.body
+    if isinstance(body, dict | list):
+        handler.set_header("Content-Type", "application/json")
+        body = json.dumps(body)
+    handler.finish(body or b"")
+
+
+class _Base(web.RequestHandler):
+    site: Site
+
+    def initialize(self, site: Site) -> None:
+        self.site = site
+
+    def page(self, status: int, title: str, body: str) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        # no form-action: browsers apply it to the redirect after the consent form too, and that
+        # redirect goes to the client's own URI
+        csp = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+        self.set_header("Content-Security-Policy", csp)
+        self.set_header("X-Frame-Options", "DENY")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{xhtml_escape(title)}</title>"
+            "<style>body{font-family:sans-serif;max-width:40em;margin:3em auto;line-height:1.5}</style></head>"
+            f"<body><h1>{xhtml_escape(title)}</h1>{body}</body></html>"
+        )
+
+    def refuse_page(self, status: int, message: str) -> None:
+        self.page(status, "Cannot sign in", f"<p>{xhtml_escape(message)}</p>")
+
+
+class ProtectedResourceHandler(_Base):
+    """RFC 9728 metadata of the MCP endpoint."""
+
+    def get(self) -> None:
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.finish(
+            {
+                "resource": self.site.server.resource,
+                "authorization_servers": [self.site.server.issuer],
+                "scopes_supported": [SCOPE],
+                "bearer_methods_supported": ["header"],
+                "resource_name": "Jupyter kernels on this JupyterHub (mcp-notebook)",
+                "resource_documentation": self.site.hub_home,
+            }
+        )
+
+
+class ServerMetadataHandler(_Base):
+    """RFC 8414 metadata, also at the OpenID discovery path clients try for an issuer with a path."""
+
+    def get(self) -> None:
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.finish(self.site.server.metadata(self.site.public))
+
+
+class KeysHandler(_Base):
+    """The (empty) key set the discovery document names: this server signs nothing."""
+
+    def get(self) -> None:
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.finish({"keys": []})
+
+
+class AuthorizeHandler(HubOAuthenticated, _Base):
+    """The authorization endpoint: validate, remember, and send the browser through the Hub."""
+
+    async def get(self) -> None:
+        site = self.site
+        req = FormRequest("GET", site.public + "oauth/authorize", dict(self.request.headers), self.request.query)
+        problem = await asyncio.get_running_loop().run_in_executor(
+            None, site.server.fetch_client_metadata, req.payload.client_id
+        )
+        if problem:
+            return self.refuse_page(400, f"The client's metadata document cannot be used: {problem}")
+        try:
+            site.server.get_consent_grant(req)
+        except OAuth2Error as error:
+            return self.oauth_error(req, error)
+        pending = site.add_pending(self.request.query)
+        self.set_secure_cookie(CONSENT_COOKIE, pending, path=site.prefix, httponly=True, expires_days=None)
+        hub_auth: HubOAuth = self.hub_auth
+        params: dict[str, str] = {}
+        verifier = None
+        if getattr(hub_auth, "pkce_enabled", False):
+            verifier, params["code_challenge"], params["code_challenge_method"] = (
+                hub_auth.generate_pkce_code_challenge()
+            )
+        next_url = url_concat(site.prefix + "oauth/consent", {"pending": pending})
+        kwargs = {"code_verifier": verifier} if verifier else {}
+        params["state"] = hub_auth.set_state_cookie(self, next_url=next_url, **kwargs)
+        self.redirect(url_concat(hub_auth.login_url, params))
+
+    def oauth_error(self, req: FormRequest, error: OAuth2Error) -> None:
+        """To the client's redirect URI only once authlib validated it; else a page here."""
+        if getattr(error, "redirect_uri", None):
+            error.state = req.payload.state
+            resp = self.site.server.handle_error_response(req, error)
+            if resp.location:  # RFC 9207: error responses name the issuer too
+                resp.location = url_concat(resp.location, {"iss": self.site.server.issuer})
+            return _send(self, resp)
+        return self.refuse_page(400, f"{error.error}: {error.description or 'invalid request'}")
+
+
+class ConsentHandler(HubOAuthenticated, _Base):
+    """The consent page (GET) and its answer (POST)."""
+
+    async def _context(self) -> tuple[str, str, str, str] | None:
+        pending = self.get_argument("pending", "")
+        cookie = self.get_secure_cookie(CONSENT_COOKIE, max_age_days=1)
+        found = self.site.pending.get(pending)
+        if not pending or found is None or cookie is None or not hmac.compare_digest(cookie, pending.encode()):
+            self.refuse_page(400, "This sign-in request is unknown or expired: start again from your assistant.")
+            return None
+        token = self.hub_auth._get_token_cookie(self)
+        model = await self.hub_auth.user_for_token(token, use_cache=False, sync=False) if token else None
+        if not model or model.get("kind", "user") != "user":
+            self.refuse_page(403, "Sign in to the Hub first: start again from your assistant.")
+            return None
+        return pending, model["name"], token, found[1]
+
+    def _grant(self, query: str) -> tuple[FormRequest, Any]:
+        req = FormRequest("GET", self.site.public + "oauth/authorize", dict(self.request.headers), query)
+        return req, self.site.server.get_consent_grant(req)
+
+    async def get(self) -> None:
+        ctx = await self._context()
+        if ctx is None:
+            return
+        pending, user, _, query = ctx
+        try:
+            req, _ = self._grant(query)
+        except OAuth2Error as error:
+            return self.refuse_page(400, f"{error.error}: {error.description}")
+        client: Client = req.client
+        redirect = urlsplit(req.payload.redirect_uri or client.get_default_redirect_uri() or "")
+        self.page(200, "Allow access to your notebooks?", self._form(pending, user, client, redirect.netloc))
+
+    def _form(self, pending: str, user: str, client: Client, back_to: str) -> str:
+        e = xhtml_escape
+        ident = f" ({e(client.client_id)})" if client.name != client.client_id else ""
+        return (
+            f"<p><b>{e(client.name)}</b>{ident} asks to read, as <b>{e(user)}</b>, the kernels of your running "
+            "servers on this hub: their variables, data frames, executed cells and their outputs, and the "
+            "notebook documents, and to be told when they change.</p>"
+            "<p>It cannot run code, start or stop servers, or see other users' servers. The access lasts until "
+            "you or an administrator revoke it, or your Hub sign-in ends.</p>"
+            f"<p>After you answer, you go back to <b>{e(back_to)}</b>.</p>"
+            "<form method='post'>"
+            f"<input type='hidden' name='pending' value='{e(pending)}'>"
+            f"<input type='hidden' name='csrf' value='{self.site.csrf(pending, user)}'>"
+            "<button name='decision' value='allow'>Allow</button> "
+            "<button name='decision' value='deny'>Deny</button></form>"
+        )
+
+    def check_xsrf_cookie(self) -> None:
+        """The form carries its own CSRF token (checked in post)."""
+
+    async def post(self) -> None:
+        ctx = await self._context()
+        if ctx is None:
+            return
+        pending, user, hub_token, query = ctx
+        if not hmac.compare_digest(self.get_body_argument("csrf", ""), self.site.csrf(pending, user)):
+            return self.refuse_page(403, "The form's CSRF token is missing or wrong: nothing was granted.")
+        self.site.pending.pop(pending, None)
+        self.clear_cookie(CONSENT_COOKIE, path=self.site.prefix)
+        self.hub_auth.clear_cookie(self)  # the grant keeps the Hub token (sealed); the browser needs it no more
+        try:
+            req, grant = self._grant(query)
+        except OAuth2Error as error:
+            return self.refuse_page(400, f"{error.error}: {error.description}")
+        allowed = self.get_body_argument("decision", "") == "allow"
+        resp = self.site.server.create_authorization_response(
+            req, grant_user=HubUser(user, hub_token) if allowed else None, grant=grant
+        )
+        _send(self, resp)
+
+
+class TokenHandler(_Base):
+    """The token endpoint (authorization code, refresh token)."""
+
+    def check_xsrf_cookie(self) -> None:
+        """Client credentials or PKCE, never cookies."""
+
+    def options(self) -> None:
+        self._cors()
+        self.set_status(204)
+        self.finish()
+
+    def _cors(self) -> None:
+        self.set_header("Access-Control-Allow-Origin", "*")
+        self.set_header("Access-Control-Allow-Methods", "POST, OPTIONS")
+        self.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")
+
+    async def post(self) -> None:
+        site = self.site
+        req = FormRequest("POST", site.public + "oauth/token", dict(self.request.headers), "", self.request.body)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, site.server.fetch_client_metadata, req.payload.client_id)
+        if req.payload.grant_type == "refresh_token" and not await self._hub_still_agrees(req):
+            resp = Response(400, {"error": "invalid_grant", "error_description": "the Hub sign-in ended"}, {})
+        else:
+            resp = site.server.create_token_response(req)
+        self._cors()
+        _send(self, resp)
+
+    async def _hub_still_agrees(self, req: FormRequest) -> bool:
+        """A refresh is refused when the Hub no longer accepts the grant's user."""
+        cred = self.site.server.refresh_credential(req.form.get("refresh_token", ""), None)
+        if cred is None:
+            return True  # authlib refuses it with the right error (and revokes a reused one)
+        model = await HubOAuth.instance().user_for_token(cred.user.hub_token, use_cache=False, sync=False)
+        if model is None or model.get("name") != cred.user.name:
+            self.site.server.revoke(cred.family)
+            return False
+        return True
+
+
+class RevokeHandler(TokenHandler):
+    """RFC 7009 token revocation (the client's own grant ends)."""
+
+    async def post(self) -> None:
+        req = FormRequest("POST", self.site.public + "oauth/revoke", dict(self.request.headers), "", self.request.body)
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.site.server.fetch_client_metadata, req.payload.client_id
+        )
+        self._cors()
+        _send(self, self.site.server.create_endpoint_response("revocation", req))
+
+
+class RegisterHandler(TokenHandler):
+    """Dynamic Client Registration (RFC 7591)."""
+
+    async def post(self) -> None:
+        self._cors()
+        try:
+            data = json.loads(self.request.body or b"{}")
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            return _send(self, Response(400, {"error": "invalid_client_metadata", "error_description": "JSON"}, {}))
+        req = JsonBodyRequest("POST", self.site.public + "oauth/register", dict(self.request.headers), data)
+        _send(self, self.site.server.create_endpoint_response("client_registration", req))
+
+
+class GrantsHandler(HubOAuthenticated, _Base):
+    """``GET {prefix}api/grants``: the signed-in MCP clients (yours; every user's for an admin);
+    ``DELETE {prefix}api/grants/{id}``: revoke one. A Hub API token in ``Authorization: token …``."""
+
+    def check_xsrf_cookie(self) -> None:
+        """Token-authenticated only (see prepare)."""
+
+    def prepare(self) -> None:
+        if not (self.request.headers.get("Authorization") or "").lower().startswith("token "):
+            raise web.HTTPError(403, "use a Hub API token: Authorization: token …")
+
+    def _admin(self, model: dict[str, Any]) -> bool:
+        return bool(model.get("admin")) or bool(self.hub_auth.check_scopes({self.site.admin_scope}, model))
+
+    @web.authenticated
+    def get(self, family: str = "") -> None:
+        model = self.current_user
+        store = self.site.server.store
+        user = self.get_argument("user", None)
+        if self._admin(model):
+            grants = store.grants(user)
+        else:
+            grants = store.grants(model["name"])
+        self.finish(
+            {
+                "grants": [
+                    {
+                        "id": g.family,
+                        "user": g.user,
+                        "client_id": g.client_id,
+                        "client_name": g.client_name,
+                        "scope": g.scope,
+                        "created": g.created,
+                        "last_used": g.last_used,
+                    }
+                    for g in grants
+                ]
+            }
+        )
+
+    @web.authenticated
+    def delete(self, family: str = "") -> None:
+        model = self.current_user
+        grant = self.site.server.store.grant(family) if family else None
+        if grant is None or grant.revoked or (grant.user != model["name"] and not self._admin(model)):
+            raise web.HTTPError(404, "no such grant")
+        self.site.server.revoke(family)
+        self.set_status(204)
+        self.finish()

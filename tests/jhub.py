@@ -1,0 +1,213 @@
+"""A real JupyterHub on loopback: configurable-http-proxy (tests/node), DummyAuthenticator with a
+password, SimpleLocalProcessSpawner running this venv's ``jupyterhub-singleuser`` with the
+mcp-notebook server extension, and the mcp-notebook service. Every wait is bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from jserver import free_port, load_hub, run
+from jupyter_client import BlockingKernelClient
+
+ROOT = Path(__file__).resolve().parents[1]
+CHP = ROOT / "tests" / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
+PASSWORD = "correct horse"
+TESTER_TOKEN = "tester-" + os.urandom(12).hex()
+SINGLEUSER = Path(sys.executable).with_name("jupyterhub-singleuser")
+
+CONFIG = """
+import sys
+c = get_config()  # noqa
+c.JupyterHub.bind_url = {public!r}
+c.JupyterHub.public_url = {public!r}
+c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
+c.ConfigurableHTTPProxy.command = [{chp!r}]
+c.ConfigurableHTTPProxy.auth_token = {proxy_token!r}
+c.JupyterHub.db_url = "sqlite:///{base}/jupyterhub.sqlite"
+c.JupyterHub.cookie_secret_file = "{base}/cookie_secret"
+c.JupyterHub.pid_file = "{base}/jupyterhub.pid"
+c.JupyterHub.authenticator_class = "dummy"
+c.DummyAuthenticator.password = {password!r}
+c.Authenticator.allowed_users = {{"alice", "bob"}}
+c.Authenticator.admin_users = {{"root"}}
+c.JupyterHub.allow_named_servers = True
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = "{base}/home/{{username}}"
+c.Spawner.cmd = [{singleuser!r}]
+c.Spawner.args = ["--ServerApp.jpserver_extensions=mcp_notebook=True", "--allow-root"]
+c.Spawner.environment = {{
+    "PYTHONPATH": {root!r},
+    "JUPYTER_RUNTIME_DIR": lambda spawner: "{base}/run/" + spawner.user.name + "-" + (spawner.name or "default"),
+}}
+c.Spawner.start_timeout = 120
+c.Spawner.http_timeout = 120
+c.JupyterHub.services = [
+    {{
+        "name": "mcp-notebook",
+        "url": "http://127.0.0.1:{svc_port}",
+        "command": [sys.executable, "-m", "mcp_notebook.hubservice", *{svc_args!r}],
+        "cwd": "{base}",
+        "environment": {{"PYTHONPATH": {root!r}}},
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": ["access:servers!user", "read:servers!user"],
+    }},
+    {{"name": "tester", "api_token": {tester!r}}},
+]
+c.JupyterHub.load_roles = [
+    {{"name": "user", "scopes": ["self", "access:services!service=mcp-notebook"]}},
+    {{
+        "name": "tester",
+        "scopes": ["admin:users", "admin:servers", "access:servers", "tokens", "read:users"],
+        "services": ["tester"],
+    }},
+]
+"""
+
+
+class Hub:
+    """``jupyterhub`` with the proxy and the service, stopped by :meth:`stop`."""
+
+    def __init__(self, base: Path, svc_args: tuple[str, ...] = ()):
+        self.base = base
+        self.port = free_port()
+        self.public = f"http://127.0.0.1:{self.port}/"
+        self.service_url = f"{self.public}services/mcp-notebook/"
+        self.mcp_url = self.service_url + "mcp"
+        (base / "home").mkdir(parents=True, exist_ok=True)
+        (base / "run").mkdir(parents=True, exist_ok=True)
+        conf = CONFIG.format(
+            public=self.public,
+            hub_port=free_port(),
+            api_port=free_port(),
+            svc_port=free_port(),
+            chp=str(CHP),
+            proxy_token=os.urandom(16).hex(),
+            base=str(base),
+            password=PASSWORD,
+            singleuser=str(SINGLEUSER),
+            root=str(ROOT),
+            svc_args=list(svc_args),
+            tester=TESTER_TOKEN,
+        )
+        (base / "jupyterhub_config.py").write_text(conf)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
+        env["PYTHONPATH"] = str(ROOT)
+        self.log = open(base / "hub.log", "wb")  # closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(base / "jupyterhub_config.py")],
+            cwd=str(base),
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self.api = httpx.Client(
+            base_url=self.public + "hub/api/", headers={"Authorization": f"token {TESTER_TOKEN}"}, timeout=60
+        )
+        self.clients: list[BlockingKernelClient] = []
+        self._wait(lambda: self.api.get("").status_code == 200, "the Hub API")
+        self._wait(
+            lambda: httpx.get(self.service_url + ".well-known/oauth-protected-resource").status_code == 200,
+            "the service",
+        )
+
+    def _wait(self, ok: Any, what: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyterhub exited: {self.log_text()[-3000:]}")
+            try:
+                if ok():
+                    return
+            except (httpx.HTTPError, OSError):
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"{what} did not come up: {self.log_text()[-3000:]}")
+
+    def log_text(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")
+
+    # -- users, servers, kernels -------------------------------------------------------------
+    def start_server(self, user: str, server: str = "") -> str:
+        """Spawn a user's (named) server and wait until it is ready; its URL path."""
+        self.api.post(f"users/{user}")  # 201, or 409 when the user exists already
+        path = f"users/{user}/servers/{server}" if server else f"users/{user}/server"
+        r = self.api.post(path)
+        assert r.status_code in (201, 202, 400), r.text
+        key = server or ""
+
+        def ready() -> bool:
+            model = self.api.get(f"users/{user}").json()
+            s = (model.get("servers") or {}).get(key)
+            return bool(s and s.get("ready"))
+
+        self._wait(ready, f"{user}'s server {server!r}", timeout=120)
+        return self.api.get(f"users/{user}").json()["servers"][key]["url"]
+
+    def stop_server(self, user: str, server: str = "") -> None:
+        path = f"users/{user}/servers/{server}" if server else f"users/{user}/server"
+        self.api.delete(path)
+
+        def stopped() -> bool:
+            s = (self.api.get(f"users/{user}").json().get("servers") or {}).get(server or "")
+            return not s
+
+        self._wait(stopped, f"{user}'s server to stop", timeout=60)
+
+    def kernel(
+        self, user: str, notebook: str, code: str, server: str = "", before: str = ""
+    ) -> tuple[str, BlockingKernelClient]:
+        """A notebook session on the user's server, ``before`` run, the hub loaded, ``code`` run;
+        (kernel id, client)."""
+        url = self.public.rstrip("/") + self.start_server(user, server)
+        r = self.api.post(
+            url + "api/sessions", json={"path": notebook, "type": "notebook", "kernel": {"name": "python3"}}
+        )
+        assert r.status_code == 201, r.text
+        kid = r.json()["kernel"]["id"]
+        conn = self.base / "run" / f"{user}-{server or 'default'}" / f"kernel-{kid}.json"
+        self._wait(conn.exists, f"the connection file of {kid}")
+        kc = BlockingKernelClient(connection_file=str(conn))
+        kc.load_connection_file()
+        kc.start_channels(hb=False)
+        kc.wait_for_ready(timeout=90)
+        self.clients.append(kc)
+        if before:
+            run(kc, before)
+        load_hub(kc)
+        run(kc, code)
+        return kid, kc
+
+    def user_token(self, user: str) -> str:
+        r = self.api.post(f"users/{user}/tokens", json={"note": "test", "expires_in": 3600})
+        assert r.status_code == 201, r.text
+        return r.json()["token"]
+
+    def stop(self) -> None:
+        for kc in self.clients:
+            kc.stop_channels()
+        self.api.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.log.close()
+
+
+def service_db(hub: Hub) -> Path:
+    return hub.base / "mcp-notebook-oauth.sqlite"
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=1)[:2000]
