@@ -28,6 +28,7 @@ README_ANCHORS = {
     "views-in-the-assistant-mcp-apps": "/views.md",
     "kernels-on-a-remote-jupyter-server": "/start/server.md",
     "kernels-behind-a-gateway-in-containers-on-other-hosts": "/start/gateways.md",
+    "one-url-for-every-user-of-a-jupyterhub": "/start/jupyterhub.md",
     "in-the-notebook": "/notebook.md#in-the-notebook",
     "jupyterlab": "/notebook.md#jupyterlab",
     "protocol": "/how-it-works.md#protocol",
