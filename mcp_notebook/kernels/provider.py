@@ -21,16 +21,17 @@ from urllib.parse import quote
 
 from ..protocol.jsonrpc import RpcError
 from ..protocol.params import MAX_LIST
-from ..providers.base import Facts, Provider, ResourceNotFound, ResourceReadError
+from ..providers.base import Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from .directory import Directory, KernelEntry
 from .links import Linker, schemes_of, unqualify, unqualify_inside
-from .naming import KERNEL_VAR, KERNELS_URI, PREFIX, labels, notebook_stem, qualify, qualify_template, split
+from .naming import KERNEL_VAR, KERNELS_URI, labels, notebook_stem, qualify, qualify_template, split
 from .upstream import HubAddress, HubError, HubGone, Listens, call
 
 log = logging.getLogger(__name__)
 EXECUTION_URI = "nb://kernel"  # changes with every executed cell
 MAX_PAGES = 50
+SUMMARY_SECONDS = 2.0  # how long nb://kernels waits for one hub's own summary
 TICK_SECONDS = 1.0
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -82,7 +83,7 @@ class KernelsProvider(Provider):
     # -- kernels ----------------------------------------------------------------------------
     def kernels(self, fresh: bool = False) -> tuple[list[KernelEntry], dict[str, str]]:
         entries = self.directory.entries(fresh)
-        return entries, labels((e.id, e.notebook) for e in entries)
+        return entries, labels(((e.id, e.notebook) for e in entries), {e.id: e.where for e in entries})
 
     def current(self, entries: list[KernelEntry]) -> KernelEntry | None:
         """The kernel of the latest of: a frontend focusing it, it running a cell; else the newest.
@@ -101,6 +102,11 @@ class KernelsProvider(Provider):
     def _route(self, uri: str, fresh: bool = False) -> Route:
         """Which kernel answers ``uri`` and its own URI for it; a label not found is looked up once
         more in a fresh listing (a kernel that started a moment ago)."""
+        bad = _CONTROL.search(uri)
+        if bad is not None:  # never sent upstream: it would go into a header
+            raise InvalidResourceParams(
+                f"the URI holds a control character ({bad.group()!r} at {bad.start()}); a URI cannot: {uri[:200]!r}"
+            )
         entries, names = self.kernels(fresh)
         parts = split(uri)
         if parts is None:
@@ -324,22 +330,39 @@ class KernelsProvider(Provider):
     def _listing(self) -> dict[str, Any]:
         entries, names = self.kernels(fresh=True)
         current = self.current(entries)
-        return {
-            "kernels": [
+        rows = []
+        for e in entries:
+            summary = self._summary(e)
+            seen = [
+                t for t in (self._last_exec.get(e.id), summary.get("last_execution")) if isinstance(t, (int, float))
+            ]
+            state = e.state or summary.get("state")
+            rows.append(
                 {
                     "id": e.id,
                     "label": names[e.id],
-                    "uri": f"{PREFIX}{names[e.id]}/",
+                    "uri": qualify(names[e.id], "nb://"),
+                    "kernel": qualify(names[e.id], EXECUTION_URI),
                     "notebook": e.notebook,
                     "name": notebook_stem(e.notebook),
-                    "state": e.state,
-                    "last_execution": self._last_exec.get(e.id),
+                    "cwd": e.where,
+                    "pid": summary.get("pid") if isinstance(summary.get("pid"), int) else e.pid,
+                    "state": state if isinstance(state, str) else ("unreachable" if not summary else None),
+                    "last_execution": max(seen) if seen else None,
                     "started_at": e.started_at,
                     "current": current is not None and e.id == current.id,
                 }
-                for e in entries
-            ]
-        }
+            )
+        return {"kernels": rows}
+
+    def _summary(self, entry: KernelEntry) -> dict[str, Any]:
+        """The hub's own ``nb://kernel`` (its state, last execution, pid), or {} when it does not answer."""
+        try:
+            result = call(entry.hub, "resources/read", {"uri": EXECUTION_URI}, timeout=SUMMARY_SECONDS)
+            doc = json.loads(result["contents"][0]["text"])
+        except Exception:
+            return {}
+        return doc if isinstance(doc, dict) else {}
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         entries, names = self.kernels()

@@ -89,7 +89,7 @@ class HubAddress:
             "Mcp-Method": method,
         }
         named = _NAMED.get(method)
-        if named and isinstance(params.get(named), str) and params[named].isascii():
+        if named and isinstance(params.get(named), str) and params[named].isascii() and params[named].isprintable():
             out["Mcp-Name"] = params[named]
         if self.token:
             out["Authorization"] = f"{self.scheme} {self.token}"
@@ -125,6 +125,14 @@ def _connection(hub: HubAddress, timeout: float) -> tuple[http.client.HTTPConnec
     return conn, False
 
 
+def _drop(hub: HubAddress, conn: http.client.HTTPConnection) -> None:
+    """Close ``conn`` and forget it: a connection that failed or ended mid-exchange is never reused."""
+    conn.close()
+    conns = _local.__dict__.get("conns", {})
+    if conns.get((hub.host, hub.port)) is conn:
+        del conns[(hub.host, hub.port)]
+
+
 def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = CALL_SECONDS) -> dict[str, Any]:
     """The result of one request to ``hub`` (any thread; a keep-alive connection per thread). A
     connection the hub closed while idle is replaced once; nothing is sent twice otherwise."""
@@ -135,26 +143,28 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
         except (UpstreamError, TimeoutError, OSError) as exc:
             raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
         return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
+    headers = hub.headers(method, params)
     for attempt in (1, 2):
         conn, reused = _connection(hub, timeout)
         try:
-            conn.request("POST", hub.path, body, hub.headers(method, params))
+            conn.request("POST", hub.path, body, headers)
             resp = conn.getresponse()
             raw = resp.read()
             kind = resp.getheader("Content-Type") or ""
             if resp.will_close:
-                conn.close()
+                _drop(hub, conn)
             break
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-            conn.close()
-            _local.conns.pop((hub.host, hub.port), None)
+            _drop(hub, conn)
             if reused and attempt == 1:
                 continue
             raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            _local.conns.pop((hub.host, hub.port), None)
+            _drop(hub, conn)
             raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+        except BaseException:  # anything else mid-request (a header http.client refused): never reused
+            _drop(hub, conn)
+            raise
     return _result(_last_reply(raw, "text/event-stream" in kind), hub, resp.status)
 
 
