@@ -185,3 +185,8 @@ class Provider:
     def variable_names(self) -> frozenset[str] | None:
         """The exposed namespace names, from the one provider that holds the namespace; else None."""
         return None
+
+    def changed_in_place(self, name: str) -> bool:
+        """The exact check found namespace name ``name``'s value changed in place (no rebinding,
+        ``d['k'] += 1``): move what says when it changed. True when that alters a rendering."""
+        return False

@@ -513,6 +513,15 @@ class VariablesProvider(Provider):
                 return text[:max_chars], len(text) > max_chars
         return bounded_repr(value, max_chars, timeout)
 
+    def changed_in_place(self, name: str) -> bool:
+        """An in-place change found by the exact check: the variable's ``modified`` moves (its read
+        and its listing's lastModified)."""
+        if name not in self._exposed:
+            return False
+        self._modified[name] = _now()
+        self._list_version += 1
+        return True
+
     # -- hide/show ----------------------------------------------------------------------
     def set_hidden(self, name: str, hidden: bool) -> None:
         if hidden:
