@@ -187,6 +187,8 @@ async def _walk_kernel(client: Client, label: str, other: str, current: str) -> 
 async def _walk_all(client: Client, kernels: dict[str, Any], ran: Any) -> None:
     listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
     assert sorted(k["label"] for k in listed) == ["alpha", "beta"]
+    for row in listed:  # (#32: state and last execution were null, locally and through the server)
+        assert row["state"] in ("idle", "busy") and isinstance(row["last_execution"], float), row
     current = next(k["label"] for k in listed if k["current"])
     for label, other in (("alpha", "beta"), ("beta", "alpha")):
         walk = await _walk_kernel(client, label, other, current)
