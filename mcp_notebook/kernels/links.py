@@ -57,17 +57,20 @@ class Linker:
         self.label = label
         self.schemes = (frozenset({"nb"}) | {s.lower() for s in schemes}) - FRONT_SCHEMES
         self._needles = tuple(f"{s}://" for s in sorted(self.schemes))
+        self._prefix = qualify(label, "nb://")  # nb://kernels/{label}/
 
     def uri(self, value: str) -> str | None:
         """The qualified form of ``value`` when it is a link of this kernel, else None."""
-        if len(value) > MAX_URI:
+        if "://" not in value or len(value) > MAX_URI:  # most strings: one scan, no regex
             return None
+        if value.startswith("nb://"):
+            if value.startswith(KERNELS_URI) and value[len(KERNELS_URI) : len(KERNELS_URI) + 1] in ("", "/", "?"):
+                return None
+            return None if _UNSAFE.search(value) else self._prefix + value[5:]
         match = _SCHEME.match(value)
-        if match is None or match.group(1).lower() not in self.schemes:
+        if match is None or match.group(1).lower() not in self.schemes or _UNSAFE.search(value):
             return None
-        if value == KERNELS_URI or value.startswith(KERNELS_URI + "/") or _UNSAFE.search(value):
-            return None
-        return qualify(self.label, value)
+        return self._prefix + value
 
     def value(self, obj: Any) -> Any:
         """``obj`` (parsed JSON) with its links qualified; the same object when it holds none."""
@@ -75,11 +78,21 @@ class Linker:
             found = self.uri(obj)
             return obj if found is None else found
         if isinstance(obj, list):
-            new = [self.value(v) for v in obj]
-            return obj if all(a is b for a, b in zip(new, obj, strict=True)) else new
+            changed = False
+            new = []
+            for v in obj:
+                w = v if isinstance(v, (int, float, bool)) or v is None else self.value(v)
+                changed |= w is not v
+                new.append(w)
+            return new if changed else obj
         if isinstance(obj, dict):
-            out = {k: self.value(v) for k, v in obj.items()}
-            return obj if all(out[k] is v for k, v in obj.items()) else out
+            out = {}
+            changed = False
+            for k, v in obj.items():
+                w = v if isinstance(v, (int, float, bool)) or v is None else self.value(v)
+                changed |= w is not v
+                out[k] = w
+            return out if changed else obj
         return obj
 
     def text(self, text: str | None, mime_type: str | None) -> str | None:

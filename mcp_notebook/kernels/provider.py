@@ -77,6 +77,7 @@ class KernelsProvider(Provider):
         self._current: str | None = None
         self._facts_cache: dict[str, tuple[float, dict[str, Any]]] = {}
         self._schemes: dict[str, frozenset[str]] = {}  # kernel id -> the URI schemes it serves
+        self._schemes_fresh: set[str] = set()  # kernel ids whose templates were read since their last list change
         self._listens = Listens(self._upstream, self._wanted)
         self._listens.every(TICK_SECONDS, self.refresh)
 
@@ -169,7 +170,7 @@ class KernelsProvider(Provider):
     def _upstream(self, kernel_id: str, kind: str, uri: str | None) -> None:
         """A hub's notification, as changes of the URIs watched here."""
         if kind == "list_changed":
-            self._schemes.pop(kernel_id, None)  # a custom resource may have come or gone
+            self._schemes_fresh.discard(kernel_id)  # a custom template may have come: look again on use
             self.changed([], True)
             return
         assert uri is not None
@@ -310,20 +311,22 @@ class KernelsProvider(Provider):
 
     def linker(self, entry: KernelEntry, label: str) -> Linker:
         """What qualifies the links in ``entry``'s replies: its label and the URI schemes it serves
-        (learnt from its template listing once, and from every listing the front makes)."""
-        schemes = self._schemes.get(entry.id)
-        if schemes is None:
+        (learnt from its templates once per list change, and from every listing the front makes;
+        a scheme once seen is kept)."""
+        if entry.id not in self._schemes_fresh:
             try:
                 found = self._pages(entry, "resources/templates/list", "resourceTemplates")
             except (HubGone, HubError):
                 found = []
-            schemes = self._learn(entry.id, [str(t.get("uriTemplate", "")) for t in found])
-        return Linker(label, schemes)
+            self._learn(entry.id, [str(t.get("uriTemplate", "")) for t in found])
+            self._schemes_fresh.add(entry.id)
+        return Linker(label, self._schemes.get(entry.id, frozenset()))
 
     def _learn(self, kernel_id: str, uris: list[str]) -> frozenset[str]:
         schemes = frozenset(schemes_of(uris) | self._schemes.get(kernel_id, frozenset()))
         if len(self._schemes) > 1024:
             self._schemes.clear()
+            self._schemes_fresh.clear()
         self._schemes[kernel_id] = schemes
         return schemes
 
