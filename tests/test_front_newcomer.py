@@ -177,29 +177,10 @@ def _hub_listens(kernel: Kernel) -> list[list[str]]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_dropped_client_streams_leave_each_hub_one_listen_with_the_current_set(world):
-    info = world["info"]
-    body_of = lambda i: {  # noqa: E731
-        "jsonrpc": "2.0",
-        "id": i,
-        "method": "subscriptions/listen",
-        "params": {
-            "notifications": {
-                "resourcesListChanged": True,
-                "resourceSubscriptions": [
-                    f"nb://kernels/alpha/vars/v{i}",
-                    f"nb://kernels/scratch/vars/w{i % 5}",
-                    "nb://vars/x",
-                ],
-            },
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": STATELESS,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    }
+def _drop_listens(url: str, auth: str, labels: tuple[str, ...], count: int = 200) -> None:
+    """``count`` client listen streams with subscriptions, each dropped right after its acknowledgement."""
     headers = {
-        "Authorization": f"Bearer {info['token']}",
+        "Authorization": auth,
         "Accept": "text/event-stream",
         "MCP-Protocol-Version": STATELESS,
         "Mcp-Method": "subscriptions/listen",
@@ -207,32 +188,72 @@ def test_dropped_client_streams_leave_each_hub_one_listen_with_the_current_set(w
     acknowledged = []
 
     def listen(i: int) -> None:
-        with (
-            httpx.Client(timeout=20) as client,
-            client.stream("POST", info["url"], json=body_of(i), headers=headers) as r,
-        ):
+        uris = [
+            f"nb://kernels/{labels[i % len(labels)]}/vars/v{i}",
+            f"nb://kernels/{labels[0]}/vars/w{i % 5}",
+            "nb://vars/x",
+        ]
+        body = {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "subscriptions/listen",
+            "params": {
+                "notifications": {"resourcesListChanged": True, "resourceSubscriptions": uris},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": STATELESS,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+        with httpx.Client(timeout=20) as client, client.stream("POST", url, json=body, headers=headers) as r:
             for chunk in r.iter_bytes():
                 acknowledged.append(b"acknowledged" in chunk)
                 break  # dropped at once: the stream goes away with its subscriptions
 
-    for start in range(0, 200, 20):
-        batch = [threading.Thread(target=listen, args=(i,)) for i in range(start, start + 20)]
+    for start in range(0, count, 20):
+        batch = [threading.Thread(target=listen, args=(i,)) for i in range(start, min(count, start + 20))]
         for t in batch:
             t.start()
         for t in batch:
             t.join(60)
-    assert len(acknowledged) == 200 and all(acknowledged)
-    front = world["front"]
-    deadline = time.monotonic() + 30
+    assert len(acknowledged) == count and all(acknowledged)
+
+
+def _wait_one_listen_each(listens: dict[str, Any], seconds: float = 30) -> None:
+    """Every hub back to one listen from the front, watching only what is wanted now (nb://kernel)."""
+    deadline = time.monotonic() + seconds
     while True:
-        hubs = {name: _hub_listens(k) for name, k in world["kernels"].items()}
-        upstream = front.provider._listens.listening()
-        if all(v == [["nb://kernel"]] for v in hubs.values()) and len(upstream) == 2:
-            break
-        assert time.monotonic() < deadline, f"the hubs kept {hubs}; the front listens {upstream}"
+        hubs = {name: read() for name, read in listens.items()}
+        if all(v == [["nb://kernel"]] for v in hubs.values()):
+            return
+        assert time.monotonic() < deadline, f"the hubs kept these listens (URIs each): {hubs}"
         time.sleep(0.5)
-    assert set(upstream.values()) == {frozenset({"nb://kernel"})}
+
+
+def test_dropped_client_streams_leave_each_hub_one_listen_with_the_current_set(world):
+    _drop_listens(world["info"]["url"], f"Bearer {world['info']['token']}", ("alpha", "scratch"))
+    _wait_one_listen_each({name: (lambda k=k: _hub_listens(k)) for name, k in world["kernels"].items()})
+    front = world["front"]
+    assert set(front.provider._listens.listening().values()) == {frozenset({"nb://kernel"})}
     assert len(front.provider._listens._tasks) == 2  # one task per hub
+
+
+def test_dropped_client_streams_through_a_server_over_the_control_channel(tmp_path):
+    """The same through a Jupyter server's front reaching its hub over the kernel's control channel
+    (a kernel on another host): 300 dropped streams once left ~30 listens with stale sets for good."""
+    from jserver import JupyterServer, load_hub, run
+
+    server = JupyterServer(tmp_path, token="tk", extra_args=("--MCPNotebookProxy.carrier=control",))
+    try:
+        kc = server.client(server.start_session("alpha.ipynb"))
+        load_hub(kc)
+        count = (
+            "import json, mcp_notebook as _m; print(json.dumps([sorted(l.uris) for l in _m.hub().server.listens()]))"
+        )
+        _drop_listens(f"{server.url}mcp-notebook/mcp", "token tk", ("alpha",))
+        _wait_one_listen_each({"alpha": lambda: json.loads(run(kc, count).strip().splitlines()[-1])})
+    finally:
+        server.stop()
 
 
 def test_the_bridge_log_line_says_what_it_serves(world, tmp_path):

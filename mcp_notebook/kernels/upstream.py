@@ -216,7 +216,8 @@ class Listens:
         self._loop = asyncio.new_event_loop()
         self._wanted: dict[str, tuple[HubAddress, frozenset[str]]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._open: dict[str, tuple[tuple[HubAddress, frozenset[str]], Any]] = {}  # key -> (wish, response)
+        # key -> (wish, response, the task reading it)
+        self._open: dict[str, tuple[tuple[HubAddress, frozenset[str]], Any, asyncio.Task[None]]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._poked = threading.Event()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-notebook-kernels", daemon=True)
@@ -282,13 +283,14 @@ class Listens:
 
     def listening(self) -> dict[str, frozenset[str]]:
         """The URIs of each open upstream stream (tests and views)."""
-        return {key: wish[1] for key, (wish, _) in list(self._open.items())}
+        return {key: opened[0][1] for key, opened in list(self._open.items())}
 
     def _close_open(self, key: str) -> None:
         opened = self._open.pop(key, None)
         if opened is not None:
             with contextlib.suppress(Exception):
                 opened[1].close()
+            opened[2].cancel()
 
     async def _run(self, key: str) -> None:
         wake = self._wake[key] = asyncio.Event()
@@ -318,22 +320,33 @@ class Listens:
             resp = await hub.carrier.open(headers, body, 10.0)
         else:
             resp = await request(hub.host, hub.port, "POST", hub.path, headers, body, 10.0)
+        if self._wanted.get(key) != wish:
+            resp.close()
+            return  # the set changed while this one was opening
+        # The reading runs as its own task: a new set cancels it (and closes the reply), whatever
+        # the carrier, since not every carrier's reader wakes up when its reply is closed.
+        reader = self._loop.create_task(self._read(key, resp))
+        self._open[key] = (wish, resp, reader)
         try:
-            if self._wanted.get(key) != wish:
-                return  # the set changed while this one was opening
-            self._open[key] = (wish, resp)
-            if resp.status != 200:
-                raise UpstreamError(f"listen answered {resp.status}")
-            pending = b""
-            async for piece in resp.chunks():
-                pending += piece
-                *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
-                for data in sse_data(b"\n\n".join(events) + b"\n\n"):
-                    self._event(key, data)
+            await asyncio.wait({reader})
         finally:
+            if not reader.done():
+                reader.cancel()
             if key in self._open and self._open[key][1] is resp:
                 del self._open[key]
             resp.close()
+        if not reader.cancelled():
+            reader.result()  # how it ended (an error: the caller waits a little, then reopens)
+
+    async def _read(self, key: str, resp: Any) -> None:
+        if resp.status != 200:
+            raise UpstreamError(f"listen answered {resp.status}")
+        pending = b""
+        async for piece in resp.chunks():
+            pending += piece
+            *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
+            for data in sse_data(b"\n\n".join(events) + b"\n\n"):
+                self._event(key, data)
 
     def _event(self, key: str, data: bytes) -> None:
         with contextlib.suppress(ValueError):
