@@ -101,10 +101,10 @@ class Linker:
             return text
         try:
             doc = json.loads(text)
-        except ValueError:
+            new = self.value(doc)
+            return text if new is doc else json.dumps(new, ensure_ascii=False)
+        except (ValueError, RecursionError):  # not JSON after all, or nested deeper than Python walks
             return text
-        new = self.value(doc)
-        return text if new is doc else json.dumps(new, ensure_ascii=False)
 
 
 def unqualify(value: str, names: tuple[str, ...]) -> str:

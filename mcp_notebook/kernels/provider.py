@@ -52,6 +52,7 @@ class UnknownKernel(ResourceNotFound):
 
     def __init__(self, uri: str, label: str, known: list[str], ids: list[str]):
         near = sorted({n for n in [*known, *ids] if n.startswith(label) or label.startswith(n)} - {label})
+        label, uri = label[:100], uri[:300]  # (echoed: bounded)
         if not known:
             reason = f"unknown kernel {label!r} in {uri}: no kernel with an mcp-notebook hub is running"
         else:
