@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ..types import Contents, InvalidResourceParams, Resource, ResourceNotFound, ResourceReadError, ResourceTemplate
@@ -102,6 +103,23 @@ def shape_text(shape: tuple | int | None) -> str:
     if isinstance(shape, int):
         return f"len {shape}"
     return f"shape {tuple(shape)}"
+
+
+class ModifiedStamps:
+    """Mixed into a provider that keeps when each variable last changed (``_modified``: name -> ISO
+    8601, shown in its reads and as lastModified) beside a listing version that moves with it."""
+
+    _modified: dict[str, str]
+    _exposed: dict[str, type]
+    _list_version: int
+
+    def changed_in_place(self, name: str) -> bool:
+        """An in-place change the exact check found: ``modified`` moves as for a rebinding."""
+        if name not in self._exposed:
+            return False
+        self._modified[name] = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        self._list_version += 1
+        return True
 
 
 @dataclass(slots=True)

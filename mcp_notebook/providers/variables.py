@@ -20,6 +20,7 @@ from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret,
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
+from . import base as _base
 from . import structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 from .nswatch import NamespaceWatch
@@ -89,7 +90,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-class VariablesProvider(Provider):
+class VariablesProvider(_base.ModifiedStamps, Provider):
     """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
 
     list_is_pure = True  # listing reads names and types only: no user code, no live values
@@ -512,15 +513,6 @@ class VariablesProvider(Provider):
                 text = call_guarded(render, timeout)
                 return text[:max_chars], len(text) > max_chars
         return bounded_repr(value, max_chars, timeout)
-
-    def changed_in_place(self, name: str) -> bool:
-        """An in-place change found by the exact check: the variable's ``modified`` moves (its read
-        and its listing's lastModified)."""
-        if name not in self._exposed:
-            return False
-        self._modified[name] = _now()
-        self._list_version += 1
-        return True
 
     # -- hide/show ----------------------------------------------------------------------
     def set_hidden(self, name: str, hidden: bool) -> None:
