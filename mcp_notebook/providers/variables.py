@@ -20,8 +20,7 @@ from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret,
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from . import base as _base
-from . import structured
+from . import base, structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 from .nswatch import NamespaceWatch
 from .optional import missing_package
@@ -90,7 +89,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-class VariablesProvider(_base.ModifiedStamps, Provider):
+class VariablesProvider(base.ModifiedStamps, Provider):
     """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
 
     list_is_pure = True  # listing reads names and types only: no user code, no live values
