@@ -204,7 +204,7 @@ async def _walk_all(client: Client, kernels: dict[str, Any], ran: Any) -> None:
     with anyio.fail_after(30):
         while True:
             changes = await client.call_tool("changes_since", {"cursor": cursor, "wait_seconds": 2})
-            doc = json.loads(changes.content[0].text)
+            doc = changes.structured_content or json.loads(changes.content[0].text)
             if "nb://kernels/beta/vars/settings" in doc["changed"]:
                 break
     lines = [u for line in doc["summary"] for u in re.findall(r"[a-z]+://\S+?(?=:?\s|:$|$)", line)]
