@@ -24,7 +24,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from .channel import Channel
-from .hub_selection import POLL_SECONDS, FrontSelector, NoHub, Selector
+from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector
 from .kernels.upstream import HubAddress
 from .protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
 from .protocol.wire_sse import SseParser
@@ -544,7 +544,8 @@ def run_bridge(
     try:
         url = front.serve_http()
         info = {"url": url, "token": front.settings.token, "pid": os.getpid(), "started_at": time.time()}
-        selector = FrontSelector(HubRecord(Path(), info, True))
+        count = lambda: len(front.provider.kernels(fresh=True)[0])  # noqa: E731
+        selector = FrontSelector(FrontRecord(Path(), info, True, count=count))
         return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel).run()
     finally:
         front.close()

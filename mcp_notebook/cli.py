@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -206,10 +206,23 @@ def _token_file_notice(path: Path, gitignore: bool, secret: bool, server: bool =
         )
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Descriptions keep their paragraphs; every option that has a default value shows it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if default not in (None, False, argparse.SUPPRESS) and "%(default)" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--notebook", metavar="PATH", help="the hub of this notebook (path as the kernel knows it)")
-    group.add_argument("--kernel", metavar="ID", help="the hub of this kernel id (or a unique prefix)")
+    group.add_argument(
+        "--notebook", metavar="PATH", help="only the kernel of this notebook (path as the kernel knows it)"
+    )
+    group.add_argument("--kernel", metavar="ID", help="only this kernel id (or a unique prefix of it)")
     group.add_argument("--latest", action="store_true", help="only the most recently started hub")
 
 
@@ -223,24 +236,38 @@ def _add_remote(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token-file", metavar="PATH", help="file holding the Jupyter server's token (with --server)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mcp-notebook", description="A live Jupyter kernel as an MCP server.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="start a kernel with sample data and serve it until Ctrl-C")
-    demo.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
-    demo.set_defaults(func=_demo)
+BRIDGE_TEXT = """\
+Speak MCP on stdio (for hosts that only start stdio servers) and forward to the kernels' hubs.
 
-    lst = sub.add_parser("list", help="running hubs on this machine (stale runtime files are removed)")
-    lst.add_argument("--json", action="store_true", help="JSON output (never includes tokens)")
-    lst.add_argument("--keep-stale", action="store_true", help="show stale files without removing them")
-    _add_remote(lst)
-    lst.set_defaults(func=_list)
+With no selection it serves EVERY kernel with a hub on this machine (or, with --server, on that
+Jupyter server) through one endpoint: nb://kernels lists them, nb://kernels/{kernel}/... reads one
+of them ({kernel}: its notebook's name or its id), and bare URIs such as nb://vars/df address the
+current kernel (the notebook focused last in JupyterLab, else the one that ran a cell last).
+Kernels that start later are found as they come.
 
-    bridge = sub.add_parser("bridge", help="speak MCP on stdio and forward to a kernel's hub (for stdio-only hosts)")
+To pin one kernel instead, pass --notebook PATH, --kernel ID or --latest; the bridge then waits
+up to --reconnect-timeout seconds for that kernel's hub when it restarts."""
+
+CONFIG_TEXT = """\
+Print the MCP server entry that starts `mcp-notebook bridge` for one host, or merge it into the
+host's config file (--write, or --path FILE).
+
+host: claude-code (.mcp.json in the current directory), claude-desktop (the app's
+claude_desktop_config.json in your user config), vscode (.vscode/mcp.json), cursor
+(.cursor/mcp.json). The entry
+runs this environment's mcp-notebook by absolute path; with no selection it serves every kernel.
+Other entries in the file are kept; --name picks the entry's name."""
+
+
+def _add_bridge(command: Callable[..., argparse.ArgumentParser]) -> None:
+    bridge = command("bridge", "speak MCP on stdio for every kernel (or one), for stdio-only hosts", BRIDGE_TEXT)
     _add_selection(bridge)
     bridge.add_argument(
-        "--reconnect-timeout", type=float, default=30.0, metavar="S", help="how long to wait for a restarted hub"
+        "--reconnect-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="with a selection: how long to wait for its kernel's hub after a restart",
     )
     bridge.add_argument(
         "--channel",
@@ -250,13 +277,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_remote(bridge)
     bridge.set_defaults(func=_bridge)
 
-    config = sub.add_parser("config", help="print (or --write) the MCP config snippet for a host")
-    config.add_argument("host", choices=("claude-code", "claude-desktop", "vscode", "cursor"))
+
+def _add_config(command: Callable[..., argparse.ArgumentParser]) -> None:
+    config = command("config", "print (or --write) the MCP config entry for a host", CONFIG_TEXT)
+    config.add_argument(
+        "host",
+        choices=("claude-code", "claude-desktop", "vscode", "cursor"),
+        help="the MCP host to configure: claude-code, claude-desktop, vscode or cursor (see above for the file each uses)",
+    )
     _add_selection(config)
     config.add_argument("--http", action="store_true", help="the HTTP endpoint of a running hub instead of the bridge")
     config.add_argument("--write", action="store_true", help="merge the entry into the host's config file")
-    config.add_argument("--path", help="config file to write (implies --write)")
-    config.add_argument("--name", default="notebook", help="server name in the config (default: notebook)")
+    config.add_argument("--path", metavar="FILE", help="config file to write (implies --write; default: the host's)")
+    config.add_argument("--name", default="notebook", help="server name in the config")
     config.add_argument(
         "--channel",
         action="store_true",
@@ -268,17 +301,50 @@ def build_parser() -> argparse.ArgumentParser:
     _add_remote(config)
     config.set_defaults(func=_config)
 
-    autoload = sub.add_parser(
-        "autoload", help="load mcp_notebook in every kernel of this environment (on), stop doing so (off), or show"
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-notebook",
+        description="A live Jupyter kernel as an MCP server. Load it in a kernel with %load_ext mcp_notebook; "
+        "these commands find, bridge and configure it.",
+        formatter_class=_Help,
     )
-    autoload.add_argument("action", choices=("on", "off", "status"))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help, description=description or help[0].upper() + help[1:] + ".", formatter_class=_Help
+        )
+
+    demo = command("demo", "start a kernel with sample data and serve it until Ctrl-C")
+    demo.add_argument("--seconds", type=float, default=None, help="stop after this many seconds (none: until Ctrl-C)")
+    demo.set_defaults(func=_demo)
+
+    lst = command(
+        "list",
+        "list the running hubs on this machine (stale runtime files are removed), or a server's",
+    )
+    lst.add_argument("--json", action="store_true", help="JSON output (never includes tokens)")
+    lst.add_argument("--keep-stale", action="store_true", help="show stale files without removing them")
+    _add_remote(lst)
+    lst.set_defaults(func=_list)
+
+    _add_bridge(command)
+    _add_config(command)
+
+    autoload = command(
+        "autoload",
+        "load mcp_notebook in every kernel of this environment (on), stop doing so (off), or show (status)",
+    )
+    autoload.add_argument("action", choices=("on", "off", "status"), help="on, off or status")
     where = autoload.add_mutually_exclusive_group()
-    where.add_argument("--prefix", help="environment prefix to configure (default: the Python running this command)")
+    where.add_argument("--prefix", help="environment prefix to configure (none: the Python running this command)")
     where.add_argument("--user", action="store_true", help="the user's IPython profile instead (all environments)")
-    autoload.add_argument("--profile", default="default", help="IPython profile for --user (default: default)")
+    autoload.add_argument("--profile", default="default", help="IPython profile for --user")
     autoload.set_defaults(func=_autoload)
 
-    doctor = sub.add_parser("doctor", help="what this Python can serve, running hubs, the Jupyter extensions")
+    doctor = command("doctor", "show what this Python can serve, the running hubs and the Jupyter extensions")
     doctor.add_argument("--json", action="store_true", help="JSON output")
     doctor.set_defaults(func=_doctor)
     return parser

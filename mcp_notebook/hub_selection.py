@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
@@ -50,6 +51,23 @@ class Selector:
             f"kernel (or `%mcp start` if you stopped it); `mcp-notebook list` shows the running hubs "
             f"(runtime dir {runtime_dir()})."
         )
+
+
+@dataclass
+class FrontRecord(HubRecord):
+    """The all-kernels front a bridge serves (a front, not a kernel): what it serves, and how many
+    kernels it finds when asked (None: not known here, e.g. a Jupyter server's)."""
+
+    serves: str = "every kernel on this machine"
+    count: Callable[[], int | None] = lambda: None
+
+    def describe(self) -> str:
+        try:
+            n = self.count()
+        except Exception:
+            n = None
+        found = "" if n is None else f"; {n} kernel{'' if n == 1 else 's'} with a hub found now"
+        return f"{self.serves} (the all-kernels front at {self.url}{found}; nb://kernels lists them)"
 
 
 class FrontSelector(Selector):

@@ -63,6 +63,8 @@ class KernelHub:
         REDACTOR.add([self.token])  # the hub's own token never leaves in any content
         register_configurable(shell, self.config)
         self.started_at = time.time()
+        self.cell_started: float | None = None  # while a cell runs (nb://kernel's state: busy)
+        self.last_execution: float | None = None  # when the last cell finished
         self.resources = Resources()
         self._filter_cache: tuple[tuple, NameFilter] | None = None  # before VariablesProvider uses it
         self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
@@ -280,6 +282,7 @@ class KernelHub:
 
     # -- the hot path -------------------------------------------------------------------
     def _pre_run_cell(self, info: Any = None) -> None:
+        self.cell_started = time.time()
         if self.transport is not None:
             self.transport.busy_poll.enabled = False  # the cell gets the GIL; the server sleeps between requests
             switch = self.transport.switch
@@ -287,6 +290,7 @@ class KernelHub:
             switch.cell(True)  # a shorter GIL switch interval while a client is connected
 
     def _post_run_cell(self, result: Any = None) -> None:
+        self.cell_started, self.last_execution = None, time.time()
         if self.transport is not None:
             self.transport.switch.cell(False)  # the user's switch interval, exactly as it was
             poll = self.transport.busy_poll
@@ -308,6 +312,8 @@ class KernelHub:
             started_at=self.started_at,
             server_version=__version__,
             runtime_file=str(self.runtime_file) if self.runtime_file else None,
+            connection_file=connection_file(),
+            cwd=os.getcwd(),
         )
 
     def summary(self) -> dict[str, Any]:
@@ -321,6 +327,9 @@ class KernelHub:
             "pid": os.getpid(),
             "kernel_id": kernel_id(),
             "notebook_path": self.notebook_path(),
+            "connection_file": connection_file(),
+            "state": "busy" if self.cell_started is not None else "idle",
+            "last_execution": self.last_execution,
             "variables": len(self.variables.exposed_names()),
             "cells_executed": self.resources.cells_seen,
             "url": self.transport.url if self.transport else None,
@@ -385,15 +394,20 @@ def _is_loopback(host: str) -> bool:
     return is_loopback_host(host)
 
 
-def kernel_id() -> str | None:
-    """The kernel id from the connection file name (kernel-<id>.json), when in a kernel."""
+def connection_file() -> str | None:
+    """The kernel's connection file (what ``jupyter console --existing`` takes), when in a kernel."""
     try:
         from ipykernel.connect import get_connection_file
 
-        name = Path(get_connection_file()).name
+        return str(get_connection_file())
     except Exception:
         return None
-    m = re.match(r"kernel-(.+)\.json$", name)
+
+
+def kernel_id() -> str | None:
+    """The kernel id from the connection file name (kernel-<id>.json), when in a kernel."""
+    path = connection_file()
+    m = re.match(r"kernel-(.+)\.json$", Path(path).name) if path else None
     return m.group(1) if m else None
 
 

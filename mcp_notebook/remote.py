@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .bridge import Bridge
-from .hub_selection import POLL_SECONDS, FrontSelector, NoHub, Selector
+from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector
 from .runtime import HubRecord, select
 
 TOKEN_ENVS = ("MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN")
@@ -140,5 +140,7 @@ def run_remote_bridge(
         selector: Selector = RemoteSelector(notebook, kernel, server=base, token=token)
     else:
         info = {"url": base + "mcp-notebook/mcp", "token": token, "remote": True, "started_at": time.time()}
-        selector = FrontSelector(HubRecord(Path(base), info, True))
+        selector = FrontSelector(
+            FrontRecord(Path(base), info, True, serves=f"every kernel of the Jupyter server {base}")
+        )
     return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel).run()

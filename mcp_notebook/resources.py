@@ -338,12 +338,29 @@ class Resources:
                 self._digests[uri] = after
                 changed.append(uri)
         if changed:
+            self._moved_in_place(changed)
             self._emit(UPDATED, tuple(changed), seq)
             if self.on_exact is not None and cell is not None:
                 try:
                     self.on_exact(tuple(changed), seq)
                 except Exception:
                     log.exception("lineage of exact changes failed")
+
+    def _moved_in_place(self, uris: list[str]) -> None:
+        """Changes the exact check found (in place): their variables' modification times move, and
+        the digests are taken again with the new time in the renderings."""
+        names = {self.variable_name(uri) for uri in uris} - {None}
+        moved = False
+        for name in names:
+            for provider in self._providers:
+                try:
+                    moved |= provider.changed_in_place(name)  # type: ignore[arg-type]
+                except Exception:
+                    log.exception("changed_in_place(%r) failed", name)
+        if moved:
+            self.generation = next(self._generations)  # cached reads carrying the old time are stale
+            for uri in uris:
+                self._record_digest(uri)
 
     def _record_digest(self, uri: str) -> None:
         if uri in self._watched:

@@ -442,7 +442,7 @@ def test_the_front_shrinks_a_hub_with_a_larger_budget(front, kernel):
         ids = {info.get("kernel_id"), f"pid{info['pid']}"}
         client = Wire(front, "stateless", apps=False)
         listing = json.loads(client.result("resources/read", {"uri": "nb://kernels"})["contents"][0]["text"])
-        label = next(k["label"] for k in listing["kernels"] if k["id"] in ids)
+        label = next(k["label"] for k in listing["kernels"] if k["id"] in ids or k.get("pid") == info["pid"])
         direct = Wire(info, "stateless", apps=False)
         assert wire(direct.result("resources/read", {"uri": "nb://vars/roomy"})) > 100_000  # the hub's own budget
         sizes = {}

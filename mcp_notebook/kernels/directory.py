@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..runtime import PREFIX, discover, pid_alive, runtime_dir
+from ..runtime import PREFIX, HubRecord, discover, pid_alive, runtime_dir
 from .upstream import HubAddress
 
 FOCUS_FILE = "mcp_notebook_focus.json"  # not matched by the runtime-file globs
@@ -26,6 +27,7 @@ class KernelEntry:
     started_at: float = 0.0
     state: str | None = None  # idle / busy, when the directory knows
     pid: int | None = None
+    where: str | None = None  # the kernel's working directory, for a label when no notebook is known
 
 
 class Directory(Protocol):
@@ -70,7 +72,12 @@ class LocalDirectory:
             self._seen = files
             self._entries = [
                 KernelEntry(
-                    r.kernel_id or f"pid{r.pid}", r.notebook_path, HubAddress(r.url, r.token), r.started_at, pid=r.pid
+                    local_id(r),
+                    r.notebook_path,
+                    HubAddress(r.url, r.token),
+                    r.started_at,
+                    pid=r.pid,
+                    where=r.info.get("cwd") if isinstance(r.info.get("cwd"), str) else None,
                 )
                 for r in reversed(discover(clean=False, directory=self.path))
                 if r.alive and r.url
@@ -84,6 +91,20 @@ class LocalDirectory:
             return str(doc["kernel_id"]), float(doc["at"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+def local_id(record: HubRecord) -> str:
+    """A kernel's id: Jupyter's (its connection file is ``kernel-<id>.json``), else the name of its
+    connection file (a kernel started by plain jupyter_client, ``tmpab12cd34``: what
+    ``jupyter console --existing`` takes), else its hub's process id."""
+    if record.kernel_id:
+        return record.kernel_id
+    path = record.info.get("connection_file")
+    if isinstance(path, str) and path:
+        stem = posixpath.basename(path.replace("\\", "/")).removesuffix(".json")
+        if stem:
+            return stem
+    return f"pid{record.pid}"
 
 
 def write_focus(directory: Path, kernel_id: str) -> None:

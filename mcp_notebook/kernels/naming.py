@@ -2,8 +2,9 @@
 
 - ``nb://kernels``: the kernels, as JSON (id, label, notebook, state, last execution, current).
 - ``nb://kernels/{kernel}/{rest}``: a resource of one kernel. ``{kernel}`` is its label: the
-  notebook's file name without ``.ipynb`` when no other running kernel's notebook has that name,
-  else the kernel id (the id is always accepted too). ``{rest}`` is the kernel's own URI without
+  notebook's file name without ``.ipynb`` (for a kernel with no notebook, e.g. one started by
+  plain jupyter_client, the name of its working directory) when no other running kernel has that
+  name, else the kernel id (the id is always accepted too). ``{rest}`` is the kernel's own URI without
   ``nb://`` (``nb://vars/df`` → ``nb://kernels/analysis/vars/df``), or the whole URI for another
   scheme (a custom ``app://orders/north`` → ``nb://kernels/analysis/app://orders/north``).
 - Every other URI (``nb://vars/df``, ``app://…``) is the current kernel's.
@@ -29,10 +30,12 @@ def notebook_stem(path: str | None) -> str | None:
     return name[: -len(".ipynb")] if name.endswith(".ipynb") else name or None
 
 
-def labels(kernels: Iterable[tuple[str, str | None]]) -> dict[str, str]:
-    """Kernel id -> label, for ``(kernel id, notebook path)`` pairs of the running kernels."""
+def labels(kernels: Iterable[tuple[str, str | None]], where: dict[str, str | None] | None = None) -> dict[str, str]:
+    """Kernel id -> label, for ``(kernel id, notebook path)`` pairs of the running kernels; a kernel
+    with no notebook is named after its working directory (``where``: kernel id -> path)."""
     pairs = list(kernels)
-    stems = [notebook_stem(path) for _, path in pairs]
+    where = where or {}
+    stems = [notebook_stem(path) or _dir_name(where.get(kid)) for kid, path in pairs]
     taken = {stem: stems.count(stem) for stem in stems if stem}
     ids = {kid for kid, _ in pairs}
     out = {}
@@ -40,6 +43,12 @@ def labels(kernels: Iterable[tuple[str, str | None]]) -> dict[str, str]:
         unique = stem is not None and taken[stem] == 1 and (stem not in ids or stem == kid)
         out[kid] = stem if unique else kid
     return out
+
+
+def _dir_name(path: str | None) -> str | None:
+    if not path:
+        return None
+    return posixpath.basename(path.replace("\\", "/").rstrip("/")) or None
 
 
 def qualify(label: str, uri: str) -> str:

@@ -11,24 +11,58 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from .. import budget
 from ..protocol.jsonrpc import RpcError
-from ..providers.base import Facts, Provider, ResourceNotFound, ResourceReadError
+from ..protocol.params import MAX_LIST
+from ..providers.base import Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from .directory import Directory, KernelEntry
-from .naming import KERNEL_VAR, KERNELS_URI, PREFIX, labels, notebook_stem, qualify, qualify_template, split
-from .upstream import HubError, HubGone, Listens, call
+from .links import Linker, schemes_of, unqualify, unqualify_inside
+from .naming import KERNEL_VAR, KERNELS_URI, labels, notebook_stem, qualify, qualify_template, split
+from .upstream import HubAddress, HubError, HubGone, Listens, call
 
 log = logging.getLogger(__name__)
 EXECUTION_URI = "nb://kernel"  # changes with every executed cell
 MAX_PAGES = 50
+SUMMARY_SECONDS = 2.0  # how long nb://kernels waits for one hub's own summary
 TICK_SECONDS = 1.0
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a URI of the front goes: the kernel, its own URI there, its label, and whether the
+    client wrote the URI qualified."""
+
+    entry: KernelEntry
+    inner: str
+    label: str
+    qualified: bool
+
+
+class UnknownKernel(ResourceNotFound):
+    """A qualified URI whose label names no running kernel (the era's not-found error, saying so)."""
+
+    def __init__(self, uri: str, label: str, known: list[str], ids: list[str]):
+        near = sorted({n for n in [*known, *ids] if n.startswith(label) or label.startswith(n)} - {label})
+        label, uri = label[:100], uri[:300]  # (echoed: bounded)
+        if not known:
+            reason = f"unknown kernel {label!r} in {uri}: no kernel with an mcp-notebook hub is running"
+        else:
+            reason = f"unknown kernel {label!r} in {uri}: the running kernels are {', '.join(known)}"
+            if near:
+                reason += f" (did you mean {' or '.join(near[:8])}?)"
+            reason += "; nb://kernels lists them with their ids"
+        super().__init__(uri, reason)
+        self.label = label
 
 
 class KernelsProvider(Provider):
@@ -41,14 +75,18 @@ class KernelsProvider(Provider):
         self._watched: set[str] = set()
         self._last_exec: dict[str, float] = {}
         self._kernels: tuple[str, ...] = ()
+        self._hubs: tuple[HubAddress, ...] = ()
         self._current: str | None = None
         self._facts_cache: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._listens = Listens(self._upstream, self.refresh, TICK_SECONDS)
+        self._schemes: dict[str, frozenset[str]] = {}  # kernel id -> the URI schemes it serves
+        self._schemes_fresh: set[str] = set()  # kernel ids whose templates were read since their last list change
+        self._listens = Listens(self._upstream, self._wanted)
+        self._listens.every(TICK_SECONDS, self.refresh)
 
     # -- kernels ----------------------------------------------------------------------------
     def kernels(self, fresh: bool = False) -> tuple[list[KernelEntry], dict[str, str]]:
         entries = self.directory.entries(fresh)
-        return entries, labels((e.id, e.notebook) for e in entries)
+        return entries, labels(((e.id, e.notebook) for e in entries), {e.id: e.where for e in entries})
 
     def current(self, entries: list[KernelEntry]) -> KernelEntry | None:
         """The kernel of the latest of: a frontend focusing it, it running a cell; else the newest.
@@ -64,9 +102,14 @@ class KernelsProvider(Provider):
             return by_id[max(events)[1]]
         return max(entries, key=lambda e: e.started_at)
 
-    def _route(self, uri: str, fresh: bool = False) -> tuple[KernelEntry, str, str | None]:
-        """(kernel, its own URI, the label when ``uri`` was qualified); a label not found is looked
-        up once more in a fresh listing (a kernel that started a moment ago)."""
+    def _route(self, uri: str, fresh: bool = False) -> Route:
+        """Which kernel answers ``uri`` and its own URI for it; a label not found is looked up once
+        more in a fresh listing (a kernel that started a moment ago)."""
+        bad = _CONTROL.search(uri)
+        if bad is not None:  # never sent upstream: it would go into a header
+            raise InvalidResourceParams(
+                f"the URI holds a control character ({bad.group()!r} at {bad.start()}); a URI cannot: {uri[:200]!r}"
+            )
         entries, names = self.kernels(fresh)
         parts = split(uri)
         if parts is None:
@@ -75,49 +118,61 @@ class KernelsProvider(Provider):
                 return self._route(uri, fresh=True)
             if entry is None:
                 raise ResourceReadError("no kernel with an mcp-notebook hub is running (run %load_ext mcp_notebook)")
-            return entry, uri, None
+            return Route(entry, unqualify_inside(uri, (entry.id, names[entry.id])), names[entry.id], False)
         label, inner = parts
         for entry in entries:
             if label in (entry.id, names[entry.id]):
-                return entry, inner, names[entry.id]
+                own = unqualify_inside(inner, (entry.id, names[entry.id]))
+                return Route(entry, own, names[entry.id], True)
         if not fresh:
             return self._route(uri, fresh=True)
-        raise ResourceNotFound(uri)
+        raise UnknownKernel(uri, label, sorted(names.values()), [e.id for e in entries])
 
     def refresh(self) -> None:
-        """Called every tick: a kernel appeared or went, or the current one changed."""
+        """Called every tick: a kernel appeared or went, its hub moved, or the current one changed."""
         entries, _ = self.kernels()
         ids = tuple(e.id for e in entries)
         current = self.current(entries)
         cur = current.id if current else None
-        if ids != self._kernels or cur != self._current:
+        hubs = tuple(e.hub for e in entries)
+        if ids != self._kernels or cur != self._current or hubs != self._hubs:
             appeared = ids != self._kernels
-            self._kernels, self._current = ids, cur
+            self._kernels, self._current, self._hubs = ids, cur, hubs
             self._reconcile()
             if appeared:
                 self.changed([KERNELS_URI], True)
 
     def _reconcile(self) -> None:
-        """Each hub's listen covers what is watched on it (and its nb://kernel)."""
+        """What is watched changed: the listens follow (computed on their loop thread)."""
+        self._listens.poke()
+
+    def _wanted(self) -> dict[str, tuple[HubAddress, frozenset[str]]]:
+        """Each hub's listen: what is watched on it, and its nb://kernel (at most MAX_LIST URIs, as
+        a hub accepts; a URI no hub could hold, with a control character, is left out)."""
         entries, names = self.kernels()
         current = self.current(entries)
         with self._lock:
             watched = set(self._watched)
-        wanted: dict[str, set[str]] = {e.id: {EXECUTION_URI} for e in entries}
+        wanted: dict[str, set[str]] = {e.id: set() for e in entries}
         by_label = {names[e.id]: e.id for e in entries} | {e.id: e.id for e in entries}
         for uri in watched:
+            if _CONTROL.search(uri):
+                continue
             parts = split(uri)
             if parts is not None and parts[0] in by_label:
-                wanted[by_label[parts[0]]].add(parts[1])
+                kid = by_label[parts[0]]
+                wanted[kid].add(unqualify_inside(parts[1], (kid, names[kid])))
             elif parts is None and uri != KERNELS_URI and current is not None:
                 wanted[current.id].add(uri)
-        for entry in entries:
-            self._listens.want(entry.id, entry.hub, frozenset(wanted[entry.id]))
-        self._listens.keep(set(wanted))
+        return {
+            e.id: (e.hub, frozenset([EXECUTION_URI, *sorted(wanted[e.id] - {EXECUTION_URI})[: MAX_LIST - 1]]))
+            for e in entries
+        }
 
     def _upstream(self, kernel_id: str, kind: str, uri: str | None) -> None:
         """A hub's notification, as changes of the URIs watched here."""
         if kind == "list_changed":
+            self._schemes_fresh.discard(kernel_id)  # a custom template may have come: look again on use
             self.changed([], True)
             return
         assert uri is not None
@@ -168,6 +223,7 @@ class KernelsProvider(Provider):
                 log.info("listing %s failed: %s", entry.id, exc)
                 continue
             where = entry.notebook or f"kernel {entry.id}"
+            self._learn(entry.id, [str(item.get("uri", "")) for item in items])
             for item in items:
                 name = str(item.get("name", ""))
                 out.append(
@@ -192,6 +248,7 @@ class KernelsProvider(Provider):
                 items = self._pages(entry, "resources/templates/list", "resourceTemplates")
             except (HubGone, HubError):
                 continue
+            self._learn(entry.id, [str(item.get("uriTemplate", "")) for item in items])
             for item in items:
                 seen.setdefault(str(item.get("uriTemplate", "")), item)
             if current is not None and entry.id == current.id:
@@ -232,44 +289,88 @@ class KernelsProvider(Provider):
     def read(self, uri: str) -> list[Contents]:
         if uri == KERNELS_URI:
             return [Contents(uri=uri, mime_type="application/json", text=json.dumps(self._listing()))]
-        entry, inner, label = self._route(uri)
-        params: dict[str, Any] = {"uri": inner}
+        route = self._route(uri)
+        params: dict[str, Any] = {"uri": route.inner}
         if budget.scale() < 1:  # our reply was over budget: the hub reads a smaller page (budget.py)
             params["_meta"] = {budget.META_SCALE: budget.scale()}
         try:
-            result = call(entry.hub, "resources/read", params)
+            result = call(route.entry.hub, "resources/read", params)
         except HubGone as exc:
-            raise ResourceReadError(f"the kernel {label or entry.id} did not answer: {exc}") from None
+            raise ResourceReadError(f"the kernel {route.label} did not answer: {exc}") from None
         except HubError as exc:
+            data = exc.data
+            if isinstance(data, dict) and data.get("uri") == route.inner:
+                data = {**data, "uri": uri}  # the URI the client asked for, not the kernel's own
+            message = str(exc).replace(route.inner, uri) if route.inner != uri else str(exc)
             if (
-                isinstance(exc.data, dict)
-                and "uri" in exc.data
+                isinstance(data, dict)
+                and "uri" in data
                 and exc.code in (-32002, -32602)
-                and "not found" in str(exc).lower()
+                and "not found" in message.lower()
             ):
-                raise ResourceNotFound(uri) from None
-            raise RpcError(exc.code, str(exc), exc.data) from None
-        return [_contents(item, label) for item in result.get("contents") or [] if isinstance(item, dict)]
+                raise ResourceNotFound(uri, message) from None
+            raise RpcError(exc.code, message, data) from None
+        linker = self.linker(route.entry, route.label)
+        items = [item for item in result.get("contents") or [] if isinstance(item, dict)]
+        return [_contents(item, route, linker) for item in items]
+
+    def linker(self, entry: KernelEntry, label: str) -> Linker:
+        """What qualifies the links in ``entry``'s replies: its label and the URI schemes it serves
+        (learnt from its templates once per list change, and from every listing the front makes;
+        a scheme once seen is kept)."""
+        if entry.id not in self._schemes_fresh:
+            try:
+                found = self._pages(entry, "resources/templates/list", "resourceTemplates")
+            except (HubGone, HubError):
+                found = []
+            self._learn(entry.id, [str(t.get("uriTemplate", "")) for t in found])
+            self._schemes_fresh.add(entry.id)
+        return Linker(label, self._schemes.get(entry.id, frozenset()))
+
+    def _learn(self, kernel_id: str, uris: list[str]) -> frozenset[str]:
+        schemes = frozenset(schemes_of(uris) | self._schemes.get(kernel_id, frozenset()))
+        if len(self._schemes) > 1024:
+            self._schemes.clear()
+            self._schemes_fresh.clear()
+        self._schemes[kernel_id] = schemes
+        return schemes
 
     def _listing(self) -> dict[str, Any]:
         entries, names = self.kernels(fresh=True)
         current = self.current(entries)
-        return {
-            "kernels": [
+        rows = []
+        for e in entries:
+            summary = self._summary(e)
+            seen = [
+                t for t in (self._last_exec.get(e.id), summary.get("last_execution")) if isinstance(t, (int, float))
+            ]
+            state = e.state or summary.get("state")
+            rows.append(
                 {
                     "id": e.id,
                     "label": names[e.id],
-                    "uri": f"{PREFIX}{names[e.id]}/",
+                    "uri": qualify(names[e.id], "nb://"),
+                    "kernel": qualify(names[e.id], EXECUTION_URI),
                     "notebook": e.notebook,
                     "name": notebook_stem(e.notebook),
-                    "state": e.state,
-                    "last_execution": self._last_exec.get(e.id),
+                    "cwd": e.where,
+                    "pid": summary.get("pid") if isinstance(summary.get("pid"), int) else e.pid,
+                    "state": state if isinstance(state, str) else ("unreachable" if not summary else None),
+                    "last_execution": max(seen) if seen else None,
                     "started_at": e.started_at,
                     "current": current is not None and e.id == current.id,
                 }
-                for e in entries
-            ]
-        }
+            )
+        return {"kernels": rows}
+
+    def _summary(self, entry: KernelEntry) -> dict[str, Any]:
+        """The hub's own ``nb://kernel`` (its state, last execution, pid), or {} when it does not answer."""
+        try:
+            result = call(entry.hub, "resources/read", {"uri": EXECUTION_URI}, timeout=SUMMARY_SECONDS)
+            doc = json.loads(result["contents"][0]["text"])
+        except Exception:
+            return {}
+        return doc if isinstance(doc, dict) else {}
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         entries, names = self.kernels()
@@ -286,16 +387,22 @@ class KernelsProvider(Provider):
             entry, inner = self.current(entries), template
         if entry is None:
             return []
+        own = (entry.id, names[entry.id])
         params = {
             "ref": {"type": "ref/resource", "uri": inner},
-            "argument": {"name": argument, "value": value},
-            "context": {"arguments": {k: v for k, v in context.items() if k != "kernel"}},
+            "argument": {"name": argument, "value": unqualify(value, own)},
+            "context": {
+                "arguments": {
+                    k: unqualify(v, own) if isinstance(v, str) else v for k, v in context.items() if k != "kernel"
+                }
+            },
         }
         try:
             result = call(entry.hub, "completion/complete", params)
         except (HubGone, HubError):
             return []
-        return [str(v) for v in (result.get("completion") or {}).get("values") or []]
+        linker = self.linker(entry, names[entry.id])
+        return [linker.value(str(v)) for v in (result.get("completion") or {}).get("values") or []]
 
     # -- what tool-only clients are told (the hub's own facts, asked of it) ----------------------
     def facts(self, uri: str) -> Facts | None:
@@ -320,8 +427,9 @@ class KernelsProvider(Provider):
         if cached is not None and time.monotonic() - cached[0] < 0.5:
             return cached[1]
         try:
-            entry, inner, _ = self._route(uri)
-            result = call(entry.hub, "resources/read", {"uri": f"nb://kernel/facts?uri={quote(inner, safe='')}"})
+            route = self._route(uri)
+            about = quote(route.inner, safe="")
+            result = call(route.entry.hub, "resources/read", {"uri": f"nb://kernel/facts?uri={about}"})
             doc = json.loads(result["contents"][0]["text"])
         except Exception:
             return None
@@ -334,13 +442,17 @@ class KernelsProvider(Provider):
         self._listens.close()
 
 
-def _contents(item: dict[str, Any], label: str | None) -> Contents:
+def _contents(item: dict[str, Any], route: Route, linker: Linker) -> Contents:
+    """A kernel's contents item: its URI as the client wrote it, the links inside it qualified."""
     uri = str(item.get("uri", ""))
     blob = item.get("blob")
+    mime = item.get("mimeType")
+    text = item.get("text")
+    meta = item.get("_meta")
     return Contents(
-        uri=qualify(label, uri) if label is not None else uri,
-        mime_type=item.get("mimeType"),
-        text=item.get("text"),
+        uri=qualify(route.label, uri) if route.qualified else uri,
+        mime_type=mime,
+        text=linker.text(text, mime) if isinstance(text, str) else text,
         blob=base64.b64decode(blob) if isinstance(blob, str) else None,
-        meta=item.get("_meta"),
+        meta=linker.value(meta) if isinstance(meta, dict) else meta,
     )

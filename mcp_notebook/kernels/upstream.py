@@ -90,7 +90,7 @@ class HubAddress:
             "Mcp-Method": method,
         }
         named = _NAMED.get(method)
-        if named and isinstance(params.get(named), str) and params[named].isascii():
+        if named and isinstance(params.get(named), str) and params[named].isascii() and params[named].isprintable():
             out["Mcp-Name"] = params[named]
         if self.token:
             out["Authorization"] = f"{self.scheme} {self.token}"
@@ -127,6 +127,14 @@ def _connection(hub: HubAddress, timeout: float) -> tuple[http.client.HTTPConnec
     return conn, False
 
 
+def _drop(hub: HubAddress, conn: http.client.HTTPConnection) -> None:
+    """Close ``conn`` and forget it: a connection that failed or ended mid-exchange is never reused."""
+    conn.close()
+    conns = _local.__dict__.get("conns", {})
+    if conns.get((hub.host, hub.port)) is conn:
+        del conns[(hub.host, hub.port)]
+
+
 def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = CALL_SECONDS) -> dict[str, Any]:
     """The result of one request to ``hub`` (any thread; a keep-alive connection per thread). A
     connection the hub closed while idle is replaced once; nothing is sent twice otherwise."""
@@ -137,26 +145,28 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
         except (UpstreamError, TimeoutError, OSError) as exc:
             raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
         return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
+    headers = hub.headers(method, params)
     for attempt in (1, 2):
         conn, reused = _connection(hub, timeout)
         try:
-            conn.request("POST", hub.path, body, hub.headers(method, params))
+            conn.request("POST", hub.path, body, headers)
             resp = conn.getresponse()
             raw = resp.read()
             kind = resp.getheader("Content-Type") or ""
             if resp.will_close:
-                conn.close()
+                _drop(hub, conn)
             break
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-            conn.close()
-            _local.conns.pop((hub.host, hub.port), None)
+            _drop(hub, conn)
             if reused and attempt == 1:
                 continue
             raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            _local.conns.pop((hub.host, hub.port), None)
+            _drop(hub, conn)
             raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+        except BaseException:  # anything else mid-request (a header http.client refused): never reused
+            _drop(hub, conn)
+            raise
     return _result(_last_reply(raw, "text/event-stream" in kind), hub, resp.status)
 
 
@@ -178,20 +188,36 @@ def _last_reply(raw: bytes, sse: bool) -> dict[str, Any] | None:
 
 
 Notify = Callable[[str, str, str | None], None]  # (hub key, "updated" | "list_changed", uri)
+Wanted = Callable[[], dict[str, tuple[HubAddress, frozenset[str]]]]  # hub key -> (hub, URIs to watch)
 
 
 class Listens:
     """One ``subscriptions/listen`` stream per hub, on one loop thread, each covering what is
-    watched on that hub; re-opened when the set changes or the stream breaks."""
+    watched on that hub.
 
-    def __init__(self, notify: Notify, tick: Callable[[], None] | None = None, tick_seconds: float = 1.0):
+    Each wanted hub has one task for as long as it is wanted, holding at most one stream at a time:
+    when what is watched changes, the open stream is closed and the same task opens the next one
+    with the set wanted *then* (read on the loop thread, so no older set can overtake a newer one).
+    Tasks are not cancelled to change a set, so a cancellation lost in flight can never leave a
+    second stream behind; a hub sees at most one listen from a front (plus, for a moment, one it
+    has not yet noticed closing)."""
+
+    def __init__(self, notify: Notify, wanted: Wanted | None = None):
         self.notify = notify
+        self._wanted_now = wanted or dict
         self._loop = asyncio.new_event_loop()
-        self._tasks: dict[str, tuple[frozenset[str], asyncio.Task[None]]] = {}
+        self._wanted: dict[str, tuple[HubAddress, frozenset[str]]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        # key -> (wish, response, the task reading it)
+        self._open: dict[str, tuple[tuple[HubAddress, frozenset[str]], Any, asyncio.Task[None]]] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self._poked = threading.Event()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-notebook-kernels", daemon=True)
         self._thread.start()
-        if tick is not None:
-            self._loop.call_soon_threadsafe(self._tick, tick, tick_seconds)
+
+    def every(self, seconds: float, tick: Callable[[], None]) -> None:
+        """Call ``tick`` on the loop thread now and every ``seconds``."""
+        self._loop.call_soon_threadsafe(self._tick, tick, seconds)
 
     def _tick(self, tick: Callable[[], None], seconds: float) -> None:
         try:
@@ -200,58 +226,119 @@ class Listens:
             log.exception("kernels refresh failed")
         self._loop.call_later(seconds, self._tick, tick, seconds)
 
-    def keep(self, keys: set[str]) -> None:
-        """Stop listening on every hub not under one of ``keys``."""
+    def poke(self) -> None:
+        """What is wanted may have changed: look again on the loop thread (coalesced; any thread)."""
+        if self._poked.is_set():
+            return
+        self._poked.set()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to listen for
+            self._loop.call_soon_threadsafe(self._sync)
 
-        def drop() -> None:
-            for key in [k for k in self._tasks if k not in keys]:
-                self._tasks.pop(key)[1].cancel()
+    def _sync(self) -> None:
+        self._poked.clear()  # before reading: a change after this point pokes again
+        try:
+            wanted = self._wanted_now()
+        except Exception:
+            log.exception("kernels: what to listen for could not be computed")
+            return
+        self.apply(wanted)
 
-        self._loop.call_soon_threadsafe(drop)
+    def apply(self, wanted: dict[str, tuple[HubAddress, frozenset[str]]]) -> None:
+        """Listen on exactly these hubs for these URIs (on the loop thread)."""
+        self._wanted = dict(wanted)
+        for key in [k for k in self._tasks if k not in wanted]:
+            self._tasks.pop(key).cancel()
+            self._close_open(key)
+        for key, wish in wanted.items():
+            opened = self._open.get(key)
+            if opened is not None and opened[0] != wish:
+                self._close_open(key)  # its task reopens with the new set
+            if key in self._wake:
+                self._wake[key].set()
+            if key not in self._tasks:
+                self._tasks[key] = task = self._loop.create_task(self._run(key))
+                task.add_done_callback(lambda t, k=key: self._tasks.pop(k, None) if self._tasks.get(k) is t else None)
 
     def want(self, key: str, hub: HubAddress | None, uris: frozenset[str]) -> None:
-        """Listen on ``hub`` (None: stop) for ``uris`` and list changes, under ``key``."""
-        self._loop.call_soon_threadsafe(self._reconcile, key, hub, uris)
+        """Listen on ``hub`` (None: stop) for ``uris`` under ``key``, the other keys unchanged (any thread)."""
 
-    def _reconcile(self, key: str, hub: HubAddress | None, uris: frozenset[str]) -> None:
-        current = self._tasks.get(key)
-        if current is not None and hub is not None and current[0] == uris and not current[1].done():
-            return
-        if current is not None:
-            current[1].cancel()
-            del self._tasks[key]
-        if hub is not None:
-            self._tasks[key] = (uris, self._loop.create_task(self._listen(key, hub, uris)))
+        def one() -> None:
+            wanted = dict(self._wanted)
+            if hub is None:
+                wanted.pop(key, None)
+            else:
+                wanted[key] = (hub, uris)
+            self.apply(wanted)
 
-    async def _listen(self, key: str, hub: HubAddress, uris: frozenset[str]) -> None:
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(one)
+
+    def listening(self) -> dict[str, frozenset[str]]:
+        """The URIs of each open upstream stream (tests and views)."""
+        return {key: opened[0][1] for key, opened in list(self._open.items())}
+
+    def _close_open(self, key: str) -> None:
+        opened = self._open.pop(key, None)
+        if opened is not None:
+            with contextlib.suppress(Exception):
+                opened[1].close()
+            opened[2].cancel()
+
+    async def _run(self, key: str) -> None:
+        wake = self._wake[key] = asyncio.Event()
+        try:
+            while key in self._wanted:
+                wish = self._wanted[key]
+                wake.clear()
+                try:
+                    await self._stream(key, wish)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a hub that went away: try again while we still want it
+                    log.info("listen on %s ended: %s", wish[0].url, exc)
+                if self._wanted.get(key) == wish:  # not a new set: the hub ended it, wait a little
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(wake.wait(), RETRY_SECONDS)
+        finally:
+            if self._wake.get(key) is wake:
+                del self._wake[key]
+
+    async def _stream(self, key: str, wish: tuple[HubAddress, frozenset[str]]) -> None:
+        hub, uris = wish
         params = {"notifications": {"resourcesListChanged": True, "resourceSubscriptions": sorted(uris)}}
-        while True:
-            try:
-                await self._stream(key, hub, params)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a hub that went away: try again while we still want it
-                log.info("listen on %s ended: %s", hub.url, exc)
-            await asyncio.sleep(RETRY_SECONDS)
-
-    async def _stream(self, key: str, hub: HubAddress, params: dict[str, Any]) -> None:
         body = json.dumps(message("subscriptions/listen", params)).encode()
         headers = hub.headers("subscriptions/listen", params)
         if hub.carrier is not None:
             resp = await hub.carrier.open(headers, body, 10.0)
         else:
             resp = await request(hub.host, hub.port, "POST", hub.path, headers, body, 10.0)
-        try:
-            if resp.status != 200:
-                raise UpstreamError(f"listen answered {resp.status}")
-            pending = b""
-            async for piece in resp.chunks():
-                pending += piece
-                *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
-                for data in sse_data(b"\n\n".join(events) + b"\n\n"):
-                    self._event(key, data)
-        finally:
+        if self._wanted.get(key) != wish:
             resp.close()
+            return  # the set changed while this one was opening
+        # The reading runs as its own task: a new set cancels it (and closes the reply), whatever
+        # the carrier, since not every carrier's reader wakes up when its reply is closed.
+        reader = self._loop.create_task(self._read(key, resp))
+        self._open[key] = (wish, resp, reader)
+        try:
+            await asyncio.wait({reader})
+        finally:
+            if not reader.done():
+                reader.cancel()
+            if key in self._open and self._open[key][1] is resp:
+                del self._open[key]
+            resp.close()
+        if not reader.cancelled():
+            reader.result()  # how it ended (an error: the caller waits a little, then reopens)
+
+    async def _read(self, key: str, resp: Any) -> None:
+        if resp.status != 200:
+            raise UpstreamError(f"listen answered {resp.status}")
+        pending = b""
+        async for piece in resp.chunks():
+            pending += piece
+            *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
+            for data in sse_data(b"\n\n".join(events) + b"\n\n"):
+                self._event(key, data)
 
     def _event(self, key: str, data: bytes) -> None:
         with contextlib.suppress(ValueError):
@@ -269,8 +356,11 @@ class Listens:
         """End every listen (the hubs see their connections close), then the loop."""
 
         async def stop() -> None:
-            tasks = [task for _, task in self._tasks.values()]
+            self._wanted = {}
+            tasks = list(self._tasks.values())
             self._tasks.clear()
+            for key in list(self._open):
+                self._close_open(key)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)

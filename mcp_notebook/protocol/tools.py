@@ -204,7 +204,7 @@ class Tools:
         except ArgumentError as exc:
             return _error(f"Invalid arguments for {name}: {exc}")
         except ResourceNotFound as exc:
-            return _error(f"Resource not found: {exc.uri}. list_resources shows what exists.")
+            return _error(f"{exc}. list_resources shows what exists.")  # "Resource not found: URI", or why
         except InvalidResourceParams as exc:
             return _error(f"Invalid resource parameters: {exc}")
         except ResourceReadError as exc:

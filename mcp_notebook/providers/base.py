@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ..types import Contents, InvalidResourceParams, Resource, ResourceNotFound, ResourceReadError, ResourceTemplate
@@ -105,6 +106,23 @@ def shape_text(shape: tuple | int | None) -> str:
     return f"shape {tuple(shape)}"
 
 
+class ModifiedStamps:
+    """Mixed into a provider that keeps when each variable last changed (``_modified``: name -> ISO
+    8601, shown in its reads and as lastModified) beside a listing version that moves with it."""
+
+    _modified: dict[str, str]
+    _exposed: dict[str, type]
+    _list_version: int
+
+    def changed_in_place(self, name: str) -> bool:
+        """An in-place change the exact check found: ``modified`` moves as for a rebinding."""
+        if name not in self._exposed:
+            return False
+        self._modified[name] = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        self._list_version += 1
+        return True
+
+
 @dataclass(slots=True)
 class ChangeSet:
     """What one provider saw change during a cell execution (computed in O(names))."""
@@ -196,3 +214,8 @@ class Provider:
     def variable_names(self) -> frozenset[str] | None:
         """The exposed namespace names, from the one provider that holds the namespace; else None."""
         return None
+
+    def changed_in_place(self, name: str) -> bool:
+        """The exact check found namespace name ``name``'s value changed in place (no rebinding,
+        ``d['k'] += 1``): move what says when it changed. True when that alters a rendering."""
+        return False

@@ -89,7 +89,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-class VariablesProvider(Provider):
+class VariablesProvider(base.ModifiedStamps, Provider):
     """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
 
     list_is_pure = True  # listing reads names and types only: no user code, no live values

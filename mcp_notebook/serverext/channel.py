@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -276,9 +277,29 @@ class LoopBridge:
             raise UpstreamError(f"no reply from kernel {self.channel.kernel_id} in {timeout:.0f} s") from None
 
     async def open(self, headers: dict[str, str], body: bytes, timeout: float) -> _BridgedResponse:
-        future = asyncio.run_coroutine_threadsafe(self.channel.request("POST", headers, body), self.loop)
-        reply = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        """POST; the reply once its status is known. A caller that gives up (cancelled, timed out)
+        never leaves the reply open behind it: a listen stream the hub would keep for nobody."""
+        abandoned = threading.Event()
+
+        async def opened() -> ChannelResponse:
+            reply = await self.channel.request("POST", headers, body)
+            if abandoned.is_set():
+                reply.close()
+            return reply
+
+        future = asyncio.run_coroutine_threadsafe(opened(), self.loop)
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
+        except BaseException:
+            abandoned.set()
+            future.add_done_callback(self._close_late)
+            raise
         return _BridgedResponse(reply, self.loop)
+
+    def _close_late(self, future: Any) -> None:
+        if not future.cancelled() and future.exception() is None:
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(future.result().close)
 
 
 class _BridgedResponse:
