@@ -90,6 +90,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "trace_read",
         "gateway",
         "load",
+        "hubservice",
     ),
     ("run",),
 ]

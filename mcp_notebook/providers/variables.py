@@ -13,15 +13,15 @@ import json
 from collections.abc import Callable, Hashable, MutableMapping
 from datetime import datetime, timezone
 from functools import lru_cache
-from types import ModuleType
 from typing import Any
 
-from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret, hidden_strings, mask_secrets
+from ..redact import REDACTOR, NameFilter, mask_secrets
 from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import base, structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
+from .exposure import ExposureRules
 from .nswatch import NamespaceWatch
 from .optional import missing_package
 
@@ -49,7 +49,6 @@ class _Held:
 
 _SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
 _ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
-_SECRET_SCAN_CHARS = 8192
 _MISSING = object()
 
 
@@ -103,10 +102,11 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         limits: Any,
     ):
         self._ns = user_ns
-        self._hidden_ns = hidden_ns
         self._filter = name_filter
         self._limits = limits
-        self.user_hidden: set[str] = set()
+        self.rules = ExposureRules(hidden_ns, name_filter)
+        self.user_hidden = self.rules.user_hidden  # %mcp hide / show
+        self.name_visible = self.rules.visible
         self._watch = NamespaceWatch(user_ns, getattr(limits, "namespace_table_reads", True))
         self.reads_table = lambda: self._watch.reads_table  # the post-cell hook copies the dict's table
         self._exposed: dict[str, type] = {}
@@ -130,43 +130,17 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         self.rebuild()
 
     # -- exposure -----------------------------------------------------------------------
-    def _exposable(self, name: str, value: Any) -> bool:
-        if name.startswith("_") or name in self.user_hidden:
-            return False
-        if name in self._hidden_ns and self._hidden_ns[name] is value:
-            return False
-        if isinstance(value, ModuleType) or not self._filter().allowed(name) or contains_secret(name):
-            return False
-        if type(value) is str and contains_secret(value[:_SECRET_SCAN_CHARS]):
-            return False
-        return True
-
-    def _remember_hidden(self, name: str, value: Any) -> None:
-        """A variable the user or the rules hide: its strings are masked wherever text leaves the hub
-        (cell sources, outputs, other values). IPython's own names and modules are not secrets."""
-        if name.startswith("_") or isinstance(value, ModuleType):
-            return
-        if name in self._hidden_ns and self._hidden_ns[name] is value:
-            return
-        # A bare `key`/`token` is often a loop variable holding a column name or a word: only its
-        # token-like values are remembered; names that say "secret" clearly remember every string.
-        sure = name in self.user_hidden or not self._filter().looks_secret(name) or clearly_secret_name(name)
-        try:
-            REDACTOR.add(hidden_strings(value, sure=sure))
-        except Exception:  # a value mutating under us: the next cell tries again
-            pass
-
     def rebuild(self) -> None:
         """Recompute everything from scratch (on load)."""
         stamp = _now()
         exposed = {}
         for name in self._watch.reset():
             value = self._ns.get(name)
-            if self._exposable(name, value):
+            if self.rules.exposable(name, value):
                 exposed[name] = type(value)
                 self._modified.setdefault(name, stamp)
             else:
-                self._remember_hidden(name, value)
+                self.rules.remember_hidden(name, value)
         self._exposed = exposed
         self._list_version += 1
 
@@ -186,7 +160,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
             raise ResourceNotFound(var_uri(name))
         missing = object()
         value = self._ns.get(name, missing)
-        if value is missing or not self._exposable(name, value):
+        if value is missing or not self.rules.exposable(name, value):
             raise ResourceNotFound(var_uri(name))
         return value
 
@@ -222,7 +196,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
                 delta.removed.append(name)
         for name in rebound:
             value = self._ns.get(name)
-            if self._exposable(name, value):
+            if self.rules.exposable(name, value):
                 if exposed.get(name) is not type(value):
                     changes.list_changed = True
                 (delta.rebound if name in exposed else delta.added).append(name)
@@ -231,7 +205,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
                 changes.updated.add(var_uri(name))
                 touched = True
             else:
-                self._remember_hidden(name, value)
+                self.rules.remember_hidden(name, value)
                 if exposed.pop(name, None) is not None:
                     changes.list_changed = True
                     changes.updated.add(var_uri(name))
@@ -520,11 +494,6 @@ class VariablesProvider(base.ModifiedStamps, Provider):
             except Exception:
                 pass
 
-    def name_visible(self, name: str) -> bool:
-        """Facts about ``name`` (not its value) may be told: not hidden by the user or the rules."""
-        hidden = name.startswith("_") or name in self.user_hidden or contains_secret(name)
-        return not hidden and self._filter().allowed(name)
-
     def _read_var_schema(self, uri: str, name: str) -> Contents:
         value = self.value(name)
         shape = structured.schema_shape(value, name, self._ns)
@@ -557,10 +526,10 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         # here would hide that cell's other changes from the snapshot after it.
         missing = object()
         value = self._ns.get(name, missing)
-        if hidden or value is missing or not self._exposable(name, value):
+        if hidden or value is missing or not self.rules.exposable(name, value):
             self._exposed.pop(name, None)
             if value is not missing:
-                self._remember_hidden(name, value)
+                self.rules.remember_hidden(name, value)
         elif self._watch.seen(name):  # a name new in this cell is exposed (and announced) by the next snapshot
             self._exposed[name] = type(value)
             self._modified.setdefault(name, _now())
