@@ -504,7 +504,8 @@ def test_bridge_server_reconnects_when_the_hub_comes_back(server, kernel):
 
 
 def test_large_reply_arrives_byte_for_byte(server, kernel):
-    """A list page of ~100 KB: the same bytes through the server as from the hub itself."""
+    """A list page at the wire budget (~49 KB, several socket reads): the same bytes through the
+    server as from the hub itself."""
     run(kernel["kc"], "for _i in range(600): globals()[f'bulk_{_i:04d}'] = _i")
     info = json.loads(run(kernel["kc"], "import json, mcp_notebook as m; print(json.dumps(dict(m.connection_info())))"))
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
@@ -515,7 +516,7 @@ def test_large_reply_arrives_byte_for_byte(server, kernel):
         info["url"], headers={**h, "Authorization": f"Bearer {info['token']}"}, content=body, timeout=30
     )
     assert proxied.status_code == direct.status_code == 200
-    assert len(proxied.content) > 64 * 1024
+    assert len(proxied.content) > 40 * 1024
     assert proxied.content == direct.content
     assert proxied.headers["content-type"] == direct.headers["content-type"]
 
