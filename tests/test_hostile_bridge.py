@@ -91,7 +91,9 @@ def test_no_stdin_line_kills_the_bridge_or_goes_unanswered(tmp_path, runtime, hu
         assert init["result"]["protocolVersion"] == "2025-11-25"
         bridge.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         _answers(bridge, BAD_LINES)  # and again inside a live session
-        read = bridge.ask({"jsonrpc": "2.0", "id": "read", "method": "resources/read", "params": {"uri": "nb://vars/hx"}})
+        read = bridge.ask(
+            {"jsonrpc": "2.0", "id": "read", "method": "resources/read", "params": {"uri": "nb://vars/hx"}}
+        )
         assert "[1, 2, 3]" in read["result"]["contents"][0]["text"]
         # a line over the hub's own limit (1 MB) but under the bridge's: the hub's 413, answering its id
         body = {"jsonrpc": "2.0", "id": "2mb", "method": "resources/read", "params": {"uri": "x" * (2 << 20)}}
