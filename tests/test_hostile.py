@@ -6,14 +6,17 @@ tests/test_hostile_bridge.py; the property-based run over every surface in tests
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
+from control_peer import ControlPeer, body_of, status_of
 
 from mcp_notebook.protocol.server import HttpRequest, McpServer, ServerSettings
 from mcp_notebook.protocol.tools import TOOLS
 from mcp_notebook.protocol.view_tools import VIEW_TOOLS
 from mcp_notebook.resources import Resources
+from mcp_notebook.transport.control import MAX_IN_FLIGHT, MAX_STREAMS
 
 TOKEN = "hostile-token"
 META = {
@@ -92,3 +95,95 @@ def test_every_argument_outside_every_schema_is_a_tool_error(server, tool):
             assert f"arguments.{name}" in doc["result"]["content"][0]["text"], doc
     doc = _call_tool(server, tool.name, {"no_such_argument": 1})
     assert doc["result"]["isError"] is True and "arguments.no_such_argument" in doc["result"]["content"][0]["text"]
+
+
+# == the control channel ==============================================================================
+@pytest.fixture(scope="module")
+def peer(kernel, hub) -> Any:
+    kernel.run("x = [1, 2, 3]")
+    p = ControlPeer(kernel.km)
+    yield p
+    p.close()
+
+
+def _hub_count(kernel, what: str) -> int:
+    code = f"import mcp_notebook as _m; _c = _m.hub().control; print({what})"
+    return int(kernel.run(code).stdout.strip().splitlines()[-1])
+
+
+def test_malformed_requests_each_get_one_clear_answer(peer, kernel):
+    """A non-string method, a body with a lone surrogate, a header value that cannot be encoded:
+    each got no answer (a traceback in the hub's log); now one final reply with a JSON-RPC error."""
+    good = peer.read()
+    cases = [
+        ({**good, "method": ["POST"]}, 405),
+        ({**good, "method": 5}, 405),
+        ({**good, "body": '{"jsonrpc": "2.0", "id": 1, "method": "ping", "x": "\ud800"}'}, 400),
+        ({**good, "headers": {**good["headers"], "mcp-name": "nb://vars/\ud800"}}, 400),
+        ({**good, "headers": {**good["headers"], "authorization": "Bearer \ud800"}}, 400),
+        ({**good, "headers": {**good["headers"], "x-snow": "\u2603"}}, 400),
+        ({**good, "headers": {**good["headers"], "bad name": "v"}}, 400),
+        ({**good, "headers": {**good["headers"], "x-crlf": "a\r\nb: c"}}, 400),
+        ({**good, "headers": {**good["headers"], "x-list": ["v"]}}, 400),
+        ([1, 2], 405),
+    ]
+    for content, status in cases:
+        replies = peer.ask("mcp_request", content)
+        assert [m["content"]["final"] for m in replies] == [True], (content, replies)
+        assert status_of(replies) == status, (content, replies)
+        assert "error" in json.loads(body_of(replies)), replies
+    assert peer.drain() == {}  # exactly one answer each: nothing came after the final ones
+    assert status_of(peer.ask("mcp_request", good)) == 200
+
+
+def test_failed_requests_release_their_slots(peer):
+    """A failed request kept its in-flight slot: after 32 of them the sender's clean reads got 429."""
+    bad = {**peer.read(), "body": '{"jsonrpc": "2.0", "id": 1, "method": "ping", "x": "\ud800"}'}
+    ids = [peer.send("mcp_request", bad) for _ in range(MAX_IN_FLIGHT + 8)]
+    read = peer.ask("mcp_request", peer.read())
+    assert status_of(read) == 200, body_of(read)
+    for msg_id in ids:
+        assert status_of(peer.replies(msg_id)) == 400
+
+
+def test_a_reused_msg_id_is_refused_and_the_stream_bound_holds(peer, kernel):
+    """Requests reusing one msg_id escaped the 16-stream bound and orphaned streams that mcp_cancel
+    could no longer end."""
+    before = _hub_count(kernel, "len(_m.hub().server.listens())")
+    listen = peer.listen(["nb://vars/x"])
+    first = peer.ask("mcp_request", listen, msg_id="same-id", final=False)
+    assert status_of(first) == 200
+    for _ in range(MAX_STREAMS + 4):
+        peer.send("mcp_request", listen, msg_id="same-id")
+    refusals = [m for m in peer.replies("same-id", count=MAX_STREAMS + 4) if m["content"].get("final")]
+    assert {m["content"]["status"] for m in refusals} == {409}
+    assert _hub_count(kernel, "len(_m.hub().server.listens())") == before + 1
+    peer.send("mcp_cancel", {"request": "same-id"})
+    peer.send("mcp_cancel", {"request": ["not", "an", "id"]})  # ignored, answers nothing
+    deadline = time.monotonic() + 10
+    while _hub_count(kernel, "len(_m.hub().server.listens())") != before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _hub_count(kernel, "len(_m.hub().server.listens())") == before
+    assert _hub_count(kernel, "sum(len(s.exchanges) for s in _c.senders.values())") == 0
+
+
+def test_senders_cannot_multiply_the_bounds(kernel, hub):
+    """The per-sender bounds hold per header.session, which a peer chooses: the senders with open
+    requests are bounded too."""
+    from mcp_notebook.transport.control import MAX_SENDERS
+
+    peer = ControlPeer(kernel.km)
+    try:
+        listen = peer.listen(["nb://vars/x"])
+        opened = []
+        for i in range(MAX_SENDERS):
+            opened.append(peer.send("mcp_request", listen, header={"session": f"sender-{i}"}))
+        for msg_id in opened:
+            assert status_of(peer.replies(msg_id, final=False)) == 200
+        over = peer.ask("mcp_request", listen, header={"session": "one-too-many"})
+        assert status_of(over) == 429 and "senders" in body_of(over)
+        for i, msg_id in enumerate(opened):
+            peer.send("mcp_cancel", {"request": msg_id}, header={"session": f"sender-{i}"})
+        assert status_of(peer.ask("mcp_request", peer.read(), header={"session": "later"})) == 200
+    finally:
+        peer.close()
