@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -187,3 +188,115 @@ def test_senders_cannot_multiply_the_bounds(kernel, hub):
         assert status_of(peer.ask("mcp_request", peer.read(), header={"session": "later"})) == 200
     finally:
         peer.close()
+
+
+# == the server extension's routes ====================================================================
+JTOKEN = "hostile-jupyter-token"
+
+
+@pytest.fixture(scope="module")
+def jserver(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from jserver import JupyterServer, load_hub, run
+
+    s = JupyterServer(tmp_path_factory.mktemp("hostile-jserver"), token=JTOKEN, base_url="/user/eve/")
+    try:
+        kid = s.start_session("routes.ipynb")
+        kc = s.client(kid)
+        info = load_hub(kc)
+        run(kc, "x = 'routes'")
+        yield {"server": s, "id": kid, "kc": kc, "info": info}
+    finally:
+        s.stop()
+
+
+def _jpost(jserver: dict[str, Any], route: str, body: bytes, **headers: str) -> Any:
+    import httpx
+
+    h = {"Authorization": f"token {JTOKEN}", "Content-Type": "application/json", **headers}
+    return httpx.post(f"{jserver['server'].url}mcp-notebook/{route}", content=body, headers=h, timeout=30)
+
+
+def test_focus_refuses_a_foreign_origin_even_with_the_token(jserver):
+    """Was 204: a page on another origin holding the token moved the focus of every bridge."""
+    from mcp_notebook.kernels.directory import FOCUS_FILE
+
+    focus_file = jserver["server"].runtime / FOCUS_FILE
+    focus_file.unlink(missing_ok=True)
+    body = json.dumps({"kernel_id": jserver["id"]}).encode()
+    for origin in ("http://evil.example", "null", "http://127.0.0.1.evil.example"):
+        r = _jpost(jserver, "focus", body, Origin=origin)
+        assert r.status_code == 403 and "Origin" in r.json()["message"], (origin, r.status_code, r.text)
+    assert not focus_file.exists()
+    same = jserver["server"].url.split("/user/")[0]
+    assert _jpost(jserver, "focus", body, Origin=same).status_code == 204  # the page of this server
+    assert json.loads(focus_file.read_text())["kernel_id"] == jserver["id"]
+    assert _jpost(jserver, "focus", body).status_code == 204  # no Origin: not a browser
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"kernel_id": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b"null",
+        b"[1]",
+        b'"kernel_id"',
+        b"\xff\xfe",
+        b'{"kernel_id": "' + b"x" * 10_000 + b'"}',
+    ],
+    ids=["deep-array", "deep-value", "null", "list", "string", "not-utf8", "long"],
+)
+def test_focus_answers_a_bad_body_with_a_clear_4xx(jserver, body):
+    """A deeply nested body was a 500."""
+    r = _jpost(jserver, "focus", body)
+    assert r.status_code in (400, 413), (r.status_code, r.text[:300])
+    assert r.json()["message"] and "Traceback" not in r.text
+
+
+def test_the_kernels_listing_refuses_a_foreign_origin(jserver):
+    import httpx
+
+    url = f"{jserver['server'].url}mcp-notebook/kernels"
+    h = {"Authorization": f"token {JTOKEN}"}
+    assert httpx.get(url, headers=h, timeout=30).status_code == 200
+    foreign = httpx.get(url, headers={**h, "Origin": "http://evil.example"}, timeout=30)
+    assert foreign.status_code == 403 and jserver["id"] not in foreign.text
+
+
+def test_server_front_errors_name_the_kernel_never_the_hub_address(jserver):
+    """Error texts of the all-kernels endpoint carried "the hub at http://127.0.0.1:PORT/mcp"."""
+    import socket
+
+    path = Path(jserver["info"]["runtime_file"])
+    saved = path.read_text()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens there once closed
+    real = jserver["info"]["url"]
+    doc = json.loads(saved)
+    doc["url"] = f"http://127.0.0.1:{dead}/mcp"
+    try:
+        path.write_text(json.dumps(doc))
+        time.sleep(1.1)  # the finder re-reads a file whose mtime changed; the front re-lists every second
+        texts = []
+        for method, params in (
+            ("resources/read", {"uri": "nb://kernels/routes/vars/x"}),
+            ("tools/call", {"name": "read_resource", "arguments": {"uri": "nb://kernels/routes/vars/x"}}),
+        ):
+            msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
+            name = params.get("uri") or params.get("name")
+            r = _jpost(
+                jserver,
+                "mcp",
+                json.dumps(msg).encode(),
+                Accept="application/json, text/event-stream",
+                **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name},
+            )
+            assert r.status_code < 500, r.text
+            texts.append(r.text)
+        joined = "\n".join(texts)
+        assert "did not answer" in joined and "routes" in joined, joined
+        for leak in (str(dead), real, real.split("/mcp")[0], "127.0.0.1"):
+            assert leak not in joined, (leak, joined)
+    finally:
+        path.write_text(saved)

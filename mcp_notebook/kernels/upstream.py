@@ -133,7 +133,7 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
         try:
             status, kind, raw = hub.carrier.call(hub.headers(method, params), body, timeout)
         except (UpstreamError, TimeoutError, OSError) as exc:
-            raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+            raise HubGone(f"the hub did not answer: {exc}") from None
         return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
     for attempt in (1, 2):
         conn, reused = _connection(hub, timeout)
@@ -150,17 +150,17 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
             _local.conns.pop((hub.host, hub.port), None)
             if reused and attempt == 1:
                 continue
-            raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+            raise HubGone(f"the hub did not answer: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
             _local.conns.pop((hub.host, hub.port), None)
-            raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+            raise HubGone(f"the hub did not answer: {exc}") from None
     return _result(_last_reply(raw, "text/event-stream" in kind), hub, resp.status)
 
 
 def _result(reply: dict[str, Any] | None, hub: HubAddress, status: int) -> dict[str, Any]:
     if reply is None:
-        raise HubGone(f"the hub at {hub.url} answered {status} without a JSON-RPC reply")
+        raise HubGone(f"the hub answered {status} without a JSON-RPC reply")
     if "error" in reply:
         raise HubError(reply["error"])
     return reply.get("result") or {}
