@@ -22,12 +22,14 @@ from typing import Any
 
 import pytest
 from control_peer import ControlPeer
-from fuzz_shapes import SESSION, TOKEN, Case, message
+from fuzz_shapes import SESSION, TOKEN, Case, junk, message
 from hostile_tally import Tally, exchange, http_problems, rpc_problems
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from raw_bridge import RawBridge
 from test_fuzz import _NO_LONG_POLLS, framed, with_head
+
+from mcp_notebook.stdio_input import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.timeout(0 if os.environ.get("MCP_HOSTILE_CASES") else 600)
 TOTAL = int(os.environ.get("MCP_HOSTILE_CASES", "2400"))
@@ -111,7 +113,8 @@ def _hub_state(kernel: Any) -> dict[str, int]:
         "_LAZY = {'mcp-notebook-hub'}\n"
         "import json as _j, threading as _t, mcp_notebook as _m; _h = _m.hub(); _c = _h.control\n"
         "_n = [t.name for t in _t.enumerate() if t.name not in _LAZY and not t.name.startswith('mcp-notebook-req')]\n"
-        "print(_j.dumps({'listens': len(_h.server.listens()), 'threads': len(_n), 'names': sorted(_n),"
+        "print(_j.dumps({'listening': sorted(f'{l.sub_id}:{sorted(l.uris)[:3]}:{l.list_changed}' for l in _h.server.listens()),"
+        " 'listens': len(_h.server.listens()), 'threads': len(_n), 'names': sorted(_n),"
         " 'exchanges': sum(len(s.exchanges) for s in _c.senders.values()) if _c else 0}))"
     )
     return json.loads(kernel.run(code).stdout.strip().splitlines()[-1])
@@ -264,12 +267,23 @@ def test_control_channel(target, peer, data):
 
 
 # == 6. the bridge's stdin ============================================================================
+_BRIDGES: list[RawBridge] = []  # the last one is in use (a bridge that died is counted and replaced)
+
+
+class _Current:
+    """The bridge in use, whichever process it is now."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_BRIDGES[-1], name)
+
+
 @pytest.fixture(scope="module")
-def bridge(target) -> Iterator[RawBridge]:
-    b = RawBridge(target["runtime"])
-    yield b
-    if b.proc.poll() is None:
-        b.close(timeout=60)
+def bridge(target) -> Iterator[Any]:
+    _BRIDGES.append(RawBridge(target["runtime"]))
+    yield _Current()
+    for b in _BRIDGES:
+        if b.proc.poll() is None:
+            b.close(timeout=60)
 
 
 def _expects_answer(line: bytes) -> Any:
@@ -290,22 +304,57 @@ def _expects_answer(line: bytes) -> Any:
     return msg_id
 
 
+def _dump(value: Any) -> bytes:
+    return json.dumps(value).encode()  # lone surrogates as \u escapes, as a client may send them
+
+
+@st.composite
+def stdin_line(draw: st.DrawFn) -> bytes:
+    """A mutated message (fuzz_shapes), or one of the shapes that killed or starved the bridge:
+    deep nesting, junk ids and params, cancels of junk, garbage bytes, an oversized line."""
+    case: Case = draw(message())
+    kind = draw(st.integers(0, 15))
+    doc: Any = None
+    try:
+        doc = json.loads(case.body)
+    except (ValueError, RecursionError):
+        pass
+    if kind == 0:
+        return draw(st.binary(max_size=200))
+    if kind == 1:
+        n = draw(st.sampled_from([500, 5_000, 100_000]))
+        return draw(
+            st.sampled_from([b"[" * n + b"]" * n, b'{"jsonrpc":"2.0","id":1,"params":' + b"[" * n + b"]" * n + b"}"])
+        )
+    if kind == 2:
+        return _dump({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": draw(junk)})
+    if kind == 3:
+        params = {"requestId": draw(junk), "reason": draw(junk)}
+        return _dump({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+    if kind in (4, 5) and isinstance(doc, dict):
+        doc["id" if kind == 4 else "params"] = draw(st.one_of(junk, st.sampled_from(["\ud800", "x\udfff", 1.5, True])))
+        return _dump(doc)
+    if kind == 6 and draw(st.integers(0, 9)) == 0:
+        return b'{"jsonrpc":"2.0","id":"huge","method":"ping","params":{"x":"' + b"x" * (MAX_LINE_BYTES + 10) + b'"}}'
+    return case.body
+
+
 @settings(max_examples=examples("stdin"), **_COMMON)
 @given(data=st.data())
 def test_bridge_stdin(target, bridge, data):
-    case: Case = data.draw(message())
-    line = case.body.replace(b"\n", b" ").replace(b"\r", b" ")
-    if data.draw(st.integers(0, 19)) == 0:
-        line = data.draw(st.binary(max_size=200)).replace(b"\n", b" ")
+    line = data.draw(stdin_line()).replace(b"\n", b" ").replace(b"\r", b" ")
     want = _expects_answer(line)
     if want is not None:  # fresh ids: an answer to this line is told from one to an earlier line
         tag = f"h{random.getrandbits(48)}" if isinstance(want, str) else random.getrandbits(40)
         doc = json.loads(line)
         doc["id"] = tag
         line, want = json.dumps(doc).encode(), tag
-    bridge.send_raw(line)
     problems: list[str] = []
-    if want is not None:
+    try:
+        bridge.send_raw(line)
+    except (BrokenPipeError, OSError):
+        problems.append("exit")
+    if want is not None and not problems:
         try:
             reply = bridge.reply(want, timeout=30)
             problems += rpc_problems(json.dumps(reply), target["secrets"])
@@ -313,10 +362,13 @@ def test_bridge_stdin(target, bridge, data):
             problems.append("unanswered")
         except AssertionError:
             problems.append("exit")
-    if bridge.proc.poll() is not None:
+    if bridge.proc.poll() is not None and "exit" not in problems:
         problems.append("exit")
-    for note in bridge.notifications(0.0):
-        problems += rpc_problems(json.dumps(note), target["secrets"])
+    if not problems:
+        for note in bridge.notifications(0.0):
+            problems += rpc_problems(json.dumps(note), target["secrets"])
+    if "exit" in problems:  # counted; the next case gets a new bridge
+        _BRIDGES.append(RawBridge(target["runtime"]))
     TALLY.case("stdin", sorted(set(problems)), line[:300])
 
 
@@ -343,7 +395,9 @@ def test_zz_nothing_left_open(target, peer, bridge):
             break
         time.sleep(0.5)
     TALLY.leaked("control", "control exchanges", now["exchanges"])
-    TALLY.leaked("hub", "listens at the hub", now["listens"] - base["listens"])
+    TALLY.leaked(
+        "hub", f"listens at the hub ({base['listening']} -> {now['listening']})", now["listens"] - base["listens"]
+    )
     new_threads = sorted(set(now["names"]) - set(base["names"]))
     TALLY.leaked("hub", f"kernel threads ({new_threads})", now["threads"] - base["threads"])
     if os.environ.get("MCP_HOSTILE_COUNT_ONLY") != "1":
