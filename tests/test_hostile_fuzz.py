@@ -64,6 +64,7 @@ def target(kernel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     front = KernelsFront(LocalDirectory(runtime), token=TOKEN)
     front.server.tools._waiters = __import__("threading").Semaphore(0)  # no long polls (see test_fuzz)
     front.serve_http()
+    state: dict[str, Any] = {}
     server = JupyterServer(
         tmp_path_factory.mktemp("hostile-fuzz"), token=JTOKEN, extra_args=("--MCPNotebookProxy.carrier=control",)
     )
@@ -72,7 +73,7 @@ def target(kernel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
         kc = server.client(kid)
         server_hub = load_hub(kc)
         run(kc, _NO_LONG_POLLS + "\nx = [1, 2]")
-        yield {
+        state = {
             "kernel": kernel,
             "info": info,
             "front": front,
@@ -86,9 +87,11 @@ def target(kernel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
                 server_hub["token"],
             ],
         }
+        yield state
     finally:
         server.stop()
-        front.close()
+        if not state.get("front_closed"):
+            front.close()
 
 
 def _secrets(target: dict[str, Any], sent: bytes) -> list[str]:
@@ -385,7 +388,8 @@ def test_zz_nothing_left_open(target, peer, bridge):
     TALLY.case("stdin", [] if ok else ["unanswered"], "a clean initialize after the run")
     code = bridge.close(timeout=60)
     TALLY.case("stdin", [] if code == 0 else ["exit"], f"exit status {code}")
-    target["front"].server.close()  # its sessions end: so do the watches they held upstream
+    target["front"].close()  # gone: so must be every listen it held upstream
+    target["front_closed"] = True
     base = _baseline(target)
     deadline = time.monotonic() + 30
     while True:
