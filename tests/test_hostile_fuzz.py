@@ -6,7 +6,7 @@ HTTP, the bare bridge's front over HTTP, the server extension's all-kernels and 
 Every case counts unanswered requests, process exits, 5xx, -32603 and token leaks (no hub, front or
 Jupyter token in any answer); the last tests count what is left open (listens, control exchanges,
 threads, a bridge that does not exit). All must be zero. ``MCP_HOSTILE_CASES`` sets the total
-(default about 3,000: the test command); ``python bench/hostile.py`` runs 100,000 and prints the
+(default 2,000: the test command); ``python bench/hostile.py`` runs 100,000 and prints the
 counts (``MCP_HOSTILE_COUNT_ONLY=1``: count, do not stop at the first problem).
 """
 
@@ -32,7 +32,7 @@ from test_fuzz import _NO_LONG_POLLS, framed, with_head
 from mcp_notebook.stdio_input import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.timeout(0 if os.environ.get("MCP_HOSTILE_CASES") else 600)
-TOTAL = int(os.environ.get("MCP_HOSTILE_CASES", "2400"))
+TOTAL = int(os.environ.get("MCP_HOSTILE_CASES", "2000"))
 SHARE = {"hub": 0.2, "front": 0.18, "server": 0.14, "routes": 0.1, "control": 0.2, "stdin": 0.18}
 JTOKEN = "hostile-fuzz-jupyter-token"
 TALLY = Tally()
