@@ -18,7 +18,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
@@ -27,14 +27,17 @@ from .channel import Channel
 from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector
 from .kernels.upstream import HubAddress
 from .protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
+from .protocol.jsonrpc import dumps
 from .protocol.wire_sse import SseParser
 from .protocol.wire_stateless import encode_header_value as header_value
 from .protocol.wire_stateless import named_header
 from .runtime import HubRecord
+from .stdio_input import MAX_INFLIGHT, MAX_WAITING, Oversize, RequestPool, check, decode, oversize_error, read_lines
 
 NO_HUB = -32000  # implementation-defined range
 STREAM_READ_TIMEOUT = 60.0  # the hub sends a keepalive every 15 s
-MAX_INFLIGHT = 32
+MAX_LISTENS = 64  # open subscriptions/listen streams (their own bound: they last, requests do not)
+BUSY = -32001
 DRAIN_SECONDS = 5.0
 
 
@@ -104,6 +107,11 @@ def _error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, 
     return {"jsonrpc": "2.0", "id": msg_id, "error": err}
 
 
+def _ours(replies: list[Any], msg_id: Any) -> list[Any]:
+    """A hub's refusal before it read the body (a 413: id null) answers the one message sent."""
+    return [{**r, "id": msg_id} if isinstance(r, dict) and "error" in r and r.get("id") is None else r for r in replies]
+
+
 class Bridge:
     """Reads stdin, writes stdout; one hub session at a time, replaced when the kernel restarts."""
 
@@ -122,7 +130,7 @@ class Bridge:
         self._out_lock = threading.Lock()
         self._conn_lock = threading.RLock()
         self._closing = threading.Event()
-        self._inflight = threading.BoundedSemaphore(MAX_INFLIGHT)
+        self._pool = RequestPool(self._busy, self._failed)  # stdin is never blocked: cancels go through
         # handshake-era session state
         self.up: Upstream | None = None
         self.session_id: str | None = None
@@ -150,23 +158,31 @@ class Bridge:
     def run(self, stdin: IO[bytes] | None = None) -> int:
         src = stdin or sys.stdin.buffer
         self.log(f"bridging stdio to {self.selector.describe()}")
-        for raw in src:
+        for raw in read_lines(src):
+            if isinstance(raw, Oversize):
+                self.write(oversize_error(raw))
+                continue
             line = raw.strip()
             if not line:
                 continue
-            try:
-                msg = json.loads(line)
-            except ValueError as exc:
-                self.write(_error(None, -32700, f"Parse error: {exc}"))
+            msg, problem = decode(line)
+            if problem is not None:
+                self.write(problem)
                 continue
-            self.dispatch(msg)
+            try:
+                self.dispatch(msg)
+            except Exception as exc:  # a bug: said on stderr and to the client, and the bridge reads on
+                self.log(f"could not handle a message: {exc!r}")
+                msg_id = msg.get("id") if isinstance(msg, dict) else None
+                if msg_id is not None:
+                    self.write(_error(msg_id, -32603, "the bridge could not handle this message"))
         self.close()
         return 0
 
     def write(self, message: Any) -> None:
         if self.channel is not None:
             message = self.channel.outgoing(message)
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        data = dumps(message) + b"\n"  # never fails on text (a hub's reply may hold anything)
         with self._out_lock:
             try:
                 self.out.write(data)
@@ -186,9 +202,6 @@ class Bridge:
         if isinstance(msg, list):  # a 2025-03-26 batch: answer it as one array
             self._spawn(self._batch, msg)
             return
-        if not isinstance(msg, dict):
-            self.write(_error(None, -32600, "Invalid Request: a message must be a JSON object"))
-            return
         method = msg.get("method")
         if method == "initialize":
             self._initialize(msg)
@@ -196,22 +209,47 @@ class Bridge:
             return
         elif "id" not in msg or method is None:
             self._notify(msg)
+        elif method == "subscriptions/listen" and classify({}, msg) == STATELESS:
+            self._open_listen(msg)
         else:
             self._spawn(self._request, msg)
 
-    def _spawn(self, fn: Any, msg: Any) -> None:
-        self._inflight.acquire()
+    def _spawn(self, fn: Callable[[Any], None], msg: Any) -> None:
+        self._pool.submit(fn, msg)
 
-        def run() -> None:
-            try:
-                fn(msg)
-            finally:
-                self._inflight.release()
+    def _busy(self, msg: Any) -> None:
+        busy = f"the bridge has {MAX_INFLIGHT} requests in flight and {MAX_WAITING} waiting: retry later"
+        ids = [m["id"] for m in (msg if isinstance(msg, list) else [msg]) if isinstance(m, dict) and "id" in m]
+        if ids:
+            self.write([_error(i, BUSY, busy) for i in ids] if isinstance(msg, list) else _error(ids[0], BUSY, busy))
 
-        threading.Thread(target=run, name="mcp-notebook-bridge-req", daemon=True).start()
+    def _failed(self, msg: Any, exc: Exception) -> None:
+        """A bug: the request still gets an answer, the bridge goes on."""
+        self.log(f"a request failed: {exc!r}")
+        if isinstance(msg, dict) and "id" in msg:
+            self.write(_error(msg["id"], -32603, "the bridge could not handle this request"))
+
+    def _open_listen(self, msg: dict[str, Any]) -> None:
+        """A listen holds its thread for its life: its own bound, never a request slot."""
+        sub_id = msg["id"]
+        with self._listens_lock:
+            if sub_id in self._listens:
+                problem = "Invalid Request: a subscriptions/listen with this id is open (cancel it first)"
+            elif len(self._listens) >= MAX_LISTENS:
+                problem = f"Invalid Request: at most {MAX_LISTENS} subscriptions/listen may be open; cancel one first"
+            else:
+                problem = ""
+                self._listens[sub_id] = None
+        if problem:
+            self.write(_error(sub_id, -32600, problem))
+            return
+        threading.Thread(target=self._listen, args=(msg,), name="mcp-notebook-bridge-listen", daemon=True).start()
 
     def _batch(self, items: list[Any]) -> None:
-        replies = [r for item in items if isinstance(item, dict) for r in self._handle(item)]
+        replies: list[Any] = []
+        for item in items:
+            problem = check(item)
+            replies += [problem] if problem is not None else self._handle(item)
         if replies:
             self.write(replies)
 
@@ -221,9 +259,8 @@ class Bridge:
 
     def _handle(self, msg: dict[str, Any]) -> list[Any]:
         if classify({}, msg) == STATELESS:
-            if msg.get("method") == "subscriptions/listen":
-                self._listen(msg)
-                return []
+            if msg.get("method") == "subscriptions/listen":  # in a batch: answered as one request
+                return [_error(msg.get("id"), -32600, "Invalid Request: subscriptions/listen cannot be batched")]
             return self._stateless(msg)
         return self._forward(msg)
 
@@ -295,13 +332,14 @@ class Bridge:
             if status == 0:
                 return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
             self._track(msg, replies)
-            return replies
+            return _ours(replies, msg_id)
         return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
 
     def _track(self, msg: dict[str, Any], replies: list[Any]) -> None:
         """Remember subscriptions, to restore them on a new hub."""
         method = msg.get("method")
-        uri = (msg.get("params") or {}).get("uri")
+        params = msg.get("params")
+        uri = params.get("uri") if isinstance(params, dict) else None
         ok = any(isinstance(r, dict) and r.get("id") == msg.get("id") and "result" in r for r in replies)
         if ok and isinstance(uri, str):
             if method == "resources/subscribe":
@@ -412,14 +450,13 @@ class Bridge:
             except (OSError, ValueError, http.client.HTTPException):
                 status, replies = 0, []
             if status not in (0, 401):
-                return replies
+                return _ours(replies, msg_id)
             self._drop(up)
         return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
 
     def _listen(self, msg: dict[str, Any]) -> None:
         """Keep a subscriptions/listen stream open across hub restarts until the client cancels it."""
-        sub_id = msg.get("id")
-        self._listens[sub_id] = None
+        sub_id = msg.get("id")  # registered by _open_listen
         acknowledged = False
         retry_until: float | None = None  # while re-establishing a broken listen
         try:
@@ -500,7 +537,10 @@ class Bridge:
             self.write({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": params})
 
     def _cancel_listen(self, msg: dict[str, Any]) -> bool:
-        request_id = (msg.get("params") or {}).get("requestId")
+        params = msg.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            return False  # not a listen of ours (a malformed cancel goes to the hub, which ignores it)
         with self._listens_lock:
             if request_id not in self._listens:
                 return False
@@ -516,10 +556,7 @@ class Bridge:
         self._closing.set()
         for request_id in list(self._listens):
             self._cancel_listen({"params": {"requestId": request_id}})
-        deadline = time.monotonic() + DRAIN_SECONDS  # let answers to the last requests go out
-        for _ in range(MAX_INFLIGHT):
-            if not self._inflight.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                break
+        self._pool.drain(DRAIN_SECONDS)  # let answers to the last requests go out
         up, sid = self.up, self.session_id
         self.generation += 1
         if up is not None and sid:

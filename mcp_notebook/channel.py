@@ -31,6 +31,10 @@ INSTRUCTIONS = (
 )
 
 
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else None
+
+
 def _canonical(uri: str) -> str:
     return uri.split("?", 1)[0].split("#", 1)[0]
 
@@ -55,17 +59,20 @@ class Channel:
         if not isinstance(msg, dict):
             return
         method, params = msg.get("method"), msg.get("params") or {}
-        if method in ("initialize", "server/discover") and "id" in msg:
+        if method in ("initialize", "server/discover") and isinstance(msg.get("id"), (str, int)):
             with self._lock:
                 self._handshakes.add(msg["id"])
+            return
+        if not isinstance(params, dict):
             return
         uris: list[Any] = []
         if method in ("resources/read", "resources/subscribe"):
             uris = [params.get("uri")]
         elif method == "tools/call" and params.get("name") == "read_resource":
-            uris = [(params.get("arguments") or {}).get("uri")]
+            uris = [_field(params.get("arguments"), "uri")]
         elif method == "subscriptions/listen":
-            uris = list((params.get("notifications") or {}).get("resourceSubscriptions") or [])
+            subs = _field(params.get("notifications"), "resourceSubscriptions")
+            uris = subs if isinstance(subs, list) else []
         added = False
         with self._lock:
             for uri in uris:

@@ -54,6 +54,10 @@ EDGE_TEXT = [
     "0.0",
     "eyJvIjogLTF9",
     DEEP,
+    "nb://kernels",
+    "nb://kernels/fuzzed/vars/x",
+    "nb://kernels/no-such-kernel/vars/x",
+    "nb://vars/a\r\nX-Injected: 1",
 ]
 
 VALID: dict[str, dict[str, Any]] = {

@@ -62,7 +62,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("activity", "kernel", "kernels"),
     ("lifecycle",),
     ("magics", "frontend_comm", "widgets"),
-    ("channel", "hub_selection"),
+    ("channel", "hub_selection", "stdio_input"),
     ("bridge", "remote", "demo", "serverext", "doctor", "hubservice"),
     ("", "cli", "__main__"),  # "": the package itself (the public API)
 ]

@@ -143,7 +143,7 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
         try:
             status, kind, raw = hub.carrier.call(hub.headers(method, params), body, timeout)
         except (UpstreamError, TimeoutError, OSError) as exc:
-            raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+            raise HubGone(f"the hub did not answer: {exc}") from None
         return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
     headers = hub.headers(method, params)
     for attempt in (1, 2):
@@ -160,10 +160,10 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
             _drop(hub, conn)
             if reused and attempt == 1:
                 continue
-            raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+            raise HubGone(f"the hub did not answer: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
             _drop(hub, conn)
-            raise HubGone(f"the hub at {hub.url} did not answer: {exc}") from None
+            raise HubGone(f"the hub did not answer: {exc}") from None
         except BaseException:  # anything else mid-request (a header http.client refused): never reused
             _drop(hub, conn)
             raise
@@ -172,7 +172,7 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
 
 def _result(reply: dict[str, Any] | None, hub: HubAddress, status: int) -> dict[str, Any]:
     if reply is None:
-        raise HubGone(f"the hub at {hub.url} answered {status} without a JSON-RPC reply")
+        raise HubGone(f"the hub answered {status} without a JSON-RPC reply")
     if "error" in reply:
         raise HubError(reply["error"])
     return reply.get("result") or {}

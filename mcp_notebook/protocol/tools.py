@@ -100,17 +100,35 @@ def check_arguments(schema: dict[str, Any], args: Any) -> dict[str, Any]:
         if name not in args:
             raise ArgumentError(f"arguments.{name} is required")
     for name, value in args.items():
-        spec = props[name]
-        if spec["type"] == "string" and not isinstance(value, str):
-            raise ArgumentError(f"arguments.{name} must be a string")
-        if spec["type"] == "integer" and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ArgumentError(f"arguments.{name} must be an integer")
-        if spec["type"] in ("number", "integer"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ArgumentError(f"arguments.{name} must be a number")
-            if not spec.get("minimum", value) <= value <= spec.get("maximum", value):
-                raise ArgumentError(f"arguments.{name} must be between {spec['minimum']} and {spec['maximum']}")
+        _check_value(f"arguments.{name}", props[name], value)
     return args
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+def _check_value(where: str, spec: dict[str, Any], value: Any) -> None:
+    """One argument against its property schema: type, then bounds (only those the schema declares)."""
+    kind = spec.get("type", "")
+    if kind in _TYPES and (
+        not isinstance(value, _TYPES[kind]) or (isinstance(value, bool) and kind in ("integer", "number"))
+    ):
+        raise ArgumentError(f"{where} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}")
+    if kind in ("number", "integer"):
+        low, high = spec.get("minimum"), spec.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            if low is not None and high is not None:
+                raise ArgumentError(f"{where} must be between {low} and {high}")
+            raise ArgumentError(
+                f"{where} must be at least {low}" if low is not None else f"{where} must be at most {high}"
+            )
 
 
 def _text(text: str) -> dict[str, Any]:

@@ -47,7 +47,8 @@ class ChannelResponse:
         self._channel = channel
         self._msg_id = msg_id
         self._queue = queue
-        self.status = int(first.get("status") or 502)
+        status = first.get("status")
+        self.status = status if type(status) is int and 100 <= status <= 599 else 502  # a malformed reply: bad gateway
         self.reason = ""
         raw = first.get("headers") if isinstance(first.get("headers"), dict) else {}
         self.headers = [(str(k), str(v)) for k, v in raw.items()]
@@ -137,7 +138,12 @@ class KernelChannel:
             self.done(parent, cancel=True)
             queue.put_nowait(None)
             return
-        queue.put_nowait(msg.get("content") if msg.get("msg_type") == REPLY else msg)
+        if msg.get("msg_type") != REPLY:
+            queue.put_nowait(msg)
+            return
+        content = msg.get("content")
+        ok = isinstance(content, dict) and isinstance(content.get("body", ""), str)
+        queue.put_nowait(content if ok else {"status": 502, "body": "", "final": True})  # malformed: ended
 
     def _on_close(self) -> None:
         for queue in self._pending.values():

@@ -28,6 +28,7 @@ from .handlers import McpProxyHandler, _Base
 from .hubs import HubFinder
 
 KEEPALIVE_SECONDS = 15.0
+MAX_FOCUS_BODY = 4096  # {"kernel_id": "<uuid>"} is 50 bytes
 
 
 class ServerDirectory:
@@ -189,10 +190,14 @@ class FocusHandler(_Base):
     @web.authenticated
     @authorized(action="write")
     async def post(self) -> None:  # type: ignore[override]
+        body = self.request.body or b"{}"
+        if len(body) > MAX_FOCUS_BODY:
+            raise web.HTTPError(413, f"the focus body is at most {MAX_FOCUS_BODY} bytes")
         try:
-            kernel_id = json.loads(self.request.body or b"{}").get("kernel_id")
-        except (ValueError, AttributeError):
-            kernel_id = None
+            doc = json.loads(body)
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
+            raise web.HTTPError(400, 'the body must be a JSON object {"kernel_id": "..."}') from None
+        kernel_id = doc.get("kernel_id") if isinstance(doc, dict) else None
         if not isinstance(kernel_id, str) or not self.finder.known(kernel_id):
             raise web.HTTPError(400, "kernel_id must name a kernel of this server")
         _, directory = front_of(self.settings)

@@ -51,11 +51,24 @@ class _Base(APIHandler):
         return self.settings["mcp_notebook_finder"]
 
     async def prepare(self) -> None:  # type: ignore[override]
-        """Jupyter's checks (identity, Origin, XSRF for cookie users), then refuse anyone unknown."""
-        await _settle(super().prepare())
+        await self._admit()
+
+    async def _admit(self) -> None:
+        """Jupyter's checks (identity, Host, XSRF for cookie users), then ours: refuse anyone unknown,
+        and a present foreign Origin (403), token or not: the rule of every route of the extension."""
+        await _settle(JupyterHandler.prepare(self))
         if self.current_user is None:
             raise web.HTTPError(403, "authentication required")
         self.finder.loop = asyncio.get_running_loop()
+        if not self.check_origin():
+            raise web.HTTPError(403, "Origin not allowed (ServerApp.allow_origin)")
+
+    def skip_check_origin(self) -> bool:
+        """Unlike Jupyter's other APIs, a token does not waive the Origin check here: MCP wants a
+        present, foreign Origin refused (403), and a browser on another origin needs
+        ``ServerApp.allow_origin`` for CORS anyway. The focus and the listing follow the same rule
+        (a foreign page holding a token must not move the focus of every bridge)."""
+        return self.request.method == "OPTIONS"
 
     @web.authenticated
     @authorized(action="read")
@@ -118,12 +131,7 @@ class McpProxyHandler(_Base):
         the client then gets a reset instead of the 403 or 413.
         """
         try:
-            await _settle(JupyterHandler.prepare(self))  # identity, Host, XSRF for cookie users
-            if self.current_user is None:
-                raise web.HTTPError(403, "authentication required")
-            self.finder.loop = asyncio.get_running_loop()
-            if not self.check_origin():
-                raise web.HTTPError(403, "Origin not allowed (ServerApp.allow_origin)")
+            await self._admit()
         except web.HTTPError as exc:
             self._refusal = exc
         self._limit = 0 if self._refusal else int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
@@ -137,12 +145,6 @@ class McpProxyHandler(_Base):
             self._body.clear()
             return
         self._body += chunk
-
-    def skip_check_origin(self) -> bool:
-        """Unlike Jupyter's other APIs, a token does not waive the Origin check here: MCP wants a
-        present, foreign Origin refused (403), and a browser on another origin needs
-        ``ServerApp.allow_origin`` for CORS anyway."""
-        return self.request.method == "OPTIONS"
 
     def on_connection_close(self) -> None:
         """The client went away: end the request to the hub (it closes a stream at once)."""

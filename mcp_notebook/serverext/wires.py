@@ -117,7 +117,8 @@ class GatewayWire:
                     continue  # IOPub traffic, cell replies: not ours
                 with contextlib.suppress(ValueError, TypeError):
                     msg = json.loads(text)
-                    if msg.get("channel") == "control" and msg.get("msg_type") in REPLY_TYPES:
+                    ours = isinstance(msg, dict) and msg.get("channel") == "control"
+                    if ours and msg.get("msg_type") in REPLY_TYPES and isinstance(msg.get("parent_header"), dict):
                         on_message(msg)
         except Exception as exc:  # a broken websocket ends the wire; the channel says so to its requests
             log.info("gateway websocket of kernel %s ended: %s", self.kernel_id, exc)
@@ -173,7 +174,7 @@ class ZmqWire:
             channel = self._client.control_channel
             while True:
                 msg = await channel.get_msg(timeout=None)
-                if msg.get("msg_type") in REPLY_TYPES:
+                if msg.get("msg_type") in REPLY_TYPES and isinstance(msg.get("parent_header"), dict):
                     on_message(msg)
         except asyncio.CancelledError:
             raise

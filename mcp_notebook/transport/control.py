@@ -28,6 +28,7 @@ hub's loop: MCP traffic never delays an interrupt.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from typing import Any
 
 from ..logs import log
 from ..protocol.exchange import HttpReply, HttpRequest
+from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, RpcError, error, lone_surrogate_path
 from ..protocol.streams import Stream
 from .control_wire import CANCEL, INFO, INFO_REPLY, REPLY, REQUEST, SENDER_IDLE_SECONDS, TO_HUB
 
@@ -42,6 +44,7 @@ OURS = TO_HUB
 METHODS = frozenset({"GET", "POST", "DELETE"})
 MAX_IN_FLIGHT = 32  # per sender: requests being answered (streams included)
 MAX_STREAMS = 16  # per sender: open event streams
+MAX_SENDERS = 64  # senders (header.session) with requests open at once: ids a peer may vary at will
 MAX_HEADERS = 64
 MAX_HEADER_CHARS = 8192
 PIECE_CHARS = 512 * 1024  # a long body goes out in pieces this big (websocket message limits)
@@ -57,6 +60,7 @@ class _Exchange:
     stream: Stream | None = None
     seq: int = 0
     head: tuple[int, dict[str, str]] | None = None  # status and headers not sent yet
+    answered: bool = False  # the final message went out
 
 
 @dataclass
@@ -84,6 +88,32 @@ def header_type(frames: list[Any]) -> str | None:
             except (ValueError, AttributeError):
                 return None
     return None
+
+
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _header_text(value: str) -> bool:
+    """A value HTTP/1.1 could carry: Latin-1, no CR, LF or NUL."""
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return "\r" not in value and "\n" not in value and "\0" not in value
+
+
+def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> HttpReply:
+    """The carrier's own answer: the status and a JSON-RPC error (null id: the body was not read)."""
+    code = INVALID_REQUEST if status < 500 else INTERNAL_ERROR
+    return HttpReply.json(error(None, RpcError(code, message)), status, headers)
 
 
 class ControlCarrier:
@@ -157,6 +187,9 @@ class ControlCarrier:
     # -- on the hub's loop -------------------------------------------------------------------
     def _receive(self, idents: list[Any], msg: dict[str, Any]) -> None:
         header = msg.get("header") or {}
+        if lone_surrogate_path(header) is not None:  # a reply echoes the header: it could not be sent
+            log.warning("control channel: dropped a message whose header is not UTF-8 text")
+            return
         kind = header.get("msg_type")
         sender_id = str(header.get("session") or "")
         sender = self.senders.get(sender_id)
@@ -169,8 +202,8 @@ class ControlCarrier:
             self._send(idents, msg, INFO_REPLY, self._info())
         elif kind == REQUEST:
             self._request(sender, _Exchange(sender_id, idents, msg), content)
-        elif kind == CANCEL:
-            self._cancel(sender, str(content.get("request") or ""))
+        elif kind == CANCEL and isinstance(content.get("request"), str):
+            self._cancel(sender, content["request"])
         if not sender.exchanges and kind != REQUEST and sender_id in self.senders:
             del self.senders[sender_id]  # nothing open: nothing to remember
             self._client(-1)
@@ -191,62 +224,91 @@ class ControlCarrier:
         return {"status": "ok", **self.info()}
 
     def _request(self, sender: _Sender, ex: _Exchange, content: dict[str, Any]) -> None:
-        msg_id = str(ex.parent["header"].get("msg_id") or "")
+        """Every request gets exactly one final answer, and its in-flight slot back on every path."""
+        msg_id = ex.parent["header"].get("msg_id")
         problem = self._check(content)
+        if problem is None and (not isinstance(msg_id, str) or not msg_id or not _encodable(msg_id)):
+            problem = 400, "the message header needs a msg_id (a string)"
+        if problem is None and msg_id in sender.exchanges:  # replies go by msg_id: one exchange per id
+            problem = 409, "a request with this msg_id is still open (msg_ids must be unique)"
         if problem is not None:
-            self._finish(ex, HttpReply.json({"error": problem[1]}, problem[0]))
+            self._finish(ex, _refusal(*problem))
             return
         if not self.threaded:
-            self._finish(ex, HttpReply.json({"error": self._info()["message"]}, 503))
+            self._finish(ex, _refusal(503, self._info()["message"]))
             return
         if len(sender.exchanges) >= MAX_IN_FLIGHT:
-            reply = HttpReply.json({"error": f"more than {MAX_IN_FLIGHT} requests in flight"}, 429)
-            reply.headers["Retry-After"] = "1"
-            self._finish(ex, reply)
+            self._finish(ex, _refusal(429, f"more than {MAX_IN_FLIGHT} requests in flight", {"Retry-After": "1"}))
             return
-        headers = {str(k).lower(): str(v) for k, v in content["headers"].items()}
+        if not sender.exchanges and sum(1 for s in self.senders.values() if s.exchanges) >= MAX_SENDERS:
+            self._finish(ex, _refusal(429, f"more than {MAX_SENDERS} senders with open requests", {"Retry-After": "1"}))
+            return
+        sender.exchanges[msg_id] = ex
+        handed_off = False
+        try:
+            handed_off = self._start(sender, msg_id, ex, content)
+        except Exception:  # a bug, not the sender's input: answered, logged, the slot released
+            log.exception("control channel: request %s failed", msg_id)
+            if not ex.answered and ex.stream is None:
+                self._finish(ex, _refusal(500, "internal error"))
+        finally:
+            if not handed_off and sender.exchanges.get(msg_id) is ex and ex.stream is None:
+                del sender.exchanges[msg_id]
+
+    def _start(self, sender: _Sender, msg_id: str, ex: _Exchange, content: dict[str, Any]) -> bool:
+        """Admit and answer inline, or hand the request to the worker pool (True: its callback
+        answers and releases the slot)."""
+        headers = {k.lower(): v for k, v in content["headers"].items()}
         refused = self.mcp.admit(headers)
         if refused is not None:
             self._finish(ex, refused)
-            return
-        sender.exchanges[msg_id] = ex
+            return False
         req = HttpRequest(content["method"], headers, content.get("body", "").encode(), admitted=True)
         reply = self.mcp.answer_inline(req, False)
         if reply is not None:
             self._answer(sender, msg_id, ex, reply)
-            return
+            return False
         try:
             future = self.loop.run_in_executor(self.executor, self.mcp.handle, req)
         except RuntimeError:  # the pool is shut down: the hub is stopping
-            sender.exchanges.pop(msg_id, None)
-            self._finish(ex, HttpReply.json({"error": "the hub is stopping"}, 503))
-            return
+            self._finish(ex, _refusal(503, "the hub is stopping"))
+            return False
         future.add_done_callback(lambda f: self._handled(sender, msg_id, ex, f))
+        return True
 
     def _check(self, content: dict[str, Any]) -> tuple[int, str] | None:
-        """Why a request message is malformed (status, message), or None."""
-        if content.get("method") not in METHODS:
+        """Why a request message is malformed (status, message), or None. Strings must be text that
+        HTTP could carry: a lone surrogate cannot be encoded, a CR or LF in a header cannot be sent."""
+        method = content.get("method")
+        if not isinstance(method, str) or method not in METHODS:
             return 405, "method must be GET, POST or DELETE"
         headers = content.get("headers")
         if not isinstance(headers, dict) or len(headers) > MAX_HEADERS:
             return 400, f"headers must be an object of at most {MAX_HEADERS} strings"
-        if any(
-            not isinstance(k, str) or not isinstance(v, str) or len(v) > MAX_HEADER_CHARS for k, v in headers.items()
-        ):
-            return 400, "header names and values must be strings"
+        for k, v in headers.items():
+            if not isinstance(k, str) or not isinstance(v, str) or len(v) > MAX_HEADER_CHARS:
+                return 400, f"header names and values must be strings (values of at most {MAX_HEADER_CHARS} chars)"
+            if _HEADER_NAME.fullmatch(k) is None or not _header_text(v):
+                return 400, "header names must be HTTP tokens, values Latin-1 text without CR, LF or NUL"
         body = content.get("body", "")
         if not isinstance(body, str):
             return 400, "body must be a string"
         if len(body) > self.max_body_bytes:
             return 413, f"request body larger than {self.max_body_bytes} bytes"
+        if not _encodable(body):
+            return 400, "body holds an unpaired UTF-16 surrogate (not UTF-8 text)"
         return None
 
     def _handled(self, sender: _Sender, msg_id: str, ex: _Exchange, future: Any) -> None:
-        if future.cancelled() or future.exception() is not None:
-            sender.exchanges.pop(msg_id, None)
-            self._finish(ex, HttpReply.json({"error": "internal error"}, 500))
-            return
-        self._answer(sender, msg_id, ex, future.result())
+        try:
+            if future.cancelled() or future.exception() is not None:
+                if not ex.answered:
+                    self._finish(ex, _refusal(500, "internal error"))
+                return
+            self._answer(sender, msg_id, ex, future.result())
+        finally:
+            if sender.exchanges.get(msg_id) is ex and ex.stream is None:
+                del sender.exchanges[msg_id]  # answered (or failed): the slot is free again
 
     def _answer(self, sender: _Sender, msg_id: str, ex: _Exchange, reply: HttpReply) -> None:
         stream = reply.stream
@@ -258,8 +320,7 @@ class ControlCarrier:
             sender.exchanges.pop(msg_id, None)
             stream.close()
             self.mcp.stream_closed(stream)
-            refusal = HttpReply.json({"error": f"more than {MAX_STREAMS} open streams"}, 429, {"Retry-After": "5"})
-            self._finish(ex, refusal)
+            self._finish(ex, _refusal(429, f"more than {MAX_STREAMS} open streams", {"Retry-After": "5"}))
             return
         ex.stream = stream
         ex.head = (reply.status, {**reply.headers, "Content-Type": "text/event-stream"})
@@ -299,6 +360,7 @@ class ControlCarrier:
         pieces = [text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)] or [""]
         for i, piece in enumerate(pieces):
             content: dict[str, Any] = {"body": piece, "final": final and i == len(pieces) - 1}
+            ex.answered = ex.answered or content["final"]
             if head is not None and i == 0:
                 content["status"], content["headers"] = head
             self._emit(ex, content)
@@ -309,8 +371,11 @@ class ControlCarrier:
         self._send(ex.idents, ex.parent, REPLY, content)
 
     def _cancel(self, sender: _Sender, msg_id: str) -> None:
-        ex = sender.exchanges.pop(msg_id, None)
-        if ex is not None and ex.stream is not None:
+        ex = sender.exchanges.get(msg_id)
+        if ex is None or ex.stream is None:
+            return  # unknown, or a request still being answered: its answer releases it
+        del sender.exchanges[msg_id]
+        if ex.stream is not None:
             stream, ex.stream = ex.stream, None
             stream.close()
             self.mcp.stream_closed(stream)
