@@ -29,8 +29,7 @@ from .kernels.upstream import HubAddress
 from .protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
 from .protocol.jsonrpc import dumps
 from .protocol.wire_sse import SseParser
-from .protocol.wire_stateless import encode_header_value as header_value
-from .protocol.wire_stateless import named_header
+from .protocol.wire_stateless import request_headers
 from .runtime import HubRecord
 from .stdio_input import MAX_INFLIGHT, MAX_WAITING, Oversize, RequestPool, check, decode, oversize_error, read_lines
 
@@ -418,15 +417,6 @@ class Bridge:
             self.log(f"lost the hub: {exc}")
 
     # == stateless era ===========================================================================
-    def _stateless_headers(self, msg: dict[str, Any]) -> dict[str, str]:
-        method = str(msg.get("method"))
-        params = msg.get("params") or {}
-        h = {"MCP-Protocol-Version": header_value(str(params["_meta"][META_VERSION])), "Mcp-Method": method}
-        name = named_header(method, params)
-        if name is not None:
-            h["Mcp-Name"] = name
-        return h
-
     def _stateless_up(self, wait: float) -> Upstream:
         with self._conn_lock:
             if self.up is None:
@@ -446,7 +436,7 @@ class Bridge:
             except NoHub as exc:
                 return [_error(msg_id, NO_HUB, str(exc))]
             try:
-                status, _, replies = up.call(self._stateless_headers(msg), msg)
+                status, _, replies = up.call(_stateless_headers(msg), msg)
             except (OSError, ValueError, http.client.HTTPException):
                 status, replies = 0, []
             if status not in (0, 401):
@@ -468,7 +458,7 @@ class Bridge:
                     time.sleep(POLL_SECONDS)
                 try:
                     up = self._stateless_up(self.reconnect_timeout if acknowledged else 0.0)
-                    conn, resp = up.open("POST", self._stateless_headers(msg), json.dumps(msg).encode(), timeout=None)
+                    conn, resp = up.open("POST", _stateless_headers(msg), json.dumps(msg).encode(), timeout=None)
                 except NoHub as exc:
                     self.write(_error(sub_id, NO_HUB, str(exc)))
                     return
@@ -586,3 +576,9 @@ def run_bridge(
         return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel).run()
     finally:
         front.close()
+
+
+def _stateless_headers(msg: dict[str, Any]) -> dict[str, str]:
+    """The headers of a stateless request the bridge forwards (its _meta names the revision)."""
+    params = msg.get("params") or {}
+    return request_headers(str(msg.get("method")), params, str(params["_meta"][META_VERSION]))

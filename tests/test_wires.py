@@ -19,9 +19,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mcp_notebook"
 
 
 def test_both_ends_share_one_definition():
-    assert stateless._NAMED is wire_stateless.NAMED_PARAM is upstream._NAMED
+    assert stateless._NAMED is wire_stateless.NAMED_PARAM
     assert stateless.decode_header_value is wire_stateless.decode_header_value
-    assert bridge.header_value is wire_stateless.encode_header_value
+    assert bridge.request_headers is upstream.request_headers is wire_stateless.request_headers
     assert upstream.sse_data is wire_sse.sse_data
     assert control.REQUEST == control_wire.REQUEST and control.OURS is control_wire.TO_HUB
     assert control.SENDER_IDLE_SECONDS is control_wire.SENDER_IDLE_SECONDS
@@ -82,3 +82,13 @@ def test_the_sse_parser_reads_what_the_hub_writes():
     raw = b"".join(stream.drain())
     assert wire_sse.sse_data(raw) == [b'{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}']
     assert wire_sse.sse_data(raw[:-1]) == []  # an event without its blank line is not complete
+
+
+def test_request_headers_are_one_codec_for_every_client():
+    h = wire_stateless.request_headers("resources/read", {"uri": "nb://vars/é"}, "2026-07-28")
+    assert h == {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "resources/read",
+        "Mcp-Name": "=?base64?bmI6Ly92YXJzL8Op?=",
+    }
+    assert "Mcp-Name" not in wire_stateless.request_headers("resources/list", {}, "2026-07-28")

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from ..protocol.eras import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
 from ..protocol.wire_sse import sse_data
-from ..protocol.wire_stateless import NAMED_PARAM as _NAMED
+from ..protocol.wire_stateless import request_headers
 from ..revisions import STATELESS_VERSIONS
 from ..transport.client import UpstreamError, request
 from ..version import __version__
@@ -86,12 +86,8 @@ class HubAddress:
             "Host": f"{self.host}:{self.port}",
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": VERSION,
-            "Mcp-Method": method,
+            **request_headers(method, params, VERSION),
         }
-        named = _NAMED.get(method)
-        if named and isinstance(params.get(named), str) and params[named].isascii() and params[named].isprintable():
-            out["Mcp-Name"] = params[named]
         if self.token:
             out["Authorization"] = f"{self.scheme} {self.token}"
         return out

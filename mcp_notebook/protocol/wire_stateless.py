@@ -38,3 +38,13 @@ def named_header(method: str, params: dict[str, object]) -> str | None:
     named = NAMED_PARAM.get(method)
     value = params.get(named) if named is not None else None
     return encode_header_value(value) if isinstance(value, str) else None
+
+
+def request_headers(method: str, params: dict[str, object], version: str) -> dict[str, str]:
+    """The stateless era's headers of a request: ``MCP-Protocol-Version``, ``Mcp-Method`` and, for
+    the methods that name a target, ``Mcp-Name`` (each encoded as header-safe)."""
+    out = {"MCP-Protocol-Version": encode_header_value(version), "Mcp-Method": encode_header_value(method)}
+    name = named_header(method, params)
+    if name is not None:
+        out["Mcp-Name"] = name
+    return out

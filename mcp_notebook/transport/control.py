@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..logs import log
-from ..protocol.exchange import HttpReply, HttpRequest
-from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, RpcError, error, lone_surrogate_path
+from ..protocol.exchange import HttpReply, HttpRequest, carrier_error, lone_surrogate_path, status_reply
 from ..protocol.streams import Stream
 from .control_wire import CANCEL, INFO, INFO_REPLY, REPLY, REQUEST, SENDER_IDLE_SECONDS, TO_HUB
 
@@ -108,12 +107,6 @@ def _header_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return "\r" not in value and "\n" not in value and "\0" not in value
-
-
-def _refusal(status: int, message: str, headers: dict[str, str] | None = None) -> HttpReply:
-    """The carrier's own answer: the status and a JSON-RPC error (null id: the body was not read)."""
-    code = INVALID_REQUEST if status < 500 else INTERNAL_ERROR
-    return HttpReply.json(error(None, RpcError(code, message)), status, headers)
 
 
 class ControlCarrier:
@@ -232,16 +225,18 @@ class ControlCarrier:
         if problem is None and msg_id in sender.exchanges:  # replies go by msg_id: one exchange per id
             problem = 409, "a request with this msg_id is still open (msg_ids must be unique)"
         if problem is not None:
-            self._finish(ex, _refusal(*problem))
+            self._finish(ex, status_reply(*problem))
             return
         if not self.threaded:
-            self._finish(ex, _refusal(503, self._info()["message"]))
+            self._finish(ex, carrier_error(503, self._info()["message"]))
             return
         if len(sender.exchanges) >= MAX_IN_FLIGHT:
-            self._finish(ex, _refusal(429, f"more than {MAX_IN_FLIGHT} requests in flight", {"Retry-After": "1"}))
+            self._finish(ex, status_reply(429, f"more than {MAX_IN_FLIGHT} requests in flight", {"Retry-After": "1"}))
             return
         if not sender.exchanges and sum(1 for s in self.senders.values() if s.exchanges) >= MAX_SENDERS:
-            self._finish(ex, _refusal(429, f"more than {MAX_SENDERS} senders with open requests", {"Retry-After": "1"}))
+            self._finish(
+                ex, status_reply(429, f"more than {MAX_SENDERS} senders with open requests", {"Retry-After": "1"})
+            )
             return
         sender.exchanges[msg_id] = ex
         handed_off = False
@@ -250,7 +245,7 @@ class ControlCarrier:
         except Exception:  # a bug, not the sender's input: answered, logged, the slot released
             log.exception("control channel: request %s failed", msg_id)
             if not ex.answered and ex.stream is None:
-                self._finish(ex, _refusal(500, "internal error"))
+                self._finish(ex, carrier_error(500, "internal error"))
         finally:
             if not handed_off and sender.exchanges.get(msg_id) is ex and ex.stream is None:
                 del sender.exchanges[msg_id]
@@ -271,7 +266,7 @@ class ControlCarrier:
         try:
             future = self.loop.run_in_executor(self.executor, self.mcp.handle, req)
         except RuntimeError:  # the pool is shut down: the hub is stopping
-            self._finish(ex, _refusal(503, "the hub is stopping"))
+            self._finish(ex, carrier_error(503, "the hub is stopping"))
             return False
         future.add_done_callback(lambda f: self._handled(sender, msg_id, ex, f))
         return True
@@ -303,7 +298,7 @@ class ControlCarrier:
         try:
             if future.cancelled() or future.exception() is not None:
                 if not ex.answered:
-                    self._finish(ex, _refusal(500, "internal error"))
+                    self._finish(ex, carrier_error(500, "internal error"))
                 return
             self._answer(sender, msg_id, ex, future.result())
         finally:
@@ -320,7 +315,7 @@ class ControlCarrier:
             sender.exchanges.pop(msg_id, None)
             stream.close()
             self.mcp.stream_closed(stream)
-            self._finish(ex, _refusal(429, f"more than {MAX_STREAMS} open streams", {"Retry-After": "5"}))
+            self._finish(ex, status_reply(429, f"more than {MAX_STREAMS} open streams", {"Retry-After": "5"}))
             return
         ex.stream = stream
         ex.head = (reply.status, {**reply.headers, "Content-Type": "text/event-stream"})
