@@ -63,7 +63,7 @@ export function trimNotebook(nb: any): any {
         return rest;
       }
       return { ...cell, outputs: cell.outputs.map(trimOutput) };
-    })
+    }),
   };
 }
 
@@ -172,7 +172,9 @@ export class HubConnection {
     try {
       await kernel.info;
       const useSubshell =
-        started !== undefined && (kernel as any).supportsSubshells === true && (comm as any).commsOverSubshells !== 'disabled';
+        started !== undefined &&
+        (kernel as any).supportsSubshells === true &&
+        (comm as any).commsOverSubshells !== 'disabled';
       if (useSubshell) {
         await Promise.race([started, new Promise(resolve => window.setTimeout(resolve, SUBSHELL_WAIT_MS))]);
       }

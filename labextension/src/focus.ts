@@ -21,7 +21,7 @@ export async function reportFocus(panel: NotebookPanel | null): Promise<void> {
     await ServerConnection.makeRequest(
       url,
       { method: 'POST', body: JSON.stringify({ kernel_id: kernelId }) },
-      settings
+      settings,
     );
   } catch {
     lastReported = null; // try again at the next focus change

@@ -36,7 +36,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker: INotebookTracker,
     labShell: ILabShell | null,
     statusBar: IStatusBar | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
   ) => {
     const connections = new Map<NotebookPanel, HubConnection>();
     const panel = new HubPanel();
@@ -95,12 +95,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     app.commands.addCommand(CommandIDs.openPanel, {
       label: 'Show the MCP hub panel',
-      execute: openPanel
+      execute: openPanel,
     });
     app.commands.addCommand(CommandIDs.load, {
       label: 'Load mcp-notebook in this kernel',
       isEnabled: () => current()?.status === 'absent',
-      execute: () => current()?.load()
+      execute: () => current()?.load(),
     });
     palette?.addItem({ command: CommandIDs.openPanel, category: 'mcp-notebook' });
     palette?.addItem({ command: CommandIDs.load, category: 'mcp-notebook' });
@@ -110,11 +110,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
         item: status,
         align: 'left',
         rank: 4,
-        isActive: () => tracker.currentWidget !== null
+        isActive: () => tracker.currentWidget !== null,
       });
     }
     follow();
-  }
+  },
 };
 
 export default plugin;

@@ -53,11 +53,13 @@ export class HubPanel extends ConnectionView {
         'div',
         { class: 'mcp-nb-header' },
         h('span', { class: 'mcp-nb-notebook', title: conn.panel.context.path }, name),
-        h('span', { class: `mcp-nb-badge ${badge[1]}`, 'data-status': badge[0] }, badge[0])
-      )
+        h('span', { class: `mcp-nb-badge ${badge[1]}`, 'data-status': badge[0] }, badge[0]),
+      ),
     );
     if (conn.message) {
-      body.appendChild(h('div', { class: `mcp-nb-message${conn.messageIsError ? ' mcp-nb-error' : ''}` }, conn.message));
+      body.appendChild(
+        h('div', { class: `mcp-nb-message${conn.messageIsError ? ' mcp-nb-error' : ''}` }, conn.message),
+      );
     }
     if (status === 'absent' || status === 'loading') {
       body.appendChild(
@@ -66,8 +68,8 @@ export class HubPanel extends ConnectionView {
           { class: 'mcp-nb-muted' },
           'This kernel has no MCP hub. Loading it runs ',
           h('code', {}, '%load_ext mcp_notebook'),
-          ' in the kernel (mcp-notebook must be installed in its environment).'
-        )
+          ' in the kernel (mcp-notebook must be installed in its environment).',
+        ),
       );
       const load = button('Load mcp-notebook', 'mcp-nb-load', () => void conn.load());
       load.disabled = status === 'loading';
@@ -90,13 +92,22 @@ export class HubPanel extends ConnectionView {
         state.running ? h('div', {}, 'endpoint ', h('code', { class: 'mcp-nb-url' }, state.url ?? '')) : null,
         h('div', { class: 'mcp-nb-muted' }, `revisions ${state.revisions.join(', ')}`),
         h('div', { class: 'mcp-nb-muted mcp-nb-doc' }, documentLine(conn, state)),
-        h('div', { class: 'mcp-nb-actions' }, toggle, button('Refresh', 'mcp-nb-refresh', () => conn.command('state')))
-      )
+        h(
+          'div',
+          { class: 'mcp-nb-actions' },
+          toggle,
+          button('Refresh', 'mcp-nb-refresh', () => conn.command('state')),
+        ),
+      ),
     );
     if (!state.running) {
       return;
     }
-    const clients = h('div', { class: 'mcp-nb-section mcp-nb-clients' }, h('h3', {}, `Clients (${state.clients.length})`));
+    const clients = h(
+      'div',
+      { class: 'mcp-nb-section mcp-nb-clients' },
+      h('h3', {}, `Clients (${state.clients.length})`),
+    );
     if (state.clients.length === 0 && state.listens.length === 0) {
       clients.appendChild(h('div', { class: 'mcp-nb-muted' }, 'No client connected. Set one up below.'));
     }
@@ -110,14 +121,14 @@ export class HubPanel extends ConnectionView {
             {},
             h('b', { class: 'mcp-nb-client-name' }, c.client),
             ` · MCP ${c.version} · `,
-            c.session === 'stateless' ? `stateless, seen ${c.idle ?? 0}s ago` : h('code', {}, c.session)
+            c.session === 'stateless' ? `stateless, seen ${c.idle ?? 0}s ago` : h('code', {}, c.session),
           ),
           h(
             'div',
             { class: 'mcp-nb-muted' },
-            c.subscriptions.length ? `watching ${c.subscriptions.join(', ')}` : 'no subscriptions'
-          )
-        )
+            c.subscriptions.length ? `watching ${c.subscriptions.join(', ')}` : 'no subscriptions',
+          ),
+        ),
       );
     }
     for (const l of state.listens) {
@@ -126,8 +137,12 @@ export class HubPanel extends ConnectionView {
           'div',
           { class: 'mcp-nb-client' },
           h('div', {}, h('b', {}, 'listen stream'), ' ', h('code', {}, l.id)),
-          h('div', { class: 'mcp-nb-muted' }, `watching ${l.uris.join(', ') || '—'}${l.list_changed ? ' + list changes' : ''}`)
-        )
+          h(
+            'div',
+            { class: 'mcp-nb-muted' },
+            `watching ${l.uris.join(', ') || '—'}${l.list_changed ? ' + list changes' : ''}`,
+          ),
+        ),
       );
     }
     body.appendChild(clients);
@@ -135,7 +150,7 @@ export class HubPanel extends ConnectionView {
     const vars = h(
       'div',
       { class: 'mcp-nb-section mcp-nb-variables' },
-      h('h3', {}, `Variables (${state.variables.filter(v => !v.hidden).length} exposed)`)
+      h('h3', {}, `Variables (${state.variables.filter(v => !v.hidden).length} exposed)`),
     );
     if (state.variables.length === 0) {
       vars.appendChild(h('div', { class: 'mcp-nb-muted' }, 'No variables exposed yet.'));
@@ -145,7 +160,7 @@ export class HubPanel extends ConnectionView {
         v.hidden ? 'show' : 'hide',
         v.hidden ? 'mcp-nb-show' : 'mcp-nb-hide',
         () => conn.command(v.hidden ? 'show' : 'hide', v.name),
-        v.hidden ? `Expose ${v.name} to MCP clients again (%mcp show)` : `Hide ${v.name} from MCP clients (%mcp hide)`
+        v.hidden ? `Expose ${v.name} to MCP clients again (%mcp show)` : `Hide ${v.name} from MCP clients (%mcp hide)`,
       );
       vars.appendChild(
         h(
@@ -153,8 +168,8 @@ export class HubPanel extends ConnectionView {
           { class: `mcp-nb-var${v.hidden ? ' mcp-nb-hidden' : ''}`, 'data-name': v.name },
           h('code', { class: 'mcp-nb-var-name' }, v.name),
           h('span', { class: 'mcp-nb-muted mcp-nb-var-type' }, v.type),
-          toggleVar
-        )
+          toggleVar,
+        ),
       );
     }
     if (state.variables_more > 0) {
@@ -165,7 +180,7 @@ export class HubPanel extends ConnectionView {
     const recent = h(
       'div',
       { class: 'mcp-nb-section mcp-nb-recent' },
-      h('h3', {}, `Recent notifications (${state.notifications_total})`)
+      h('h3', {}, `Recent notifications (${state.notifications_total})`),
     );
     const list = h('ul', {});
     for (const line of [...state.recent].reverse().slice(0, 10)) {
@@ -180,7 +195,11 @@ export class HubPanel extends ConnectionView {
       'div',
       { class: 'mcp-nb-section mcp-nb-setup' },
       h('h3', {}, 'Client set-up'),
-      h('div', { class: 'mcp-nb-muted' }, 'Each line configures the stdio bridge, which finds this kernel by itself (no token).')
+      h(
+        'div',
+        { class: 'mcp-nb-muted' },
+        'Each line configures the stdio bridge, which finds this kernel by itself (no token).',
+      ),
     );
     for (const s of lines) {
       const copied = (this._copiedUntil.get(s.line) ?? 0) > Date.now();
@@ -193,15 +212,15 @@ export class HubPanel extends ConnectionView {
           this.render();
           window.setTimeout(() => this.render(), COPIED_MS + 50);
         },
-        `Copy the ${s.client} set-up line`
+        `Copy the ${s.client} set-up line`,
       );
       box.appendChild(
         h(
           'div',
           { class: 'mcp-nb-setup-row' },
           h('div', { class: 'mcp-nb-muted' }, s.client),
-          h('div', { class: 'mcp-nb-setup-line' }, h('code', {}, s.line), copy)
-        )
+          h('div', { class: 'mcp-nb-setup-line' }, h('code', {}, s.line), copy),
+        ),
       );
     }
     return box;

@@ -8,5 +8,5 @@ export const SETUP_LINES: ISetupLine[] = [
   { client: 'Claude Code', line: 'claude mcp add notebook -- mcp-notebook bridge' },
   { client: 'Claude Desktop', line: 'mcp-notebook config claude-desktop --write' },
   { client: 'VS Code', line: 'mcp-notebook config vscode --write' },
-  { client: 'Cursor', line: 'mcp-notebook config cursor --write' }
+  { client: 'Cursor', line: 'mcp-notebook config cursor --write' },
 ];

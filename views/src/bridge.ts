@@ -1,6 +1,6 @@
 // The view's only way to the hub: the host's bridge (tool calls, resource reads). No URL, no token.
-import { App } from "@modelcontextprotocol/ext-apps";
-import { ModelContext } from "./context";
+import { App } from '@modelcontextprotocol/ext-apps';
+import { ModelContext } from './context';
 
 export type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -24,7 +24,7 @@ export class Bridge {
   async tool(name: string, args: Record<string, Json>): Promise<Json> {
     const result = await this.app.callServerTool({ name, arguments: args });
     if (result.isError) {
-      const text = (result.content ?? []).map((c: Json) => (c.type === "text" ? c.text : "")).join(" ");
+      const text = (result.content ?? []).map((c: Json) => (c.type === 'text' ? c.text : '')).join(' ');
       throw new Error(text || `${name} failed`);
     }
     return result;
@@ -36,15 +36,15 @@ export class Bridge {
       const result = await this.app.readServerResource({ uri });
       return result.contents as ContentItem[];
     }
-    const result = await this.tool("read_resource", { uri });
+    const result = await this.tool('read_resource', { uri });
     const contents = result.structuredContent?.contents;
-    if (!Array.isArray(contents)) throw new Error("the host returned no structured contents for read_resource");
+    if (!Array.isArray(contents)) throw new Error('the host returned no structured contents for read_resource');
     // The text is sent once, in content (for the model): each structured item names the content item holding it.
     return contents.map((item: Json) => {
-      const part = typeof item.content === "number" ? result.content?.[item.content] : undefined;
-      if (part?.type === "text") return { ...item, text: part.text };
-      if (part?.type === "image") return { ...item, blob: part.data };
-      if (part?.type === "resource") return { ...item, ...part.resource };
+      const part = typeof item.content === 'number' ? result.content?.[item.content] : undefined;
+      if (part?.type === 'text') return { ...item, text: part.text };
+      if (part?.type === 'image') return { ...item, blob: part.data };
+      if (part?.type === 'resource') return { ...item, ...part.resource };
       return item;
     }) as ContentItem[];
   }

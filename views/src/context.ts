@@ -2,13 +2,13 @@
 // after the user turned a view's control on, and only text the hub served (already masked). Each
 // view contributes a section (the changes feed, the frame explorer shown); one push carries them
 // all and replaces the previous one, at most one push per PUSH_INTERVAL_MS, at most MAX_PUSH_CHARS.
-import { App } from "@modelcontextprotocol/ext-apps";
-import { el } from "./dom";
+import { App } from '@modelcontextprotocol/ext-apps';
+import { el } from './dom';
 
 const PUSH_INTERVAL_MS = 2000; // at most one push per 2 s: a burst of changes becomes one push
 const SETTLE_MS = 250; // wait this long after a change, so a scroll or a many-name cell pushes once
 const MAX_PUSH_CHARS = 8000; // one push, all sections (each section has its own, smaller bound)
-const STOPPED = "The user stopped sharing this mcp-notebook view: what it shared before is out of date.";
+const STOPPED = 'The user stopped sharing this mcp-notebook view: what it shared before is out of date.';
 
 /** A section's text, computed when a push goes out (so a burst of changes costs one rendering). */
 export type Producer = () => string;
@@ -29,7 +29,7 @@ export class ModelContext {
   private readonly listeners = new Map<string, Listener>(); // per section: its control's status
   private timer: ReturnType<typeof setTimeout> | null = null;
   private lastAt = -Infinity;
-  private last = ""; // the text of the last push the host took (not sent twice)
+  private last = ''; // the text of the last push the host took (not sent twice)
   private shared = false; // the host holds something of ours: stopping sharing must replace it
 
   constructor(private readonly app: App) {}
@@ -37,7 +37,7 @@ export class ModelContext {
   /** The host takes context updates (as text, or without naming any content kind). */
   get supported(): boolean {
     const kinds = this.app.getHostCapabilities()?.updateModelContext;
-    return !!kinds && (Object.keys(kinds).length === 0 || "text" in kinds);
+    return !!kinds && (Object.keys(kinds).length === 0 || 'text' in kinds);
   }
 
   /** Share a section (the user turned its control on) or stop sharing it (null). */
@@ -65,8 +65,8 @@ export class ModelContext {
 
   /** The sections' text (what dedupes), or the stop notice once sharing ended. */
   private body(): string {
-    if (!this.sections.size) return this.shared ? STOPPED : "";
-    return Array.from(this.sections.values(), (produce) => produce()).join("\n\n");
+    if (!this.sections.size) return this.shared ? STOPPED : '';
+    return Array.from(this.sections.values(), produce => produce()).join('\n\n');
   }
 
   private async push(): Promise<void> {
@@ -78,12 +78,12 @@ export class ModelContext {
     const text = cut(`${head}\n\n${body}`, MAX_PUSH_CHARS);
     let error: string | null = null;
     try {
-      await this.app.updateModelContext({ content: [{ type: "text", text }] });
+      await this.app.updateModelContext({ content: [{ type: 'text', text }] });
       this.last = body;
       this.shared = this.sections.size > 0;
     } catch (err) {
-      this.last = ""; // refused: the next change tries again (still at most one push per interval)
-      error = (err as Error).message || "the host refused the update";
+      this.last = ''; // refused: the next change tries again (still at most one push per interval)
+      error = (err as Error).message || 'the host refused the update';
     }
     for (const listener of this.listeners.values()) listener(error ? null : text, error);
   }
@@ -91,17 +91,25 @@ export class ModelContext {
 
 /** A checkbox sharing a section while checked (`start` gives its text's producer), with the last
  * push's time; none at all where the host takes no context. */
-export function shareToggle(context: ModelContext, section: string, label: string, testid: string, start: () => Producer): HTMLElement | null {
+export function shareToggle(
+  context: ModelContext,
+  section: string,
+  label: string,
+  testid: string,
+  start: () => Producer,
+): HTMLElement | null {
   if (!context.supported) return null;
-  const box = el("input", { attrs: { type: "checkbox", "data-testid": testid } });
-  const state = el("span", { cls: "muted", attrs: { "data-testid": `${testid}-state` } });
-  box.addEventListener("change", () => {
-    state.textContent = "";
+  const box = el('input', { attrs: { type: 'checkbox', 'data-testid': testid } });
+  const state = el('span', { cls: 'muted', attrs: { 'data-testid': `${testid}-state` } });
+  box.addEventListener('change', () => {
+    state.textContent = '';
     context.listen(section, (sent, error) => {
-      if (box.checked) state.textContent = error ? `(not sent: ${error})` : sent ? `(sent ${clock()})` : state.textContent;
+      if (box.checked)
+        state.textContent = error ? `(not sent: ${error})` : sent ? `(sent ${clock()})` : state.textContent;
     });
     context.set(section, box.checked ? start() : null);
   });
-  const hint = "Off until you turn it on. Sends a short summary (masked like every read) to the assistant for its next turns.";
-  return el("label", { cls: "share", title: hint }, box, ` ${label} `, state);
+  const hint =
+    'Off until you turn it on. Sends a short summary (masked like every read) to the assistant for its next turns.';
+  return el('label', { cls: 'share', title: hint }, box, ` ${label} `, state);
 }

@@ -1,54 +1,72 @@
 // The output viewer: a cell's source and outputs. Text is shown as text; HTML outputs show their
 // text/plain form (or their source, as text); images come as blobs into <img src="data:...">.
-import { Bridge, Json } from "./bridge";
-import { append, el, errorBox, image, stripAnsi } from "./dom";
+import { Bridge, Json } from './bridge';
+import { append, el, errorBox, image, stripAnsi } from './dom';
 
-const IMAGE_ORDER = ["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml"];
+const IMAGE_ORDER = ['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/svg+xml'];
 
 export class OutputViewer {
-  readonly node = el("div", { cls: "outputs" });
+  readonly node = el('div', { cls: 'outputs' });
 
-  constructor(private readonly bridge: Bridge, private readonly cell: Json) {
-    const status = cell.status && cell.status !== "ok" ? ` · ${cell.status}` : "";
+  constructor(
+    private readonly bridge: Bridge,
+    private readonly cell: Json,
+  ) {
+    const status = cell.status && cell.status !== 'ok' ? ` · ${cell.status}` : '';
     append(
       this.node,
-      el("div", { cls: "title" }, el("strong", {}, `In [${cell.execution_count ?? " "}]`), ` cell ${cell.seq}${status}`),
-      el("pre", { cls: "source", attrs: { "data-testid": "source" } }, String(cell.source ?? "")),
+      el(
+        'div',
+        { cls: 'title' },
+        el('strong', {}, `In [${cell.execution_count ?? ' '}]`),
+        ` cell ${cell.seq}${status}`,
+      ),
+      el('pre', { cls: 'source', attrs: { 'data-testid': 'source' } }, String(cell.source ?? '')),
     );
-    const list = el("div", { cls: "output-list" });
+    const list = el('div', { cls: 'output-list' });
     this.node.appendChild(list);
     const outputs: Json[] = cell.outputs ?? [];
-    if (!outputs.length) list.appendChild(el("div", { cls: "muted" }, "no outputs"));
+    if (!outputs.length) list.appendChild(el('div', { cls: 'muted' }, 'no outputs'));
     for (const out of outputs) {
-      const slot = el("div", { cls: "output", attrs: { "data-index": String(out.index) } }, el("div", { cls: "muted" }, "loading…"));
+      const slot = el(
+        'div',
+        { cls: 'output', attrs: { 'data-index': String(out.index) } },
+        el('div', { cls: 'muted' }, 'loading…'),
+      );
       list.appendChild(slot);
       this.fill(slot, out).catch((err: Error) => slot.replaceChildren(errorBox(err.message)));
     }
-    if (cell.outputs_dropped) list.appendChild(el("div", { cls: "muted" }, `${cell.outputs_dropped} more outputs were not kept`));
+    if (cell.outputs_dropped)
+      list.appendChild(el('div', { cls: 'muted' }, `${cell.outputs_dropped} more outputs were not kept`));
   }
 
   private async fill(slot: HTMLElement, out: Json): Promise<void> {
     const mimes: string[] = out.mime_types ?? [];
     const uri = String(out.uri ?? `nb://cells/${this.cell.seq}/outputs/${out.index}`);
-    const picture = IMAGE_ORDER.find((m) => mimes.includes(m));
+    const picture = IMAGE_ORDER.find(m => mimes.includes(m));
     if (picture) {
       const [item] = await this.bridge.read(`${uri}?mime=${encodeURIComponent(picture)}`);
       const img = item?.blob ? image(picture, item.blob, `output ${out.index} of cell ${this.cell.seq}`) : null;
-      const fallback = item?.text ? el("pre", {}, item.text) : el("div", { cls: "muted" }, "(image not available)");
+      const fallback = item?.text ? el('pre', {}, item.text) : el('div', { cls: 'muted' }, '(image not available)');
       slot.replaceChildren(img ?? fallback);
       return;
     }
-    const htmlOnly = out.default_mime === "text/html" && !mimes.includes("text/plain");
-    const mime = mimes.includes("text/plain") ? "text/plain" : undefined;
-    const [item] = await this.bridge.read(mime && out.default_mime !== mime ? `${uri}?mime=${encodeURIComponent(mime)}` : uri);
-    const text = stripAnsi(item?.text ?? "");
-    const cls = out.output_type === "error" ? "text error-output" : out.name === "stderr" ? "text stderr" : "text";
-    const label = out.output_type === "error" ? el("div", { cls: "ename" }, stripAnsi(`${out.ename ?? "Error"}: ${out.evalue ?? ""}`)) : null;
-    const note = htmlOnly ? el("div", { cls: "muted" }, "HTML output, shown as its source text") : null;
+    const htmlOnly = out.default_mime === 'text/html' && !mimes.includes('text/plain');
+    const mime = mimes.includes('text/plain') ? 'text/plain' : undefined;
+    const [item] = await this.bridge.read(
+      mime && out.default_mime !== mime ? `${uri}?mime=${encodeURIComponent(mime)}` : uri,
+    );
+    const text = stripAnsi(item?.text ?? '');
+    const cls = out.output_type === 'error' ? 'text error-output' : out.name === 'stderr' ? 'text stderr' : 'text';
+    const label =
+      out.output_type === 'error'
+        ? el('div', { cls: 'ename' }, stripAnsi(`${out.ename ?? 'Error'}: ${out.evalue ?? ''}`))
+        : null;
+    const note = htmlOnly ? el('div', { cls: 'muted' }, 'HTML output, shown as its source text') : null;
     const parts: HTMLElement[] = [];
     if (label) parts.push(label);
     if (note) parts.push(note);
-    parts.push(el("pre", { cls, attrs: { "data-testid": "output-text" } }, text));
+    parts.push(el('pre', { cls, attrs: { 'data-testid': 'output-text' } }, text));
     slot.replaceChildren(...parts);
   }
 }
