@@ -20,7 +20,7 @@ author = "mcp-notebook contributors"
 copyright = "mcp-notebook contributors"
 version = release = __version__
 
-extensions = ["myst_parser", "sphinx_copybutton", "traitlets_config", "readme_include"]
+extensions = ["myst_parser", "sphinx_copybutton", "traitlets_config"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "_fragments", "Thumbs.db", ".DS_Store"]

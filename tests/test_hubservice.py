@@ -84,14 +84,15 @@ def hub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> Iterato
         h.stop()
 
 
-def test_readme_config_block_is_what_the_tests_run():
-    """The README's jupyterhub_config.py block loads as it stands and sets what this file's Hub uses."""
+def test_the_documented_config_block_is_what_the_tests_run():
+    """The docs' jupyterhub_config.py block (docs/start/jupyterhub.md) loads as it stands and sets
+    what this file's Hub uses."""
     from pathlib import Path
 
     from traitlets.config import Config
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## One URL for every user of a JupyterHub", 1)[1]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "start" / "jupyterhub.md").read_text()
+    section = page.split("## One URL for every user of a JupyterHub", 1)[1]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
     config = Config()
     exec(compile(block, "jupyterhub_config.py", "exec"), {"get_config": lambda: config})
