@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from kernel_harness import Kernel
 
 from mcp_notebook import clients_config as cc
 from mcp_notebook.clients_toml import TomlError, merged_toml, parse, table
 
 ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.timeout(180)
 
 OTHER = """\
 # my Codex settings: this comment stays
@@ -171,3 +176,59 @@ def test_the_real_codex_cli_reads_what_config_writes(env):
             entry["env"],
         )
     print("codex", run("--version").stdout.strip(), "read", transport)
+
+
+def app_server_status(codex: str, env: dict[str, str], timeout: float = 90) -> dict:
+    """`codex app-server` (no account needed): initialize, then mcpServerStatus/list, which starts
+    the configured MCP servers and lists their tools and resources. Bounded by ``timeout``."""
+    proc = subprocess.Popen(
+        [codex, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [
+        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "mcp-notebook-tests", "version": "0"}}},
+        {"method": "initialized"},
+        {"id": 2, "method": "mcpServerStatus/list", "params": {}},
+    ]
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+    proc.stdin.flush()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = proc.stdout.readline() if ready else b""
+            if not line:
+                break
+            msg = json.loads(line)
+            if msg.get("id") == 2:
+                return msg
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    raise AssertionError("codex app-server did not answer mcpServerStatus/list")
+
+
+@pytest.mark.skipif(codex_bin() is None, reason="no `codex` CLI: cd tests/node && npm ci (or set MCP_CODEX_BIN)")
+@pytest.mark.parametrize("http", [False, True], ids=["bridge", "http"])
+def test_codex_connects_to_what_config_wrote_and_lists_a_live_kernel(env, tmp_path, http):
+    """Codex starts the bridge `config codex --write` wrote (or reaches the hub over HTTP with the
+    written header) and lists its tools and a real kernel's variable."""
+    codex = codex_bin()
+    assert codex is not None
+    runtime = Path(env["JUPYTER_RUNTIME_DIR"])
+    runtime.mkdir()
+    kernel = Kernel(env={"JUPYTER_RUNTIME_DIR": str(runtime)}, cwd=str(tmp_path))
+    try:
+        kernel.run("%config MCPHub.notebook_path = 'sales.ipynb'")
+        kernel.load_hub()
+        kernel.run("revenue_by_region = {'north': 1234}")
+        assert cli(env, "config", "codex", "--write", *(["--http"] if http else [])).returncode == 0
+        reply = app_server_status(codex, env)
+    finally:
+        kernel.shutdown()
+    status = {s["name"]: s for s in reply["result"]["data"]}["notebook"]
+    assert status["serverInfo"]["name"] == "mcp-notebook" and not status.get("toolsError"), status
+    assert {"read_resource", "list_resources"} <= set(status["tools"])
+    uris = [r["uri"] for r in status["resources"]]
+    assert (http or "nb://kernels" in uris) and any(u.endswith("/revenue_by_region") for u in uris), uris
+    print("codex app-server", "http" if http else "bridge", "listed", sorted(status["tools"]), len(uris), "resources")
