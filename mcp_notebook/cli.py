@@ -162,7 +162,7 @@ def _config(args: argparse.Namespace) -> int:
     except cc.ConfigError as exc:
         print(f"mcp-notebook config: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(cc.snippet(args.host, args.name, cc.masked(server)), indent=2))
+    _print_snippet(args.host, args.name, server)
     print(
         f"add it to {cc.default_path(args.host)} (or use --write); then: {cc.next_steps(args.host, args.name)}",
         file=sys.stderr,
@@ -179,6 +179,18 @@ def _config(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _print_snippet(host: str, name: str, server: dict) -> None:
+    """The entry as the host's file spells it (TOML for Codex, JSON for the others), tokens masked."""
+    from . import clients_config as cc
+
+    if host == "codex":
+        from .clients_toml import table
+
+        print(table(name, cc.masked(server)), end="")
+    else:
+        print(json.dumps(cc.snippet(host, name, cc.masked(server)), indent=2))
 
 
 def _autoload(args: argparse.Namespace) -> int:
@@ -254,7 +266,8 @@ host's config file (--write, or --path FILE).
 
 host: claude-code (.mcp.json in the current directory), claude-desktop (the app's
 claude_desktop_config.json in your user config), vscode (.vscode/mcp.json), cursor
-(.cursor/mcp.json). The entry
+(.cursor/mcp.json), codex ($CODEX_HOME/config.toml, default ~/.codex/config.toml: a
+[mcp_servers.NAME] table; the rest of the file is kept byte for byte). The entry
 runs this environment's mcp-notebook by absolute path; with no selection it serves every kernel.
 Other entries in the file are kept; --name picks the entry's name."""
 
@@ -282,8 +295,9 @@ def _add_config(command: Callable[..., argparse.ArgumentParser]) -> None:
     config = command("config", "print (or --write) the MCP config entry for a host", CONFIG_TEXT)
     config.add_argument(
         "host",
-        choices=("claude-code", "claude-desktop", "vscode", "cursor"),
-        help="the MCP host to configure: claude-code, claude-desktop, vscode or cursor (see above for the file each uses)",
+        choices=("claude-code", "claude-desktop", "vscode", "cursor", "codex"),
+        help="the MCP host to configure: claude-code, claude-desktop, vscode, cursor or codex "
+        "(see above for the file each uses)",
     )
     _add_selection(config)
     config.add_argument("--http", action="store_true", help="the HTTP endpoint of a running hub instead of the bridge")

@@ -1,4 +1,4 @@
-"""Config snippets for MCP hosts (Claude Code, Claude Desktop, VS Code, Cursor).
+"""Config snippets for MCP hosts (Claude Code, Claude Desktop, VS Code, Cursor, Codex).
 
 The default entry runs ``mcp-notebook bridge``: fixed, and free of secrets. The HTTP entry
 (``--http``) names a live hub's URL and needs its token: the printed snippet shows a placeholder,
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HOSTS = ("claude-code", "claude-desktop", "vscode", "cursor")
+HOSTS = ("claude-code", "claude-desktop", "vscode", "cursor", "codex")
 TOKEN_PLACEHOLDER = "<token: see `mcp-notebook config ... --http --write`>"
 SECRET_ENV = frozenset({"MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN"})  # a remote server's token (bridge --server)
 
@@ -71,7 +71,8 @@ def setup_lines() -> list[dict[str, str]]:
         prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
         claude_env = "".join(f"-e {k}={shlex.quote(v)} " for k, v in env.items())
         lines = [("Claude Code", f"claude mcp add {claude_env}notebook -- {cli} bridge")]
-        for client, host in (("Claude Desktop", "claude-desktop"), ("VS Code", "vscode"), ("Cursor", "cursor")):
+        hosts = (("Claude Desktop", "claude-desktop"), ("VS Code", "vscode"), ("Cursor", "cursor"), ("Codex", "codex"))
+        for client, host in hosts:
             lines.append((client, f"{prefix}{cli} config {host} --write"))
         _setup_lines = [{"client": client, "line": line} for client, line in lines]
     return _setup_lines
@@ -104,6 +105,8 @@ def entry(
     if host == "claude-desktop":
         raise ConfigError("Claude Desktop's config file takes stdio servers only: use the bridge (drop --http)")
     headers = {"Authorization": f"{scheme} {token}"} if token else {}
+    if host == "codex":  # Codex's streamable HTTP form; it takes no empty header table
+        return {"url": url, "http_headers": headers} if headers else {"url": url}
     out = {"url": url, "headers": headers}
     if host in ("claude-code", "vscode"):
         out = {"type": "http", **out}
@@ -126,6 +129,8 @@ def default_path(host: str) -> Path:
         return Path.cwd() / ".vscode" / "mcp.json"
     if host == "cursor":
         return Path.cwd() / ".cursor" / "mcp.json"
+    if host == "codex":
+        return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
     if os.name == "nt":
@@ -149,20 +154,29 @@ def read_json_object(path: Path, error: type[Exception], not_json: str, advice: 
 
 def write(host: str, path: Path, name: str, server: dict[str, Any]) -> Path:
     """Merge the entry into the file at ``path`` (other entries stay); owner-only when it holds a token."""
-    doc = read_json_object(path, ConfigError, "is not plain JSON", "add the snippet by hand")
-    servers = doc.setdefault(top_key(host), {})
-    if not isinstance(servers, dict):
-        raise ConfigError(f"{path}: {top_key(host)!r} is not an object")
-    servers[name] = server
+    if host == "codex":
+        from .clients_toml import TomlError, merged_toml
+
+        try:
+            text = merged_toml(path.read_text() if path.exists() else "", name, server, str(path))
+        except TomlError as exc:
+            raise ConfigError(str(exc)) from None
+    else:
+        doc = read_json_object(path, ConfigError, "is not plain JSON", "add the snippet by hand")
+        servers = doc.setdefault(top_key(host), {})
+        if not isinstance(servers, dict):
+            raise ConfigError(f"{path}: {top_key(host)!r} is not an object")
+        servers[name] = server
+        text = json.dumps(doc, indent=2) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    secret = bool(server.get("headers")) or any(k in SECRET_ENV for k in server.get("env") or {})
+    secret = bool(server.get("headers") or server.get("http_headers"))
+    secret = secret or any(k in SECRET_ENV for k in server.get("env") or {})
     # An existing file keeps its mode: it may hold other entries' tokens (owner-only stays owner-only).
     mode = 0o600 if secret else stat.S_IMODE(path.stat().st_mode) if path.exists() else None
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644 if mode is None else 0o600)
     with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh, indent=2)
-        fh.write("\n")
+        fh.write(text)
     if mode is not None:
         os.chmod(tmp, mode)
     os.replace(tmp, path)
@@ -178,6 +192,7 @@ NEXT_STEPS = {
     "claude-desktop": "Restart Claude Desktop (quit it fully) so it reads the new server.",
     "vscode": "In VS Code open the MCP servers view (or .vscode/mcp.json) and start the 'notebook' server.",
     "cursor": "In Cursor open Settings > MCP and enable the 'notebook' server.",
+    "codex": "Start `codex` (or restart it): it starts the 'notebook' server; `codex mcp list` shows it, /mcp in a session.",
 }
 
 
@@ -224,7 +239,8 @@ def masked(server: dict[str, Any]) -> dict[str, Any]:
     env = server.get("env") or {}
     if any(k in SECRET_ENV for k in env):
         out["env"] = {k: (TOKEN_PLACEHOLDER if k in SECRET_ENV else v) for k, v in env.items()}
-    auth = (server.get("headers") or {}).get("Authorization")
-    if auth:
-        out["headers"] = {"Authorization": f"{auth.split(' ', 1)[0]} {TOKEN_PLACEHOLDER}"}
+    for key in ("headers", "http_headers"):
+        auth = (server.get(key) or {}).get("Authorization")
+        if auth:
+            out[key] = {"Authorization": f"{auth.split(' ', 1)[0]} {TOKEN_PLACEHOLDER}"}
     return out

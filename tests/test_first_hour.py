@@ -161,7 +161,8 @@ def test_panel_setup_lines_name_this_environment(monkeypatch, tmp_path):
     script = Path(sys.executable).with_name("mcp-notebook")
     assert lines["Claude Code"] == f"claude mcp add -e JUPYTER_RUNTIME_DIR={tmp_path} notebook -- {script} bridge"
     assert lines["Cursor"] == f"JUPYTER_RUNTIME_DIR={tmp_path} {script} config cursor --write"
-    assert set(lines) == {"Claude Code", "Claude Desktop", "VS Code", "Cursor"}
+    assert lines["Codex"] == f"JUPYTER_RUNTIME_DIR={tmp_path} {script} config codex --write"
+    assert set(lines) == {"Claude Code", "Claude Desktop", "VS Code", "Cursor", "Codex"}
 
 
 HINTS = {

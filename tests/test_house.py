@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "runtime",
         "capture",
         "clients_config",
+        "clients_toml",
         "kernel_launch",
         "revisions",
         "budget",
