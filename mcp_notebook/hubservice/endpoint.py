@@ -17,18 +17,16 @@ import time
 from dataclasses import dataclass
 
 from tornado import web
-from tornado.iostream import StreamClosedError
 
 from ..kernels.front import KernelsFront
+from ..kernels.sse_replies import SseReplies
 from ..protocol.exchange import HttpReply, HttpRequest
-from ..protocol.streams import Stream
 from .config import SCOPE
 from .oauth import Server
 from .store import digest, unseal
 from .users import HubLink, HubRefused, Listings, UserKernels, UserServers
 
 log = logging.getLogger(__name__)
-KEEPALIVE_SECONDS = 15.0
 IDLE_SECONDS = 1800.0  # a front nobody used for this long (and with no stream open) is closed
 
 
@@ -142,10 +140,8 @@ class Fronts:
             gf.front.close()
 
 
-class McpHandler(web.RequestHandler):
+class McpHandler(SseReplies, web.RequestHandler):
     """POST/GET/DELETE of MCP for the signed-in user's kernels."""
-
-    _client_gone = False
 
     def initialize(self, fronts: Fronts, prm_url: str, origins: set[str]) -> None:
         self.fronts, self.prm_url, self.origins = fronts, prm_url, origins
@@ -239,38 +235,5 @@ class McpHandler(web.RequestHandler):
         finally:
             gf.streams -= 1
 
-    async def _stream(self, front: KernelsFront, stream: Stream) -> None:
-        self.set_header("Content-Type", "text/event-stream")
-        self.set_header("Cache-Control", "no-store")
-        self.set_header("X-Accel-Buffering", "no")
-        loop = asyncio.get_running_loop()
-        wake = self._wake = asyncio.Event()
-        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
-        try:
-            await self.flush()
-            while not self._client_gone:
-                closed = stream.closed
-                events = stream.drain()
-                if events:
-                    self.write(b"".join(events))
-                    await self.flush()
-                if closed:
-                    break
-                try:
-                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
-                except asyncio.TimeoutError:
-                    self.write(b": keepalive\n\n")
-                    await self.flush()
-                wake.clear()
-            if not self._client_gone:
-                self.finish()
-        except StreamClosedError:
-            self._client_gone = True
-        finally:
-            front.server.stream_closed(stream)
-
     def on_connection_close(self) -> None:
-        self._client_gone = True
-        wake = getattr(self, "_wake", None)
-        if wake is not None:
-            wake.set()
+        self._wake_stream()

@@ -16,18 +16,16 @@ from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
-from tornado.iostream import StreamClosedError
 
 from ..kernels.directory import KernelEntry, write_focus
 from ..kernels.front import KernelsFront
+from ..kernels.sse_replies import SseReplies
 from ..kernels.upstream import HubAddress
 from ..protocol.exchange import HttpReply, HttpRequest
-from ..protocol.streams import Stream
 from .channel import LoopBridge
 from .handlers import McpProxyHandler, _Base
 from .hubs import HubFinder
 
-KEEPALIVE_SECONDS = 15.0
 MAX_FOCUS_BODY = 4096  # {"kernel_id": "<uuid>"} is 50 bytes
 
 
@@ -103,7 +101,7 @@ async def refresh_paths(handler: Any, directory: ServerDirectory) -> None:
 
 
 @web.stream_request_body
-class FrontHandler(McpProxyHandler):
+class FrontHandler(SseReplies, McpProxyHandler):
     """POST/GET/DELETE of MCP, answered by the server's front for every kernel."""
 
     @web.authenticated
@@ -145,41 +143,9 @@ class FrontHandler(McpProxyHandler):
             return
         await self._stream(front, reply.stream)
 
-    async def _stream(self, front: KernelsFront, stream: Stream) -> None:
-        self.set_header("Content-Type", "text/event-stream")
-        self.set_header("Cache-Control", "no-store")
-        self.set_header("X-Accel-Buffering", "no")
-        loop = asyncio.get_running_loop()
-        wake = self._wake = asyncio.Event()
-        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
-        try:
-            await self.flush()
-            while not self._client_gone:
-                closed = stream.closed
-                events = stream.drain()
-                if events:
-                    self.write(b"".join(events))
-                    await self.flush()
-                if closed:
-                    break
-                try:
-                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
-                except asyncio.TimeoutError:
-                    self.write(b": keepalive\n\n")
-                    await self.flush()
-                wake.clear()
-            if not self._client_gone:
-                self.finish()
-        except StreamClosedError:
-            self._client_gone = True
-        finally:
-            front.server.stream_closed(stream)
-
     def on_connection_close(self) -> None:
         super().on_connection_close()
-        wake = getattr(self, "_wake", None)
-        if wake is not None:
-            wake.set()
+        self._wake_stream()
 
 
 class FocusHandler(_Base):
