@@ -220,18 +220,12 @@ class McpHandler(SseReplies, web.RequestHandler):
         method = self.request.method or "GET"
         req = HttpRequest(method, headers, self.request.body if method == "POST" else b"", admitted=True)
         reply: HttpReply = await loop.run_in_executor(None, gf.front.server.handle, req)
-        self.set_status(reply.status)
-        self.clear_header("Content-Type")
-        for name, value in reply.headers.items():
-            self.set_header(name, value)
         if reply.stream is None:
-            self.finish(reply.body or b"")
-            if reply.after_send is not None:
-                reply.after_send()
+            await self._send_reply(gf.front, reply)
             return
         gf.streams += 1
         try:
-            await self._stream(gf.front, reply.stream)
+            await self._send_reply(gf.front, reply)
         finally:
             gf.streams -= 1
 

@@ -9,17 +9,32 @@ from typing import Any
 
 from tornado.iostream import StreamClosedError
 
+from ..protocol.exchange import HttpReply
 from ..protocol.streams import Stream
 
 KEEPALIVE_SECONDS = 15.0
 
 
 class SseReplies:
-    """Mixed into a ``tornado.web.RequestHandler``: ``_stream`` writes one reply stream; call
-    ``_wake_stream`` from ``on_connection_close``."""
+    """Mixed into a ``tornado.web.RequestHandler``: ``_send_reply`` writes one reply (a body, or a
+    stream as it comes); call ``_wake_stream`` from ``on_connection_close``."""
 
     _client_gone = False
     _wake: asyncio.Event | None = None
+
+    async def _send_reply(self, front: Any, reply: HttpReply) -> None:
+        """Write ``reply``: its status and headers, then its body, or its stream until it ends."""
+        handler: Any = self
+        handler.set_status(reply.status)
+        handler.clear_header("Content-Type")
+        for name, value in reply.headers.items():
+            handler.set_header(name, value)
+        if reply.stream is None:
+            handler.finish(reply.body or b"")
+            if reply.after_send is not None:
+                reply.after_send()
+            return
+        await self._stream(front, reply.stream)
 
     async def _stream(self, front: Any, stream: Stream) -> None:
         handler: Any = self

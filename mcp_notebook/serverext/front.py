@@ -132,16 +132,7 @@ class FrontHandler(SseReplies, McpProxyHandler):
         method = self.request.method or "GET"
         req = HttpRequest(method, headers, bytes(self._body) if method == "POST" else b"", admitted=True)
         reply: HttpReply = await asyncio.get_running_loop().run_in_executor(None, front.server.handle, req)
-        self.set_status(reply.status)
-        self.clear_header("Content-Type")
-        for name, value in reply.headers.items():
-            self.set_header(name, value)
-        if reply.stream is None:
-            self.finish(reply.body or b"")
-            if reply.after_send is not None:
-                reply.after_send()
-            return
-        await self._stream(front, reply.stream)
+        await self._send_reply(front, reply)
 
     def on_connection_close(self) -> None:
         super().on_connection_close()
