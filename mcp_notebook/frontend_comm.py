@@ -4,7 +4,8 @@ The extension opens one comm per open notebook. Over it, the frontend pushes the
 (debounced, unsaved edits included) and the active cell and selection, asks for the hub's state and
 sends panel commands (hide/show a variable, start/stop the hub). The kernel answers with
 ``{"type": "state"}`` messages, pushed again (throttled) when the hub notifies or a client comes
-or goes. Nothing in the kernel needs this: without the extension no comm is ever opened.
+or goes; the answer to a ``state`` command that named a ``request`` (a short string or a number)
+carries it back, so a frontend can tell its answer from a push queued before it. Nothing in the kernel needs this: without the extension no comm is ever opened.
 
 Threading: with ipykernel 7 and JupyterLab 4.4+ comm messages may be handled on a subshell thread
 while a cell runs on the main thread. Handlers never block: documents and the active cell go
@@ -229,7 +230,13 @@ class FrontendChannel:
     def _command(self, link: Link, data: dict[str, Any]) -> None:
         command = data.get("command")
         if command == "state":
-            link.send(self._state_msg())
+            msg = self._state_msg()
+            request = data.get("request")
+            if isinstance(request, (int, float)) and not isinstance(request, bool):
+                msg["request"] = request
+            elif isinstance(request, str) and len(request) <= _NAME_MAX:
+                msg["request"] = request
+            link.send(msg)
             return
         if command in ("hide", "show"):
             name = data.get("name")

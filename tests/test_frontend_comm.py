@@ -28,6 +28,7 @@ class Frontend:
         self.inbox: list[dict[str, Any]] = []  # comm_msg data for this comm, in order
         self.subshell_id: str | None = None
         self.closed = False
+        self.requests = 0  # state requests sent, to match each answer
 
     def _shell(self, msg_type: str, content: dict[str, Any]) -> None:
         msg = self.kc.session.msg(msg_type, content)
@@ -80,9 +81,11 @@ class Frontend:
         assert self.closed, "the kernel did not close the comm"
 
     def state(self) -> dict[str, Any]:
+        """The hub's state now: the answer to this request, not a push queued before it."""
         self.inbox.clear()
-        self.send({"type": "command", "command": "state"})
-        return self.wait(lambda d: d.get("type") == "state")["state"]
+        self.requests += 1
+        self.send({"type": "command", "command": "state", "request": f"r{self.requests}"})
+        return self.wait(lambda d: d.get("type") == "state" and d.get("request") == f"r{self.requests}")["state"]
 
 
 def notebook(*cells: dict[str, Any]) -> dict[str, Any]:

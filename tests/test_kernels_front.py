@@ -19,6 +19,7 @@ from sdk import connect
 from mcp_notebook.kernels.directory import LocalDirectory, write_focus
 from mcp_notebook.kernels.front import KernelsFront
 from mcp_notebook.kernels.naming import labels, qualify, split
+from mcp_notebook.runtime import PREFIX
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -33,6 +34,38 @@ def test_naming_round_trips_and_labels_are_unique():
     assert split("nb://kernels/my%20notebook/vars/df") == ("my notebook", "nb://vars/df")
     assert split(qualify("a", "app://orders/north?x=1")) == ("a", "app://orders/north?x=1")
     assert split("nb://kernels") is None and split("nb://kernels/a") is None
+
+
+def test_a_listing_asked_while_another_thread_reads_waits_for_it(tmp_path, monkeypatch):
+    """The front's tick thread and a request thread list at once: the second must not see the new
+    directory beside the old, empty listing (the bare bridge once answered "no kernel" so)."""
+    import threading
+
+    from mcp_notebook.kernels import directory as directory_module
+
+    record = {"url": "http://127.0.0.1:9/mcp", "token": "t", "pid": os.getpid(), "started_at": 1.0}
+    (tmp_path / f"{PREFIX}k1.json").write_text(json.dumps(record))
+    reading, release = threading.Event(), threading.Event()
+    real = directory_module.discover
+
+    def slow_discover(*args, **kwargs):  # the first look is held inside its read
+        reading.set()
+        assert release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(directory_module, "discover", slow_discover)
+    listing = LocalDirectory(tmp_path)
+    seen: dict[str, int] = {}
+    first = threading.Thread(target=lambda: seen.setdefault("first", len(listing.entries())))
+    first.start()
+    assert reading.wait(10)
+    second = threading.Thread(target=lambda: seen.setdefault("second", len(listing.entries(fresh=True))))
+    second.start()
+    second.join(0.3)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert seen == {"first": 1, "second": 1}
 
 
 def _notebook_kernel(runtime: Path, name: str, tmp: Path) -> Kernel:

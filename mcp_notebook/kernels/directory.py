@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,10 @@ class Directory(Protocol):
 
 
 class LocalDirectory:
-    """The hubs of this machine, from the runtime files (re-read only when the directory changes)."""
+    """The hubs of this machine, from the runtime files (re-read only when the directory changes).
+
+    The front's tick thread and its request threads ask at once: one lock holds a look, so no one
+    sees the new directory signature beside the old (empty) listing while another thread reads."""
 
     FRESH_SECONDS = 0.25  # a listing this recent is answered again without looking
 
@@ -50,11 +54,16 @@ class LocalDirectory:
         self._seen: tuple[tuple[str, int], ...] | None = None
         self._entries: list[KernelEntry] = []
         self._looked = 0.0
+        self._lock = threading.Lock()
 
     def _dir(self) -> Path:
         return self.path or runtime_dir()
 
     def entries(self, fresh: bool = False) -> list[KernelEntry]:
+        with self._lock:
+            return self._look(fresh)
+
+    def _look(self, fresh: bool) -> list[KernelEntry]:
         now = time.monotonic()
         if not fresh and now - self._looked < self.FRESH_SECONDS:
             return list(self._entries)
@@ -69,7 +78,6 @@ class LocalDirectory:
         except OSError:
             files = ()
         if files != self._seen or any(e.pid is not None and not pid_alive(e.pid) for e in self._entries):
-            self._seen = files
             self._entries = [
                 KernelEntry(
                     local_id(r),
@@ -82,6 +90,7 @@ class LocalDirectory:
                 for r in reversed(discover(clean=False, directory=self.path))
                 if r.alive and r.url
             ]
+            self._seen = files  # only once the listing it stands for is in place
         self._looked = time.monotonic()
         return list(self._entries)
 
