@@ -67,6 +67,7 @@ MOVES: dict[str, str] = {
     "doctor": "commands.doctor",
     "demo": "commands.demo",
     "clients_config": "commands.clients_config",
+    "clients_toml": "commands.clients_toml",
     "kernel_launch": "commands.kernel_launch",
     "autoload": "commands.autoload",
     # the post-cell diff engine
@@ -220,17 +221,28 @@ mcp_notebook/
                      as a client receives them)
   allkernels/        the front for every kernel: naming.py (URI scheme), directory.py, upstream.py
                      (requests and listen streams to hubs), links.py (the links inside replies,
-                     qualified), provider.py, front.py
-  bridge/            the stdio bridge: stdio.py (local hubs or every kernel), remote.py (a Jupyter
-                     server's, through its front), hub_selection.py (which hub a bridge talks to),
-                     claude_push.py (the Claude Code push into a session: bridge --channel)
+                     qualified), provider.py, front.py, sse_replies.py (a front's streams written
+                     by a tornado handler: the server extension's and the Hub service's)
+  bridge/            the stdio bridge: stdio.py (local hubs or every kernel), stdio_input.py (its
+                     stdin: bounded lines, strict decoding, a request pool that never blocks),
+                     remote.py (a Jupyter server's, through its front), hub_selection.py (which hub
+                     a bridge talks to), claude_push.py (the Claude Code push into a session:
+                     bridge --channel)
   serverext/         the Jupyter server extension (a pipe to each kernel's hub; front.py: every
                      kernel at {base_url}mcp-notebook/mcp, and the focus; control_client.py and
                      wires.py: hubs on other hosts over the kernel's control channel; handlers.py,
                      the authenticated pipe and the kernel list; hubs.py, which kernels have a hub)
+  hubservice/        the JupyterHub service (one MCP URL for every user, MCP authorization):
+                     config.py, store.py (sqlite: hashes, sealed Hub tokens), cimd.py (client
+                     metadata documents, fetched safely), oauth.py (authlib's server and grants),
+                     users.py (a user's servers as a kernels directory), endpoint.py (the MCP
+                     carrier, a front per grant), web.py (metadata, authorize, consent, token,
+                     register, grants API), app.py (the process, run as __main__.py); imported
+                     only by the Hub's service
   commands/          the mcp-notebook command: cli.py, doctor.py (what this Python can serve),
-                     demo.py, clients_config.py (client configurations), autoload.py (IPython
-                     startup), kernel_launch.py (a quiet kernel)
+                     demo.py, clients_config.py (client configurations), clients_toml.py (Codex's
+                     config.toml, edited as text), autoload.py (IPython startup), kernel_launch.py
+                     (a quiet kernel)
 labextension/        the JupyterLab 4 extension (TypeScript), built into mcp_notebook/labextension/
 """
 
