@@ -1,5 +1,5 @@
 """What one endpoint for every kernel costs: a read and a notification through the front
-(mcp_notebook.kernels) against the same thing straight from the kernel's hub, with 1, 10 and 50
+(mcp_notebook.allkernels) against the same thing straight from the kernel's hub, with 1, 10 and 50
 kernels running.
 
 Reads: sequential stateless `resources/read` of `nb://vars/x` with one keep-alive httpx client,
@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sections as S
 from kernel_harness import Kernel
 
-from mcp_notebook.kernels.directory import LocalDirectory
-from mcp_notebook.kernels.front import KernelsFront
+from mcp_notebook.allkernels.directory import LocalDirectory
+from mcp_notebook.allkernels.front import KernelsFront
 
 VERSION = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": VERSION, "io.modelcontextprotocol/clientCapabilities": {}}

@@ -16,26 +16,26 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
-    from . import lifecycle
-    from .frontend_comm import CHANNEL
-    from .magics import register_magics
+    from .inkernel import lifecycle
+    from .inkernel.lab_comm import LAB_COMM
+    from .inkernel.magics import register_magics
 
     register_magics(ipython)
-    CHANNEL.register(ipython)  # the JupyterLab extension's comm target; unused without it
+    LAB_COMM.register(ipython)  # the JupyterLab extension's comm target; unused without it
     lifecycle.start(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext mcp_notebook``: stop everything the extension started, ``%mcp`` included."""
-    from . import lifecycle
-    from .frontend_comm import CHANNEL
-    from .kernel import unregister_configurable
-    from .magics import unregister_magics
+    from .inkernel import lifecycle
+    from .inkernel.kernel_hub import unregister_configurable
+    from .inkernel.lab_comm import LAB_COMM
+    from .inkernel.magics import unregister_magics
 
     unregister_magics(ipython)
     lifecycle.stop()
     unregister_configurable(ipython)
-    CHANNEL.unregister()
+    LAB_COMM.unregister()
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
@@ -44,8 +44,8 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def hub() -> Any:
-    """The running :class:`~mcp_notebook.kernel.KernelHub` (raises if the extension is not loaded)."""
-    from . import lifecycle
+    """The running :class:`~mcp_notebook.inkernel.kernel_hub.KernelHub` (raises if the extension is not loaded)."""
+    from .inkernel import lifecycle
 
     kernel_hub = lifecycle.current()
     if kernel_hub is None:
@@ -60,7 +60,7 @@ def connection_info() -> dict[str, Any]:
 
 def notify(*uris: str, list_changed: bool = False) -> None:
     """Tell subscribers that resources changed (for custom resources changed outside cells)."""
-    from . import lifecycle
+    from .inkernel import lifecycle
 
     kernel_hub = lifecycle.current()
     if kernel_hub is not None:

@@ -124,7 +124,7 @@ class HubLog:
         self._outstream = (cls, guard.original, guard)
 
     def uninstall(self) -> None:
-        from .render import stuck_count
+        from .guard import stuck_count
 
         # A __repr__ still stuck on a hub thread may print when it finally returns: while one is
         # stuck, the guard stays (it hands every other thread the real write, so it is inert).

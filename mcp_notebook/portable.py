@@ -4,7 +4,7 @@ Read once, when the package is first imported (set it before the kernel starts, 
 ``%load_ext``). Each fast path consults :data:`ON` where it decides:
 
 - the post-cell hook's copy of the namespace dict's slot table (``process_vm_readv``,
-  providers/dict_table.py): the names and values are listed instead;
+  postcell/dict_table.py): the names and values are listed instead;
 - ``/proc/<pid>/stat`` (runtime.py: is a hub's process a zombie?): not read;
 - ``TCP_QUICKACK`` on the server extension's gateway websocket (serverext/wires.py): not set;
 - uvloop (transport/loop.py): asyncio's own loop, without the polling selector;

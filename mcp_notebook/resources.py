@@ -17,10 +17,10 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
+from .guard import guarding
 from .providers.base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 from .providers.optional import missing_package
 from .redact import REDACTOR
-from .render import guarding
 from .types import Contents, Resource, ResourceTemplate
 
 log = logging.getLogger(__name__)

@@ -23,12 +23,12 @@ def stateless(msg_id: Any, method: str, params: dict[str, Any] | None = None) ->
 
 
 class RawBridge:
-    """``python -m mcp_notebook.cli bridge ARGS`` with the worktree first on the path."""
+    """``python -m mcp_notebook.commands.cli bridge ARGS`` with the worktree first on the path."""
 
     def __init__(self, runtime: Path, *args: str, env: dict[str, str] | None = None):
         full_env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(ROOT), **(env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mcp_notebook.cli", "bridge", *args],
+            [sys.executable, "-m", "mcp_notebook.commands.cli", "bridge", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -40,7 +40,7 @@ def nb_kernel(runtime: Path) -> Iterator[Kernel]:
 def bridge_params(runtime: Path, *args: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "mcp_notebook.cli", "bridge", *args],
+        args=["-m", "mcp_notebook.commands.cli", "bridge", *args],
         env={"JUPYTER_RUNTIME_DIR": str(runtime)},
     )
 
@@ -162,7 +162,7 @@ def test_bridge_output_never_holds_the_token(nb_kernel, runtime):
         {"jsonrpc": "2.0", "id": 2, "method": "resources/list"},
     ]
     proc = subprocess.run(
-        [sys.executable, "-m", "mcp_notebook.cli", "bridge", "--notebook", NOTEBOOK],
+        [sys.executable, "-m", "mcp_notebook.commands.cli", "bridge", "--notebook", NOTEBOOK],
         input="".join(json.dumps(m) + "\n" for m in lines),
         capture_output=True,
         text=True,

@@ -26,8 +26,8 @@ from kernel_harness import Kernel
 from test_apps_protocol import Wire
 
 from mcp_notebook import budget
-from mcp_notebook.kernels.directory import LocalDirectory
-from mcp_notebook.kernels.front import KernelsFront
+from mcp_notebook.allkernels.directory import LocalDirectory
+from mcp_notebook.allkernels.front import KernelsFront
 from mcp_notebook.protocol.tools import _page_of
 
 RESULT_CHARS = 50_000

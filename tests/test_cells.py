@@ -273,7 +273,7 @@ def test_plain_interactive_shell_degrades_gracefully():
     from IPython.core.interactiveshell import InteractiveShell
 
     from mcp_notebook.capture import CellCapture
-    from mcp_notebook.config import MCPHub
+    from mcp_notebook.inkernel.config import MCPHub
     from mcp_notebook.providers.cells import CellsProvider
 
     created = not InteractiveShell.initialized()  # share the process-wide shell when another test made one

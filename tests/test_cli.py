@@ -15,7 +15,12 @@ import pytest
 def cli(runtime: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime)}
     return subprocess.run(
-        [sys.executable, "-m", "mcp_notebook.cli", *args], capture_output=True, text=True, timeout=60, env=env, cwd=cwd
+        [sys.executable, "-m", "mcp_notebook.commands.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
     )
 
 

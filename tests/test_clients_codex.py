@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from kernel_harness import Kernel
 
-from mcp_notebook import clients_config as cc
-from mcp_notebook.clients_toml import TomlError, merged_toml, parse, table
+from mcp_notebook.commands import clients_config as cc
+from mcp_notebook.commands.clients_toml import TomlError, merged_toml, parse, table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ import time
 def test_demo_serves_sample_data_and_never_prints_the_token(tmp_path):
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcp_notebook.cli", "demo", "--seconds", "4"],
+        [sys.executable, "-m", "mcp_notebook.commands.cli", "demo", "--seconds", "4"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_notebook.config import MCPHub
+from mcp_notebook.inkernel.config import MCPHub
 from mcp_notebook.serverext import MCPNotebookProxy
 
 ROOT = Path(__file__).resolve().parent.parent

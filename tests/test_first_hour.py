@@ -17,7 +17,7 @@ from kernel_harness import Kernel
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from mcp_notebook import autoload
+from mcp_notebook.commands import autoload
 
 
 def run(python: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None):
@@ -52,7 +52,9 @@ def env_python(env: Path) -> str:
     return str(env / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
 
 
-STATE = "import sys, json, mcp_notebook.lifecycle as lc; print(json.dumps([sys.prefix, lc.current() is not None]))"
+STATE = (
+    "import sys, json, mcp_notebook.inkernel.lifecycle as lc; print(json.dumps([sys.prefix, lc.current() is not None]))"
+)
 
 
 def test_autoload_then_connect_through_the_written_config(kernel_env, tmp_path):
@@ -153,7 +155,7 @@ def test_autoload_user_profile(tmp_path):
 
 
 def test_panel_setup_lines_name_this_environment(monkeypatch, tmp_path):
-    from mcp_notebook import clients_config
+    from mcp_notebook.commands import clients_config
 
     monkeypatch.setattr(clients_config, "_setup_lines", None)
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))

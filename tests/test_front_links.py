@@ -54,7 +54,7 @@ def pick(target=""):
 
 
 def test_the_rule_rewrites_whole_uris_of_the_kernel_only():
-    from mcp_notebook.kernels.links import Linker
+    from mcp_notebook.allkernels.links import Linker
 
     linker = Linker("alpha", frozenset({"app"}))
     doc = {

@@ -24,8 +24,8 @@ import pytest
 from conftest import Mcp
 from kernel_harness import Kernel
 
-from mcp_notebook.kernels.directory import LocalDirectory
-from mcp_notebook.kernels.front import KernelsFront
+from mcp_notebook.allkernels.directory import LocalDirectory
+from mcp_notebook.allkernels.front import KernelsFront
 
 pytestmark = pytest.mark.timeout(300)
 STATELESS = "2026-07-28"

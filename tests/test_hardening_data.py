@@ -312,7 +312,7 @@ def test_sigterm_removes_the_runtime_file_and_stale_files_are_swept(tmp_path: Pa
 def test_demo_leaves_no_runtime_file_on_sigterm(tmp_path: Path) -> None:
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mcp_notebook.cli", "demo"],
+        [sys.executable, "-m", "mcp_notebook.commands.cli", "demo"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -345,7 +345,7 @@ def test_bridge_kernel_prefix_matching_two_kernels_is_ambiguous(tmp_path: Path) 
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
     proc = subprocess.run(
-        [sys.executable, "-m", "mcp_notebook.cli", "bridge", "--kernel", "abc"],
+        [sys.executable, "-m", "mcp_notebook.commands.cli", "bridge", "--kernel", "abc"],
         input=json.dumps(init) + "\n",
         capture_output=True,
         text=True,

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from kernel_harness import Kernel
 
-from mcp_notebook.config import MCPHub
-from mcp_notebook.kernels.naming import qualify, split
+from mcp_notebook.allkernels.naming import qualify, split
+from mcp_notebook.inkernel.config import MCPHub
 from mcp_notebook.providers import history
 from mcp_notebook.providers.history import HistoryProvider, record_session
 from mcp_notebook.types import InvalidResourceParams, ResourceNotFound

@@ -218,7 +218,7 @@ def _jpost(jserver: dict[str, Any], route: str, body: bytes, **headers: str) -> 
 
 def test_focus_refuses_a_foreign_origin_even_with_the_token(jserver):
     """Was 204: a page on another origin holding the token moved the focus of every bridge."""
-    from mcp_notebook.kernels.directory import FOCUS_FILE
+    from mcp_notebook.allkernels.directory import FOCUS_FILE
 
     focus_file = jserver["server"].runtime / FOCUS_FILE
     focus_file.unlink(missing_ok=True)

@@ -14,8 +14,8 @@ import pytest
 from kernel_harness import Kernel
 from raw_bridge import RawBridge, stateless
 
-from mcp_notebook.bridge import MAX_LISTENS
-from mcp_notebook.stdio_input import MAX_LINE_BYTES
+from mcp_notebook.bridge.stdio import MAX_LISTENS
+from mcp_notebook.bridge.stdio_input import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.timeout(240)
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from raw_bridge import RawBridge
 from test_fuzz import _NO_LONG_POLLS, framed, with_head
 
-from mcp_notebook.stdio_input import MAX_LINE_BYTES
+from mcp_notebook.bridge.stdio_input import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.timeout(0 if os.environ.get("MCP_HOSTILE_CASES") else 600)
 TOTAL = int(os.environ.get("MCP_HOSTILE_CASES", "2000"))
@@ -54,8 +54,8 @@ def _report() -> Iterator[None]:
 def target(kernel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from jserver import JupyterServer, load_hub, run
 
-    from mcp_notebook.kernels.directory import LocalDirectory
-    from mcp_notebook.kernels.front import KernelsFront
+    from mcp_notebook.allkernels.directory import LocalDirectory
+    from mcp_notebook.allkernels.front import KernelsFront
 
     info = kernel.load_hub()
     kernel.run(_NO_LONG_POLLS)

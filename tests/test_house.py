@@ -33,15 +33,18 @@ LAYERS: list[tuple[str, ...]] = [
         "uri",
         "runtime",
         "capture",
-        "clients_config",
-        "clients_toml",
-        "kernel_launch",
+        "commands.clients_config",
+        "commands.clients_toml",
+        "commands.kernel_launch",
         "revisions",
         "budget",
     ),
-    ("render", "config", "autoload"),
+    ("render", "inkernel.config", "commands.autoload", "guard"),
     ("logs", "types"),
-    ("providers",),
+    (
+        "providers",
+        "postcell",
+    ),
     ("resources",),
     ("protocol.wire_stateless", "protocol.wire_sse"),
     ("protocol.jsonrpc",),
@@ -60,12 +63,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("transport.heads",),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
-    ("activity", "kernel", "kernels"),
-    ("lifecycle",),
-    ("magics", "frontend_comm", "widgets"),
-    ("channel", "hub_selection", "stdio_input"),
-    ("bridge", "remote", "demo", "serverext", "doctor", "hubservice"),
-    ("", "cli", "__main__"),  # "": the package itself (the public API)
+    ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
+    ("inkernel.lifecycle",),
+    ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
+    ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input"),
+    ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "hubservice", "bridge"),
+    ("", "commands.cli", "__main__", "commands"),  # "": the package itself (the public API)
 ]
 
 # Functions allowed past MAX_FUNCTION_LINES, each with its reason in docs/DESIGN.md ("The house").

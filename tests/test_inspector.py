@@ -45,7 +45,7 @@ def target(kernel, hub):
 
 def bridge_target(hub: dict) -> list[str]:
     runtime = str(Path(hub["runtime_file"]).parent)
-    return ["-e", f"JUPYTER_RUNTIME_DIR={runtime}", "--", sys.executable, "-m", "mcp_notebook.cli", "bridge"]
+    return ["-e", f"JUPYTER_RUNTIME_DIR={runtime}", "--", sys.executable, "-m", "mcp_notebook.commands.cli", "bridge"]
 
 
 def http_target(hub: dict) -> list[str]:

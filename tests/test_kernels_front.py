@@ -1,5 +1,5 @@
 """One endpoint for every kernel on this machine: real kernels with hubs in an isolated runtime dir,
-the front (mcp_notebook.kernels) serving them, and the official SDK client in both eras: the
+the front (mcp_notebook.allkernels) serving them, and the official SDK client in both eras: the
 kernels listed, qualified and bare reads, updates from every kernel, a new kernel appearing, a
 shut-down one vanishing, subscriptions kept across a kernel restart, changes_since for tool-only
 clients, and the stdio bridge with no selector."""
@@ -16,9 +16,9 @@ import pytest
 from kernel_harness import Kernel
 from sdk import connect
 
-from mcp_notebook.kernels.directory import LocalDirectory, write_focus
-from mcp_notebook.kernels.front import KernelsFront
-from mcp_notebook.kernels.naming import labels, qualify, split
+from mcp_notebook.allkernels.directory import LocalDirectory, write_focus
+from mcp_notebook.allkernels.front import KernelsFront
+from mcp_notebook.allkernels.naming import labels, qualify, split
 from mcp_notebook.runtime import PREFIX
 
 pytestmark = pytest.mark.timeout(240)
@@ -41,7 +41,7 @@ def test_a_listing_asked_while_another_thread_reads_waits_for_it(tmp_path, monke
     directory beside the old, empty listing (the bare bridge once answered "no kernel" so)."""
     import threading
 
-    from mcp_notebook.kernels import directory as directory_module
+    from mcp_notebook.allkernels import directory as directory_module
 
     record = {"url": "http://127.0.0.1:9/mcp", "token": "t", "pid": os.getpid(), "started_at": 1.0}
     (tmp_path / f"{PREFIX}k1.json").write_text(json.dumps(record))

@@ -20,8 +20,8 @@ from jupyter_client import BlockingKernelClient
 from kernel_harness import Kernel, KernelError
 from sdk import connect
 
-from mcp_notebook.kernels.directory import LocalDirectory
-from mcp_notebook.kernels.front import KernelsFront
+from mcp_notebook.allkernels.directory import LocalDirectory
+from mcp_notebook.allkernels.front import KernelsFront
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -400,7 +400,7 @@ def test_cells_sent_by_the_jupyterlab_session_say_so(tmp_path):
 
 
 def test_a_failing_lineage_recorder_never_costs_the_cell_its_notifications():
-    from mcp_notebook.config import MCPHub
+    from mcp_notebook.inkernel.config import MCPHub
     from mcp_notebook.providers.variables import VariablesProvider
     from mcp_notebook.redact import NameFilter
 

@@ -24,8 +24,8 @@ import httpx
 import pytest
 from jserver import JupyterServer, load_hub, run
 
-from mcp_notebook.kernels.directory import LocalDirectory
-from mcp_notebook.kernels.front import KernelsFront
+from mcp_notebook.allkernels.directory import LocalDirectory
+from mcp_notebook.allkernels.front import KernelsFront
 
 pytestmark = pytest.mark.timeout(300)
 

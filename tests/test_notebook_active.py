@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp_notebook.config import MCPHub
+from mcp_notebook.inkernel.config import MCPHub
 from mcp_notebook.providers.notebook import ACTIVE_URI, NotebookProvider
 
 

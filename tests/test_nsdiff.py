@@ -1,4 +1,4 @@
-"""The post-cell hook's namespace comparison (providers/nswatch.py, dict_table.py, nsdiff.py): every
+"""The post-cell hook's namespace comparison (postcell/nswatch.py, dict_table.py, nsdiff.py): every
 way (the dict's own table, the listing with in-place pointers, the portable listing) finds exactly
 what the plain dict comparison finds, and the hub still sees rebinding, mutation and deletion."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mcp_notebook.providers import nsdiff, nswatch
-from mcp_notebook.providers.nsdiff import WORD, Snapshot, changed_words, pointers
+from mcp_notebook.postcell import nsdiff, nswatch
+from mcp_notebook.postcell.nsdiff import WORD, Snapshot, changed_words, pointers
 from mcp_notebook.providers.variables import VariablesProvider
 from mcp_notebook.redact import DEFAULT_SECRET_WORDS, NameFilter
 from mcp_notebook.resources import LIST_CHANGED, UPDATED, Resources

@@ -1,4 +1,4 @@
-"""Reading the namespace dict's own entry table (providers/dict_table.py, nswatch.py): exact answers
+"""Reading the namespace dict's own entry table (postcell/dict_table.py, nswatch.py): exact answers
 under random cells, no crash and no lost name while another thread changes the dict, a copy that
 cannot fault, and the listing way whenever the table cannot be trusted."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kernel_harness import Kernel
 
-from mcp_notebook.providers import dict_table, nswatch
-from mcp_notebook.providers.nswatch import NamespaceWatch
+from mcp_notebook.postcell import dict_table, nswatch
+from mcp_notebook.postcell.nswatch import NamespaceWatch
 
 pytestmark = pytest.mark.skipif(dict_table.new_reader() is None, reason="dict tables are not read directly here")
 

@@ -29,8 +29,8 @@ from kernel_harness import Kernel
 from sdk import connect
 
 from mcp_notebook import portable, runtime
-from mcp_notebook.kernels.naming import notebook_stem
-from mcp_notebook.providers import dict_table
+from mcp_notebook.allkernels.naming import notebook_stem
+from mcp_notebook.postcell import dict_table
 from mcp_notebook.transport import busy_poll, loop
 
 LINUX_CPYTHON = sys.platform.startswith("linux") and sys.implementation.name == "cpython"

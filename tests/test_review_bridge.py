@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from mcp_notebook.bridge import Bridge
-from mcp_notebook.hub_selection import Selector
+from mcp_notebook.bridge.hub_selection import Selector
+from mcp_notebook.bridge.stdio import Bridge
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources

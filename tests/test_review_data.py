@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from mcp_notebook.capture import CellCapture
-from mcp_notebook.config import MCPHub
+from mcp_notebook.inkernel.config import MCPHub
 from mcp_notebook.providers.base import ResourceReadError
 from mcp_notebook.providers.cells import CellsProvider
 from mcp_notebook.providers.custom import CustomProvider, make_registration

@@ -10,7 +10,7 @@ from typing import Any
 
 from test_protocol import META, STATELESS, TOKEN, req, rpc
 
-from mcp_notebook import clients_config as cc
+from mcp_notebook.commands import clients_config as cc
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources

@@ -341,7 +341,7 @@ def test_hub_going_away_ends_the_stream_and_a_new_hub_is_found(server, kernel):
 def bridge_params(server: JupyterServer, *args: str, token: str = TOKEN) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "mcp_notebook.cli", "bridge", "--server", server.url, *args],
+        args=["-m", "mcp_notebook.commands.cli", "bridge", "--server", server.url, *args],
         env={"MCP_NOTEBOOK_SERVER_TOKEN": token, "JUPYTER_RUNTIME_DIR": "/nonexistent-runtime-dir"},
     )
 
@@ -398,7 +398,7 @@ def leaves(exc: BaseException) -> list[str]:
 def test_bridge_server_without_a_token_exits(server):
     env = {k: v for k, v in os.environ.items() if k not in ("MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN")}
     proc = subprocess.run(
-        [sys.executable, "-m", "mcp_notebook.cli", "bridge", "--server", server.url],
+        [sys.executable, "-m", "mcp_notebook.commands.cli", "bridge", "--server", server.url],
         env=env,
         input=b"",
         capture_output=True,
@@ -408,7 +408,7 @@ def test_bridge_server_without_a_token_exits(server):
 
 
 def test_list_server(server, kernel, monkeypatch, capsys):
-    from mcp_notebook.cli import main
+    from mcp_notebook.commands.cli import main
 
     monkeypatch.setenv("MCP_NOTEBOOK_SERVER_TOKEN", TOKEN)
     assert main(["list", "--server", server.url]) == 0
@@ -422,7 +422,7 @@ def test_list_server(server, kernel, monkeypatch, capsys):
 
 
 def test_config_server_writes_http_and_bridge_entries(server, kernel, tmp_path, monkeypatch, capsys):
-    from mcp_notebook.cli import main
+    from mcp_notebook.commands.cli import main
 
     monkeypatch.setenv("MCP_NOTEBOOK_SERVER_TOKEN", TOKEN)
     # printed: the token is masked

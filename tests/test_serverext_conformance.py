@@ -58,7 +58,7 @@ def test_inspector_through_jupyter_server(jupyter: tuple[JupyterServer, str], vi
     if via == "http":
         where = [server.mcp_url(kid), "--header", f"Authorization: token {TOKEN}"]
     else:
-        bridge = [sys.executable, "-m", "mcp_notebook.cli", "bridge", "--server", server.url, "--kernel", kid]
+        bridge = [sys.executable, "-m", "mcp_notebook.commands.cli", "bridge", "--server", server.url, "--kernel", kid]
         where = ["-e", f"MCP_NOTEBOOK_SERVER_TOKEN={TOKEN}", "--", *bridge]
     listed = inspector("--method", "resources/list", *where)
     assert "nb://vars/inspected_remote" in {r["uri"] for r in listed["resources"]}

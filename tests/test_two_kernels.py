@@ -25,7 +25,7 @@ def test_list_shows_both_and_bridge_picks_by_notebook(tmp_path):
         a.run("only_in_a = 'alpha'")
         b.run("only_in_b = 'beta'")
         listed = subprocess.run(
-            [sys.executable, "-m", "mcp_notebook.cli", "list", "--json"],
+            [sys.executable, "-m", "mcp_notebook.commands.cli", "list", "--json"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -38,7 +38,7 @@ def test_list_shows_both_and_bridge_picks_by_notebook(tmp_path):
         assert a_info["token"] not in listed.stdout and b_info["token"] not in listed.stdout
 
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "mcp_notebook.cli", "bridge", "--notebook", a_path], env=env
+            command=sys.executable, args=["-m", "mcp_notebook.commands.cli", "bridge", "--notebook", a_path], env=env
         )
 
         async def go():

@@ -232,7 +232,7 @@ def test_in_process_custom_resources_render_tables_and_images(shell):
 
 def test_in_process_recent_notifications_are_bounded(shell):
     import mcp_notebook
-    from mcp_notebook.activity import MAX_RECENT, recent_notifications
+    from mcp_notebook.inkernel.activity import MAX_RECENT, recent_notifications
 
     hub = mcp_notebook.hub().resources
     log = recent_notifications(hub)

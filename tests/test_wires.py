@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from mcp_notebook import bridge
-from mcp_notebook.kernels import upstream
+from mcp_notebook.allkernels import upstream
+from mcp_notebook.bridge import stdio as bridge
 from mcp_notebook.protocol import stateless, wire_sse, wire_stateless
 from mcp_notebook.protocol.streams import Stream
-from mcp_notebook.serverext import channel, wires
+from mcp_notebook.serverext import control_client as channel
+from mcp_notebook.serverext import wires
 from mcp_notebook.transport import control, control_wire
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcp_notebook"

@@ -1,7 +1,7 @@
 """Sphinx directive ``traitlets-config``: the configuration reference of a traitlets class, read
 from the class itself at build time (never retyped).
 
-    ```{traitlets-config} mcp_notebook.config.MCPHub
+    ```{traitlets-config} mcp_notebook.inkernel.config.MCPHub
     ```
 
 emits, for every trait tagged ``config=True``, its ``c.Class.name`` line with an anchor

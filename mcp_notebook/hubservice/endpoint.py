@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from tornado import web
 
-from ..kernels.front import KernelsFront
-from ..kernels.sse_replies import SseReplies
+from ..allkernels.front import KernelsFront
+from ..allkernels.sse_replies import SseReplies
 from ..protocol.exchange import HttpReply, HttpRequest
 from .config import SCOPE
 from .oauth import Server

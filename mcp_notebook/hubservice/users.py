@@ -19,9 +19,9 @@ import urllib.request
 from typing import Any
 from urllib.parse import quote
 
-from ..kernels.directory import KernelEntry
-from ..kernels.provider import KernelsProvider
-from ..kernels.upstream import HubAddress
+from ..allkernels.directory import KernelEntry
+from ..allkernels.provider import KernelsProvider
+from ..allkernels.upstream import HubAddress
 from ..types import ResourceReadError
 
 log = logging.getLogger(__name__)

@@ -35,8 +35,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..guard import RenderTimeout, call_guarded
 from ..redact import mask_secrets
-from ..render import RenderTimeout, call_guarded, safe_str, type_name
+from ..render import safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError

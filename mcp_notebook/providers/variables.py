@@ -15,14 +15,15 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
+from ..guard import RenderTimeout, call_guarded
+from ..postcell.nswatch import NamespaceWatch
 from ..redact import REDACTOR, NameFilter, mask_secrets
-from ..render import RenderTimeout, bounded_repr, call_guarded, safe_str, type_name
+from ..render import bounded_repr, safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import base, structured
 from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
 from .exposure import ExposureRules
-from .nswatch import NamespaceWatch
 from .optional import missing_package
 
 PREFIX = "nb://vars"

@@ -2,7 +2,7 @@
 Jupyter's auth; and ``{base_url}mcp-notebook/focus``, where the JupyterLab extension reports the
 notebook the user looks at (its kernel becomes the one bare URIs address).
 
-The front (mcp_notebook.kernels) runs in the server process, one per server, started at its first
+The front (mcp_notebook.allkernels) runs in the server process, one per server, started at its first
 request; this module is its carrier over tornado (DESIGN, "Carriers"): Jupyter authenticates,
 the request goes to ``McpServer.handle`` on a worker thread, streams are written as SSE.
 """
@@ -17,12 +17,12 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..kernels.directory import KernelEntry, write_focus
-from ..kernels.front import KernelsFront
-from ..kernels.sse_replies import SseReplies
-from ..kernels.upstream import HubAddress
+from ..allkernels.directory import KernelEntry, write_focus
+from ..allkernels.front import KernelsFront
+from ..allkernels.sse_replies import SseReplies
+from ..allkernels.upstream import HubAddress
 from ..protocol.exchange import HttpReply, HttpRequest
-from .channel import LoopBridge
+from .control_client import LoopBridge
 from .handlers import McpProxyHandler, _Base
 from .hubs import HubFinder
 

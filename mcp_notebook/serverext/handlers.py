@@ -18,7 +18,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..transport.client import UpstreamError, UpstreamResponse, request
-from .channel import ChannelResponse, KernelChannel
+from .control_client import ChannelResponse, KernelChannel
 from .hubs import HubAddress, HubFinder, HubUnavailable
 
 AUTH_RESOURCE = "kernels"

@@ -4,7 +4,7 @@ A hub writes ``mcp-notebook-<kernel id>.json`` (mode 0600) into Jupyter's runtim
 directory that also holds the kernel's connection file. The server looks there, and only for
 kernels its own kernel manager knows, so a URL can never reach a hub of another server's kernel.
 A kernel on another host (a gateway, a remote provisioner) writes its file on that host: its hub
-is reached over the kernel's control channel instead (channel.py), the carrier chosen per kernel
+is reached over the kernel's control channel instead (bridge/claude_push.py), the carrier chosen per kernel
 (``c.MCPNotebookProxy.carrier``: auto, tcp or control).
 """
 
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from ..runtime import PREFIX, HubRecord, pid_alive
 from ..transport.client import UpstreamError
-from .channel import LISTING_NO_HUB_SECONDS, KernelChannel, NoHub
+from .control_client import LISTING_NO_HUB_SECONDS, KernelChannel, NoHub
 from .wires import GatewayWire, Wire, ZmqWire
 
 IDLE_WIRE_SECONDS = 600.0  # a kernel's control connection unused this long is closed (reopened on use)

@@ -1,7 +1,7 @@
 """How the server extension reaches a kernel's control channel: through the kernel gateway's
 websocket (a ``--gateway-url`` server), or over ZeroMQ with the kernel manager's connection info
 (a kernel of this server whose provisioner puts it elsewhere). Both only carry messages; what they
-mean is channel.py's business.
+mean is bridge/claude_push.py's business.
 
 The gateway's websocket also carries every IOPub message of the kernel; a message is parsed only
 when its text names one of our reply types, so cell outputs cost a substring search.

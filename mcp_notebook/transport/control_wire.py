@@ -1,5 +1,5 @@
 """The control-channel wire (docs/DESIGN.md, "Kernels anywhere"): message names and timing, one
-module for the hub's side (transport/control.py) and the server's (serverext/channel.py, wires.py).
+module for the hub's side (transport/control.py) and the server's (serverext/control_client.py, wires.py).
 """
 
 from __future__ import annotations

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import lifecycle
+from ..inkernel import lifecycle
 
 __all__ = ["browser", "panel", "watch"]
 
 
 def _views() -> Any:
     try:
-        from . import views
+        from . import panels as views
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("mcp_notebook's views need ipywidgets: pip install 'ipywidgets>=8'") from exc
     return views

@@ -52,7 +52,7 @@ def mcp_magic(line: str) -> None:
     elif cmd in ("panel", "browse"):
         from IPython.display import display
 
-        from . import widgets
+        from .. import widgets
 
         view = widgets.panel() if cmd == "panel" else widgets.browser(*args[:2])
         display(view)
@@ -92,7 +92,7 @@ def status(kernel_hub: Any) -> str:
 
 def autoload_line() -> str:
     """Whether new kernels of this environment (or this profile) load the extension by themselves."""
-    from .autoload import running_kernel_state
+    from ..commands.autoload import running_kernel_state
 
     on = [state for state in running_kernel_state() if state.enabled]
     if on:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from traitlets import Bool, Enum, Float, Int, List, Unicode, validate
 from traitlets.config import Configurable
 
-from .redact import DEFAULT_SECRET_WORDS
+from ..redact import DEFAULT_SECRET_WORDS
 
 
 class MCPHub(Configurable):

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
+from ..runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
 
 POLL_SECONDS = 0.25
 

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .kernels.naming import KERNELS_URI, split
-from .kernels.upstream import HubAddress, Listens
-from .redact import mask_secrets
+from ..allkernels.naming import KERNELS_URI, split
+from ..allkernels.upstream import HubAddress, Listens
+from ..redact import mask_secrets
 
 CAPABILITY = "claude/channel"
 METHOD = "notifications/claude/channel"
@@ -39,7 +39,7 @@ def _canonical(uri: str) -> str:
     return uri.split("?", 1)[0].split("#", 1)[0]
 
 
-class Channel:
+class ClaudePush:
     """The channel side of a bridge: sees its traffic both ways and writes events through it."""
 
     def __init__(self, write: Callable[[dict[str, Any]], None], hub: Callable[[], HubAddress | None]):

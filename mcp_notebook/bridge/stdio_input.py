@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from .protocol.jsonrpc import INVALID_REQUEST, RequestId, RpcError, error, parse_body, request_id_of, to_message
+from ..protocol.jsonrpc import INVALID_REQUEST, RequestId, RpcError, error, parse_body, request_id_of, to_message
 
 MAX_INFLIGHT = 32  # requests answered at once (each on its own thread); more wait in a queue
 MAX_WAITING = 1024  # requests queued behind those; beyond, answered "busy" at once

@@ -24,8 +24,8 @@ import threading
 import warnings
 from typing import Any
 
+from ..version import __version__
 from . import lifecycle
-from .version import __version__
 
 TARGET = "mcp_notebook.document"
 STATE_DELAY = 0.4  # seconds: hub events within this window make one state push
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 class Link:
     """One comm from one notebook view; remembers what it pushed last (replayed to a restarted hub)."""
 
-    def __init__(self, channel: FrontendChannel, comm: Any, path: str | None):
+    def __init__(self, channel: LabComm, comm: Any, path: str | None):
         self.channel = channel
         self.comm = comm
         self.path = path
@@ -57,7 +57,7 @@ class Link:
         """
         if self.closed:
             return
-        from .redact import REDACTOR
+        from ..redact import REDACTOR
 
         data = REDACTOR.mask_obj(data)  # client names, subscribed URIs, error texts: masked like any exit
         try:
@@ -89,7 +89,7 @@ class Link:
         self.channel.drop(self)
 
 
-class FrontendChannel:
+class LabComm:
     """All open links, the hub they feed, and throttled state pushes."""
 
     def __init__(self) -> None:
@@ -349,8 +349,8 @@ class FrontendChannel:
 
 def hub_state(kh: Any) -> dict[str, Any]:
     """What the panel shows, as plain JSON: never the token."""
-    from .clients_config import setup_lines
-    from .revisions import ALL_VERSIONS
+    from ..commands.clients_config import setup_lines
+    from ..revisions import ALL_VERSIONS
 
     state: dict[str, Any] = {
         "running": kh is not None,
@@ -418,4 +418,4 @@ def _comm_manager(shell: Any) -> Any:
         return None
 
 
-CHANNEL = FrontendChannel()
+LAB_COMM = LabComm()

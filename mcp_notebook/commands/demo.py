@@ -9,7 +9,7 @@ import time
 import urllib.request
 from typing import Any
 
-from .protocol.wire_stateless import named_header
+from ..protocol.wire_stateless import named_header
 
 SAMPLE_CELLS = [
     "%load_ext mcp_notebook",
@@ -147,7 +147,7 @@ def _stop_on_sigterm() -> Any:
 
 def _hub_info(pid: int | None, timeout: float = 30.0) -> dict[str, Any]:
     """The demo kernel's runtime file (found by its pid): the token is read from there, never printed in a cell."""
-    from .runtime import discover
+    from ..runtime import discover
 
     deadline = time.monotonic() + timeout
     while True:

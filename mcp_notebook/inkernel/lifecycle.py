@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .kernel import KernelHub
+    from .kernel_hub import KernelHub
 
 Follower = tuple[Callable[["KernelHub"], None], Callable[["KernelHub"], None]]
 
@@ -30,7 +30,7 @@ def start(shell: Any) -> KernelHub:
     if _current is not None and _current.running:
         print(f"mcp-notebook is already serving at {_current.url}")
         return _current
-    from .kernel import KernelHub  # the protocol, transport and providers load with the first hub
+    from .kernel_hub import KernelHub  # the protocol, transport and providers load with the first hub
 
     kernel_hub = KernelHub(shell)
     kernel_hub.start()

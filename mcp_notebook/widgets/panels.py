@@ -1,7 +1,7 @@
 """ipywidgets views of the hub: the panel, the resource browser and a single watched resource.
 
 Each view is a VBox built from the hub's own state. Hub notifications and server activity reach
-it through :class:`~mcp_notebook.activity.MainThread`, so widgets only change on the
+it through :class:`~mcp_notebook.inkernel.activity.MainThread`, so widgets only change on the
 kernel's main thread. ``close()`` releases what the view holds (hub watches, listeners, hooks).
 Every view also has a plain-text summary for frontends without widgets.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import ipywidgets as W
 
-from .. import lifecycle
-from ..activity import MainThread, listen_rows, recent_notifications, session_rows
+from ..inkernel import lifecycle
+from ..inkernel.activity import MainThread, listen_rows, recent_notifications, session_rows
 from ..resources import LIST_CHANGED, UPDATED
 from ..revisions import ALL_VERSIONS
 from ..types import Contents

@@ -14,31 +14,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import portable
+from .. import portable
+from ..budget import Limits
+from ..capture import CellCapture
+from ..logs import HubLog, log
+from ..protocol.server import McpServer, ServerSettings
+from ..providers.cells import CellsProvider
+from ..providers.custom import CUSTOM
+from ..providers.databases import DatabasesProvider
+from ..providers.diffs import DiffsProvider
+from ..providers.frames import FramesProvider
+from ..providers.history import HistoryProvider
+from ..providers.kernel_info import KernelProvider
+from ..providers.lineage import Lineage
+from ..providers.notebook import NotebookProvider
+from ..providers.variables import VariablesProvider
+from ..providers.views import ViewsProvider
+from ..redact import REDACTOR, NameFilter
+from ..resources import Resources
+from ..revisions import ALL_VERSIONS
+from ..runtime import log_path, remove_runtime_file, sweep, write_runtime_file
+from ..transport.control import ControlCarrier
+from ..transport.server import HttpTransport
+from ..version import __version__
 from .activity import recent_notifications
-from .budget import Limits
-from .capture import CellCapture
 from .config import MCPHub
-from .logs import HubLog, log
-from .protocol.server import McpServer, ServerSettings
-from .providers.cells import CellsProvider
-from .providers.custom import CUSTOM
-from .providers.databases import DatabasesProvider
-from .providers.diffs import DiffsProvider
-from .providers.frames import FramesProvider
-from .providers.history import HistoryProvider
-from .providers.kernel import KernelProvider
-from .providers.lineage import Lineage
-from .providers.notebook import NotebookProvider
-from .providers.variables import VariablesProvider
-from .providers.views import ViewsProvider
-from .redact import REDACTOR, NameFilter
-from .resources import Resources
-from .revisions import ALL_VERSIONS
-from .runtime import log_path, remove_runtime_file, sweep, write_runtime_file
-from .transport.control import ControlCarrier
-from .transport.server import HttpTransport
-from .version import __version__
 
 
 class ConnectionInfo(dict):
@@ -389,7 +389,7 @@ def _log_path(key: str) -> Path | None:
 
 
 def _is_loopback(host: str) -> bool:
-    from .protocol.security import is_loopback_host
+    from ..protocol.security import is_loopback_host
 
     return is_loopback_host(host)
 

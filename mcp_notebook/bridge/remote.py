@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bridge import Bridge
+from ..runtime import HubRecord, select
 from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector
-from .runtime import HubRecord, select
+from .stdio import Bridge
 
 TOKEN_ENVS = ("MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN")
 LIST_TIMEOUT = 15.0

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from .channel import Channel
+from ..allkernels.upstream import HubAddress
+from ..protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
+from ..protocol.jsonrpc import dumps
+from ..protocol.wire_sse import SseParser
+from ..protocol.wire_stateless import request_headers
+from ..runtime import HubRecord
+from .claude_push import ClaudePush
 from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector
-from .kernels.upstream import HubAddress
-from .protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
-from .protocol.jsonrpc import dumps
-from .protocol.wire_sse import SseParser
-from .protocol.wire_stateless import request_headers
-from .runtime import HubRecord
 from .stdio_input import MAX_INFLIGHT, MAX_WAITING, Oversize, RequestPool, check, decode, oversize_error, read_lines
 
 NO_HUB = -32000  # implementation-defined range
@@ -140,7 +140,7 @@ class Bridge:
         # stateless-era listen streams: request id -> open connection
         self._listens: dict[Any, http.client.HTTPConnection | None] = {}
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
-        self.channel: Channel | None = Channel(self.write, self._channel_hub) if channel else None
+        self.channel: ClaudePush | None = ClaudePush(self.write, self._channel_hub) if channel else None
 
     def _channel_hub(self) -> HubAddress | None:
         """Where the channel watches what the session read: the hub (or front) it talks to."""
@@ -561,11 +561,11 @@ def run_bridge(
     notebook: str | None, kernel: str | None, reconnect_timeout: float, latest: bool = False, channel: bool = False
 ) -> int:
     """Bridge stdio to one kernel's hub (a selector, or ``latest``), else to every kernel: a front
-    in this process (mcp_notebook.kernels) on a private loopback port, its token never written."""
+    in this process (mcp_notebook.allkernels) on a private loopback port, its token never written."""
     if notebook or kernel or latest:
         return Bridge(Selector(notebook, kernel), reconnect_timeout=reconnect_timeout, channel=channel).run()
-    from .kernels.directory import LocalDirectory
-    from .kernels.front import KernelsFront
+    from ..allkernels.directory import LocalDirectory
+    from ..allkernels.front import KernelsFront
 
     front = KernelsFront(LocalDirectory())
     try:

@@ -14,9 +14,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..runtime import discover, runtime_dir
+from ..version import __version__
 from . import autoload
-from .runtime import discover, runtime_dir
-from .version import __version__
 
 CORE = ("ipykernel", "ipython", "traitlets", "pydantic", "jupyter_core", "narwhals", "uvloop")
 OPTIONAL = (

@@ -17,8 +17,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _list_remote(args: argparse.Namespace) -> int:
     """``list --server URL``: the kernels with a hub on a Jupyter server (its extension's listing)."""
-    from .hub_selection import NoHub
-    from .remote import RemoteSelector, TokenError, read_token, server_base
+    from ..bridge.hub_selection import NoHub
+    from ..bridge.remote import RemoteSelector, TokenError, read_token, server_base
 
     try:
         selector = RemoteSelector(server=server_base(args.server), token=read_token(args.token_file))
@@ -45,7 +45,7 @@ def _list_remote(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     if getattr(args, "server", None):
         return _list_remote(args)
-    from .runtime import discover, runtime_dir
+    from ..runtime import discover, runtime_dir
 
     records = discover(clean=not args.keep_stale)
     if args.json:
@@ -66,7 +66,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _bridge(args: argparse.Namespace) -> int:
     if args.server:
-        from .remote import TokenError, run_remote_bridge
+        from ..bridge.remote import TokenError, run_remote_bridge
 
         try:
             return run_remote_bridge(
@@ -81,16 +81,16 @@ def _bridge(args: argparse.Namespace) -> int:
         except (TokenError, ValueError) as exc:
             print(f"mcp-notebook bridge: {exc}", file=sys.stderr)
             return 2
-    from .bridge import run_bridge
+    from ..bridge.stdio import run_bridge
 
     return run_bridge(args.notebook, args.kernel, args.reconnect_timeout, latest=args.latest, channel=args.channel)
 
 
 def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
     """The entry for a kernel on a remote Jupyter server (``--server``), through its server extension."""
+    from ..bridge.hub_selection import NoHub
+    from ..bridge.remote import TOKEN_ENVS, RemoteSelector, read_token, server_base
     from . import clients_config as cc
-    from .hub_selection import NoHub
-    from .remote import TOKEN_ENVS, RemoteSelector, read_token, server_base
 
     server = server_base(args.server)
     token = read_token(args.token_file)
@@ -124,8 +124,8 @@ def _bridge_selection(args: argparse.Namespace) -> list[str]:
 
 
 def _config(args: argparse.Namespace) -> int:
+    from ..bridge.hub_selection import NoHub, Selector
     from . import clients_config as cc
-    from .hub_selection import NoHub, Selector
 
     if args.channel and (args.host != "claude-code" or args.http):
         print("mcp-notebook config: --channel is for Claude Code's stdio bridge (no --http)", file=sys.stderr)
@@ -133,7 +133,7 @@ def _config(args: argparse.Namespace) -> int:
     selection = _bridge_selection(args)
     try:
         if args.server:
-            from .remote import TokenError
+            from ..bridge.remote import TokenError
 
             try:
                 server = _remote_config(args, selection)
@@ -371,7 +371,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
