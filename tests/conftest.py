@@ -96,3 +96,15 @@ def mcp(hub: dict[str, Any]) -> Iterator[Mcp]:
         yield client
     finally:
         client.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test's report carries the tails of the live servers' and hubs' logs (live_logs.py)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        import live_logs
+
+        for title, text in live_logs.tails():
+            report.sections.append((title, text))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import live_logs
 from jupyter_client import BlockingKernelClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +83,7 @@ class JupyterServer:
         args.extend(extra_args)
         self.log = open(base / "server.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.root))
+        live_logs.register(self, "jupyter server", Path(self.log.name), runtime=self.runtime)
         self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"token {token}"}, timeout=60)
         self.clients: list[BlockingKernelClient] = []
         self._wait_ready()
@@ -145,6 +147,7 @@ class JupyterServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+        live_logs.unregister(self)
         self.log.close()
 
 

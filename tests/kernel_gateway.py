@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import live_logs
 from jserver import free_port
 
 
@@ -56,6 +57,7 @@ class KernelGateway:
         self.proc = subprocess.Popen(
             args, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.dirs["root"])
         )
+        live_logs.register(self, "kernel gateway", Path(self.log.name), runtime=self.dirs["runtime"])
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60) -> None:
@@ -89,6 +91,7 @@ class KernelGateway:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+        live_logs.unregister(self)
         self.log.close()
 
 
