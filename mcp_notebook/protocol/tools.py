@@ -207,9 +207,10 @@ class Tools:
         if not isinstance(name, str):
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: name (string) is required")
         apps = ctx.apps
-        tool, handler = self._tools.get(name, (None, None))
-        if tool is None or handler is None or (tool.view is not None and not apps):
+        entry = self._tools.get(name)
+        if entry is None or (entry[0].view is not None and not apps):  # a view's tool: Apps clients only
             raise RpcError(rpc.INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
+        tool, handler = entry
         try:
             args = check_arguments(tool.schema, params.get("arguments"))
             client = self.watches.client(ctx.client_key)
