@@ -99,6 +99,8 @@ class Resources:
         self._settled = threading.Condition()
         # The hub's number of the cell that just ran (nb://cells/{seq}), for the journal; set by the hub.
         self.cell_of: Callable[[], int | None] = lambda: None
+        # The URI of such a number (the hub's nb://cells/{seq}), for the cells changes_since names; set by the hub.
+        self.cell_uri: Callable[[int], str] = str
         # Told of watched URIs an exact check found changed (in place), with the cell that changed them.
         self.on_exact: Callable[[tuple[str, ...], int | None], None] | None = None
 

@@ -15,7 +15,7 @@ from control_peer import ControlPeer, body_of, status_of
 
 from mcp_notebook.protocol.server import HttpRequest, McpServer, ServerSettings
 from mcp_notebook.protocol.tools import TOOLS
-from mcp_notebook.protocol.view_tools import VIEW_TOOLS
+from mcp_notebook.providers.nb_tools import VIEW_TOOLS, add_nb_tools
 from mcp_notebook.resources import Resources
 from mcp_notebook.transport.control import MAX_IN_FLIGHT, MAX_STREAMS
 
@@ -32,6 +32,7 @@ META = {
 @pytest.fixture(scope="module")
 def server() -> Any:
     s = McpServer(Resources([]), ServerSettings(token=TOKEN))
+    add_nb_tools(s.tools)  # as the hub and the front compose theirs
     yield s
     s.close()
 

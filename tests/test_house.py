@@ -52,13 +52,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.exchange",),
     ("protocol.tool_watch",),
     ("protocol.tool_spec",),
-    ("protocol.view_tools",),
     ("protocol.tools",),
     ("protocol.core",),
     ("protocol.handshake", "protocol.stateless"),
     ("protocol.fast_read",),
     ("protocol.families",),
     ("protocol.server", "protocol"),
+    # The tools over the nb:// resources (the Apps views' tools, the notebook's words for the generic
+    # ones): registered where a server is composed; above the protocol room, which cannot import them.
+    ("providers.nb_tools",),
     ("transport.http11", "transport.busy_poll", "transport.loop", "transport.client", "transport.control_wire"),
     ("transport.heads",),
     ("transport.connection", "transport.control"),
@@ -234,6 +236,26 @@ def test_the_mcp_word_check_sees_a_leak():
     for leak in ('fields["mcp-name"] = uri', "b'\"jsonrpc\"'", "if b'\"id\"' in body:", "# resources/read"):
         assert MCP_WORDS.search(leak), leak
     assert not MCP_WORDS.search('name="mcp-notebook-http"')
+
+
+# The kernel's domain (its nb:// URIs, the providers that serve them) stays out of the protocol room:
+# the tools that name or read those URIs (providers/nb_tools.py) are registered where a server is
+# composed. Generic URI schemes (ui://, the Apps views' scheme) are protocol words.
+DOMAIN_URI = re.compile(r"nb://")
+
+
+def test_protocol_knows_no_kernel_uri():
+    leaks = [
+        f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for path in sorted((PACKAGE / "protocol").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if DOMAIN_URI.search(line)
+    ]
+    assert leaks == []
+    into_nb_tools = sorted(
+        m for m, targets in GRAPH.items() if m.startswith("protocol") and "providers.nb_tools" in targets
+    )
+    assert into_nb_tools == []
 
 
 def test_every_module_is_named_in_designs_house_tree():

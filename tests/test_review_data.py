@@ -30,7 +30,10 @@ def _filter() -> NameFilter:
 def _hub(ns: dict) -> tuple[Resources, VariablesProvider, list]:
     limits = MCPHub()
     variables = VariablesProvider(ns, {}, _filter, limits)
-    hub = Resources([variables, FramesProvider(variables, limits)])
+    frames = FramesProvider(variables, limits)
+    variables.row_extras.append(frames.index_links)  # wired as the kernel's hub wires them
+    variables.repr_overrides.append(frames.engine_repr)
+    hub = Resources([variables, frames])
     events: list = []
     hub.add_listener(lambda kind, uris: events.append((kind, uris)))
     return hub, variables, events

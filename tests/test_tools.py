@@ -117,3 +117,37 @@ def test_stateless_tools_headers_and_cache_hints(hub):
         assert wrong.status_code == 400 and wrong.json()["error"]["code"] == -32020
     finally:
         mcp.close()
+
+
+APPS = {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
+
+
+def test_tools_are_one_table_that_composition_sites_fill():
+    """The protocol's tools know no notebook: a bare server lists the three generic tools in generic
+    words and no view tool, even to an Apps client; add_nb_tools (what the hub and the front call)
+    gives the notebook's words and the views' tools; a taken name, or words that change a tool's
+    arguments, are refused."""
+    from mcp_notebook.protocol.exchange import Ctx
+    from mcp_notebook.protocol.server import McpServer, ServerSettings
+    from mcp_notebook.protocol.tool_spec import Tool, schema_of
+    from mcp_notebook.providers.nb_tools import NB_WORDS, VIEW_TOOLS, add_nb_tools
+    from mcp_notebook.resources import Resources
+
+    server = McpServer(Resources([]), ServerSettings(token="t"))
+    try:
+        apps = Ctx("2026-07-28", meta={"io.modelcontextprotocol/clientCapabilities": APPS})
+        listed = server.tools.list_tools(apps, {})["tools"]
+        assert [t["name"] for t in listed] == ["list_resources", "read_resource", "changes_since"]
+        assert "nb://" not in json.dumps(listed)
+        add_nb_tools(server.tools)
+        listed = server.tools.list_tools(apps, {})["tools"]
+        assert [t["name"] for t in listed] == [t.name for t in (*NB_WORDS, *VIEW_TOOLS)]
+        assert [t["description"] for t in listed[:3]] == [t.description for t in NB_WORDS]
+        plain = server.tools.list_tools(Ctx("2026-07-28"), {})["tools"]
+        assert [t["name"] for t in plain] == [t.name for t in NB_WORDS]  # view tools: Apps clients only
+        with pytest.raises(ValueError, match="already registered"):
+            server.tools.add(VIEW_TOOLS[0], lambda version, args, client: {"content": []})
+        with pytest.raises(ValueError, match="not arguments"):
+            server.tools.describe(Tool("read_resource", "Read", "Read one.", schema_of({"path": {"type": "string"}})))
+    finally:
+        server.close()

@@ -7,6 +7,7 @@ import secrets
 
 from ..protocol.exchange import ServerSettings
 from ..protocol.server import McpServer
+from ..providers.nb_tools import add_nb_tools
 from ..providers.views import ViewsProvider
 from ..resources import Resources
 from ..transport.server import HttpTransport
@@ -37,6 +38,7 @@ class KernelsFront:
             token=token or secrets.token_urlsafe(32),
         )
         self.server = McpServer(self.resources, self.settings)
+        add_nb_tools(self.server.tools)  # the nb:// words and the Apps views' tools (qualified URIs pass)
         self.transport: HttpTransport | None = None
 
     def serve_http(self, host: str = "127.0.0.1", port: int = 0) -> str:

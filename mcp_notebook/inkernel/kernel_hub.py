@@ -19,7 +19,7 @@ from ..budget import Limits
 from ..capture import CellCapture
 from ..logs import HubLog, log
 from ..protocol.server import McpServer, ServerSettings
-from ..providers.cells import CellsProvider
+from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
 from ..providers.databases import DatabasesProvider
 from ..providers.diffs import DiffsProvider
@@ -27,6 +27,7 @@ from ..providers.frames import FramesProvider
 from ..providers.history import HistoryProvider
 from ..providers.kernel_info import KernelProvider
 from ..providers.lineage import Lineage
+from ..providers.nb_tools import add_nb_tools
 from ..providers.notebook import NotebookProvider
 from ..providers.variables import VariablesProvider
 from ..providers.views import ViewsProvider
@@ -70,8 +71,7 @@ class KernelHub:
         self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
         self.resources.add_provider(KernelProvider(self.summary, self.resources.facts, self.resources.variable_name))
         self.resources.add_provider(self.variables)
-        self.resources.add_provider(FramesProvider(self.variables, cfg))
-        self.resources.add_provider(DatabasesProvider(self.variables, cfg))
+        self._add_tables(cfg)
         self.capture = CellCapture(shell, cfg)
         cells = CellsProvider(self.capture, cfg)
         self.resources.add_provider(cells)
@@ -81,6 +81,7 @@ class KernelHub:
         self.resources.add_provider(ViewsProvider())  # the MCP Apps views (listed to Apps clients only)
         self.resources.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
         self.server = McpServer(self.resources, self._settings())
+        add_nb_tools(self.server.tools)  # the nb:// words of the tools and the Apps views' tools
         self.transport: HttpTransport | None = None
         self.control: ControlCarrier | None = None
         self.runtime_file: Path | None = None
@@ -88,6 +89,15 @@ class KernelHub:
         self.log: HubLog | None = None
         self._sigterm: Any = None  # our SIGTERM handler while installed
         self._previous_sigterm: Any = None
+
+    def _add_tables(self, cfg: Limits) -> None:
+        """Frames and databases over the variables, each adding its links to nb://vars rows."""
+        frames = FramesProvider(self.variables, cfg)
+        databases = DatabasesProvider(self.variables, cfg)
+        self.variables.row_extras += [frames.index_links, databases.index_links]
+        self.variables.repr_overrides.append(frames.engine_repr)  # a lazy frame's repr may run its query
+        self.resources.add_provider(frames)
+        self.resources.add_provider(databases)
 
     def _add_lineage(self, shell: Any, cells: CellsProvider) -> None:
         """Lineage, diffs and earlier sessions (docs/DESIGN.md, "Lineage and history")."""
@@ -99,6 +109,7 @@ class KernelHub:
         self.variables.var_extras.append(self.lineage.var_fields)
         cells.cell_extras += [self.lineage.cell_fields, diffs.cell_fields]
         resources.cell_of = lambda: capture.last.seq if capture.last is not None else None
+        resources.cell_uri = cell_uri
         resources.on_exact = self.lineage.in_place
         for provider in (self.lineage, diffs, self.history):
             resources.add_provider(provider)

@@ -1,14 +1,20 @@
 """What a tool is to clients: its name, title, description, input schema and, for a view's tool,
-the ``ui://`` view a host renders its result in (shared by tools.py and view_tools.py)."""
+the ``ui://`` view a host renders its result in; and what runs it (a :data:`Handler`). The
+protocol's own tools are in tools.py; others (the Apps views' tools, providers/nb_tools.py)
+are registered with ``Tools.add`` where a server is composed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..revisions import knows
 
 MAX_RESULT_SIZE = "anthropic/maxResultSizeChars"  # Claude Code's per-tool result size (see budget.py)
+# A tool's handler: (revision, arguments checked against its schema, the calling client's watches)
+# -> its result; "structured"/"brief" callables in it become structuredContent for Apps clients.
+Handler = Callable[[str, dict[str, Any], Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -17,7 +23,7 @@ class Tool:
     title: str
     description: str
     schema: dict[str, Any]
-    view: str | None = None  # the ui:// resource a host renders the result in
+    view: str | None = None  # the ui:// resource a host renders the result in (listed to Apps clients only)
 
     def to_json(self, version: str, max_result_chars: int | None = None) -> dict[str, Any]:
         """The tool as listed; ``max_result_chars``: the size its results may reach, declared where

@@ -4,6 +4,10 @@ They serve the same resources as the resource methods, with the same bounds and 
 the resources they mention: ``resource_link`` content items for revisions that know them
 (2025-06-18+), a text line otherwise. Bad arguments give ``isError`` results, an unknown tool a
 JSON-RPC error (-32602), as the spec asks.
+
+Tools are a table of specs and handlers: the three above, and those a composition site adds with
+:meth:`Tools.add` (the Apps views' tools, providers/nb_tools.py). A tool that names a ``ui://``
+view is listed and callable only for clients that offer the Apps extension.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .. import budget
-from ..providers.cells import cell_uri
 from ..redact import REDACTOR
 from ..resources import LIST_CHANGED, Resources
 from ..revisions import knows
@@ -27,9 +30,8 @@ from .cursors import decode_cursor, encode_cursor
 from .exchange import Ctx
 from .jsonrpc import RpcError
 from .params import MAX_URI
-from .tool_spec import Tool, schema_of
+from .tool_spec import Handler, Tool, schema_of
 from .tool_watch import ClientWatches, ToolWatches
-from .view_tools import VIEW_TOOLS, ViewTools
 
 MAX_WAIT_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 20.0
@@ -43,32 +45,30 @@ TOOLS_TTL_MS = 3_600_000  # the tool set never changes while a hub runs
 log = logging.getLogger("mcp_notebook.protocol")
 
 
+# The protocol's own tools, in words that fit any server; a composition site may give them its own
+# (Tools.describe; the notebook's words, naming its URIs, are in providers/nb_tools.py).
 TOOLS = (
     Tool(
         "list_resources",
-        "List notebook resources",
-        "List the resources of the live Jupyter kernel (variables, data frames, kernel facts) and, on the first "
-        "page, the URI templates. Read one with read_resource. Start with nb://vars.",
+        "List resources",
+        "List the server's resources and, on the first page, the URI templates. Read one with read_resource.",
         schema_of({"cursor": {"type": "string", "description": "nextCursor of the previous page"}}),
     ),
     Tool(
         "read_resource",
-        "Read a notebook resource",
-        "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
-        "Where a value came from: nb://lineage/vars/df; what ran before a restart: nb://history. "
-        "Large values come in bounded pages that name the URI of the next page.",
-        schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
+        "Read a resource",
+        "Read one resource by URI: a listed one or a filled-in template. Large values come in bounded pages "
+        "that name the URI of the next page.",
+        schema_of({"uri": {"type": "string", "description": "resource URI"}}, ("uri",)),
     ),
     Tool(
         "changes_since",
-        "What changed in the notebook",
-        "What changed in the kernel since a cursor (returned by the previous call), one line each in 'summary' "
-        "(e.g. 'nb://frames/df: changed in place, DataFrame shape (200, 3)', 'rebound, list len 3 → dict len 2'), so you "
+        "What changed",
+        "What changed since a cursor (returned by the previous call), one line per resource in 'summary', so you "
         "can decide what to re-read. Without a cursor: changes since your previous call or first read, else a "
         f"starting cursor. Waits up to wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, 0-{int(MAX_WAIT_SECONDS)}; "
-        "0 answers at once) when nothing changed yet. Rebinding a name is always seen; in-place edits "
-        "(df['x'] *= 2) are seen for resources you read with read_resource (watched for you until you stop "
-        "calling tools for 30 minutes) and for subscribed ones.",
+        "0 answers at once) when nothing changed yet. Resources you read with read_resource are watched for you "
+        "until you stop calling tools for 30 minutes.",
         schema_of(
             {
                 "cursor": {"type": "string", "description": "cursor returned by the previous call"},
@@ -81,9 +81,6 @@ TOOLS = (
 
 class ArgumentError(ValueError):
     """Arguments that do not fit the tool's input schema."""
-
-
-Handler = Callable[[str, dict[str, Any], ClientWatches], dict[str, Any]]  # (version, arguments, client)
 
 
 def check_arguments(schema: dict[str, Any], args: Any) -> dict[str, Any]:
@@ -151,24 +148,36 @@ class Tools:
         self.resources = resources
         self.page_size = max(1, min(page_size, TOOL_PAGE))
         self.budget = max_chars  # a tool's result, as sent (budget.py)
-        self._by_name = {t.name: t for t in TOOLS}
-        self._views = {t.name: t for t in VIEW_TOOLS}
         self._waiters = threading.BoundedSemaphore(MAX_WAITERS)
         self.watches = ToolWatches(resources)
-        self.view_tools = ViewTools(resources, self._changes_since)
-        # Each tool's handler, by name (a tool without one, or one without a tool, fails here).
-        self._handlers: dict[str, Handler] = {
+        # Each tool with its handler, by name; composition sites add theirs (add).
+        self._tools: dict[str, tuple[Tool, Handler]] = {}
+        own: dict[str, Handler] = {
             "list_resources": self._list_resources,
             "read_resource": self._read_resource,
             "changes_since": self._changes_since,
         }
-        views = self.view_tools
-        self._view_handlers: dict[str, Handler] = {
-            "explore_frame": views.explore_frame,
-            "show_outputs": views.show_outputs,
-            "watch_changes": views.watch_changes,
-        }
-        assert self._handlers.keys() == self._by_name.keys() and self._view_handlers.keys() == self._views.keys()
+        for tool in TOOLS:
+            self.add(tool, own[tool.name])
+
+    def add(self, tool: Tool, handler: Handler) -> None:
+        """Offer ``tool``, run by ``handler`` (before the server serves; a name is taken once)."""
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name} is already registered")
+        self._tools[tool.name] = (tool, handler)
+
+    def describe(self, tool: Tool) -> None:
+        """Give a registered tool a composition site's own words (title, descriptions); its arguments
+        and handler stay."""
+        old, handler = self._tools[tool.name]
+        props = tool.schema.get("properties", {})
+        if props.keys() != old.schema["properties"].keys() or tool.schema.get("required") != old.schema.get("required"):
+            raise ValueError(f"{tool.name}: describe changes words, not arguments")
+        self._tools[tool.name] = (tool, handler)
+
+    def handler(self, name: str) -> Handler:
+        """The handler of a registered tool (e.g. changes_since, for a tool that starts a feed)."""
+        return self._tools[name][1]
 
     # -- methods ------------------------------------------------------------------------
     def list_tools(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
@@ -176,7 +185,7 @@ class Tools:
         if params.get("cursor") is not None:
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: invalid cursor")
         apps = ctx.apps
-        tools = (*TOOLS, *VIEW_TOOLS) if apps else TOOLS
+        tools = [tool for tool, _ in self._tools.values() if apps or tool.view is None]
         declared = budget.declared(self.budget + budget.RESERVE)
         out: dict[str, Any] = {"tools": [t.to_json(ctx.version, declared) for t in tools]}
         if knows(ctx.version, "stateless"):
@@ -198,16 +207,14 @@ class Tools:
         if not isinstance(name, str):
             raise RpcError(rpc.INVALID_PARAMS, "Invalid params: name (string) is required")
         apps = ctx.apps
-        tool = self._by_name.get(name) or (self._views.get(name) if apps else None)
-        if tool is None:
+        entry = self._tools.get(name)
+        if entry is None or (entry[0].view is not None and not apps):  # a view's tool: Apps clients only
             raise RpcError(rpc.INVALID_PARAMS, f"Unknown tool: {name}", {"name": name})
+        tool, handler = entry
         try:
             args = check_arguments(tool.schema, params.get("arguments"))
             client = self.watches.client(ctx.client_key)
-            view = self._view_handlers.get(name)
-            if view is not None:
-                return view(ctx.version, args, client)
-            result = self._handlers[name](ctx.version, args, client)
+            result = handler(ctx.version, args, client)
             if apps:  # structured results only for a client with Apps: the others see what they always saw
                 structured = result.pop("structured", None)
                 if structured is not None:
@@ -281,7 +288,7 @@ class Tools:
         }
 
     def _changes_since(self, version: str, args: dict[str, Any], client: ClientWatches) -> dict[str, Any]:
-        journal = self.resources.journal
+        journal, link = self.resources.journal, self.resources.cell_uri
         wait = float(args.get("wait_seconds", DEFAULT_WAIT_SECONDS))
         seq, skip, reset = self._parse_cursor(args.get("cursor"))
         if seq is None:  # no cursor: since this client's previous look, else from now on
@@ -300,10 +307,12 @@ class Tools:
             causes = {u: e[4] for e in page if e[4] is not None for u in e[3]}  # the latest cell behind each URI
             doc: dict[str, Any] = {
                 "cursor": f"{journal.epoch}.{last}" + (f".{last_skip}" if last_skip else ""),
-                "summary": [_by_cell(lines[u], causes.get(u)) for u in shown] + _more_line(uris) + _list_line(page),
+                "summary": [_by_cell(lines[u], causes.get(u), link) for u in shown]
+                + _more_line(uris)
+                + _list_line(page),
                 "changed": uris,
                 "list_changed": any(e[2] == LIST_CHANGED for e in page),
-                "changes": [_change_row(e) for e in page],
+                "changes": [_change_row(e, link) for e in page],
             }
             if reset:
                 doc["reset"] = True
@@ -446,17 +455,17 @@ def _cut_result(result: dict[str, Any], limit: int) -> dict[str, Any]:
     }
 
 
-def _change_row(entry: Any) -> dict[str, Any]:
+def _change_row(entry: Any, link: Callable[[int], str]) -> dict[str, Any]:
     seq, at, kind, uris, cell = entry
     row = {"seq": seq, "time": datetime.fromtimestamp(at, timezone.utc).isoformat(), "kind": kind, "uris": list(uris)}
     if cell is not None:
-        row["cell"] = cell_uri(cell)
+        row["cell"] = link(cell)
     return row
 
 
-def _by_cell(line: str, cell: int | None) -> str:
-    """A change line with the executed cell that caused it (nb://cells/{seq}), when a cell did."""
-    return line if cell is None else f"{line} (by cell {cell}: {cell_uri(cell)})"
+def _by_cell(line: str, cell: int | None, link: Callable[[int], str]) -> str:
+    """A change line with the executed cell that caused it (its URI: ``link``), when a cell did."""
+    return line if cell is None else f"{line} (by cell {cell}: {link(cell)})"
 
 
 def _more_line(uris: list[str]) -> list[str]:

@@ -45,9 +45,6 @@ class DatabasesProvider(Provider):
     def __init__(self, variables: Any, limits: Any):
         self._vars = variables
         self._limits = limits
-        extras = getattr(variables, "row_extras", None)
-        if extras is not None:
-            extras.append(self._index_links)
 
     def _connection(self, name: str, uri: str) -> Any:
         try:
@@ -61,7 +58,7 @@ class DatabasesProvider(Provider):
     def _names(self) -> list[str]:
         return [n for n, cls in self._vars.exposed_items() if is_connection_type(cls)]
 
-    def _index_links(self, name: str, value: Any) -> dict[str, Any]:
+    def index_links(self, name: str, value: Any) -> dict[str, Any]:
         return {"db": db_uri(name)} if is_connection_type(type(value)) else {}
 
     # -- listing ------------------------------------------------------------------------

@@ -71,12 +71,6 @@ class FramesProvider(Provider):
         self._limits = limits
         self._fingerprints: dict[str, tuple | None] = {}
         self.orders = OrderCache()  # row orders of sorted/filtered pages; emptied after every cell
-        extras = getattr(variables, "row_extras", None)
-        if extras is not None:
-            extras.append(self._index_links)
-        overrides = getattr(variables, "repr_overrides", None)
-        if overrides is not None:
-            overrides.append(self._engine_repr)
 
     # -- lookup -------------------------------------------------------------------------
     def _table(self, name: str, uri: str) -> Table:
@@ -96,7 +90,7 @@ class FramesProvider(Provider):
             return EngineFrame(value, engine, self._limits.engine_timeout, self.duckdb_connections)
         return table_for(value)
 
-    def _engine_repr(self, value: Any) -> Callable[[], str] | None:
+    def engine_repr(self, value: Any) -> Callable[[], str] | None:
         """For a lazy frame, the text of nb://vars/{name} from its schema (its repr may run the query)."""
         engine = engine_of_type(type(value))
         if engine is None:
@@ -129,7 +123,7 @@ class FramesProvider(Provider):
             if adapter_for_type(cls) is not None or engine_of_type(cls) is not None
         ]
 
-    def _index_links(self, name: str, value: Any) -> dict[str, Any]:
+    def index_links(self, name: str, value: Any) -> dict[str, Any]:
         """Extra fields of an nb://vars index row: where to page through a tabular value."""
         engine = engine_of_type(type(value))
         if engine is not None:  # no call into the engine for an index row

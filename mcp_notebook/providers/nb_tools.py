@@ -1,6 +1,11 @@
-"""The tools of the MCP Apps views (listed only to clients that offer the extension).
+"""The tools over the ``nb://`` resources: the protocol's three generic tools in the notebook's
+words, and the tools of the MCP Apps views (listed only to clients that offer the extension).
 
-Each names its view in ``_meta.ui.resourceUri`` and answers with ``structuredContent`` the view
+They live beside the providers whose URIs they name and read: the protocol knows tools only as a
+table of specs and handlers. :func:`add_nb_tools` registers them where a server is composed (the
+kernel's hub, the all-kernels front, which the Hub service and the server extension use).
+
+Each view tool names its view in ``_meta.ui.resourceUri`` and answers with ``structuredContent`` the view
 renders first (no round trip before the first paint) and a ``content`` text the model reads.
 Everything else a view shows it fetches itself through the host's bridge (read_resource and
 changes_since, or resources/read): the views never see the hub's address or token.
@@ -10,20 +15,58 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from .. import budget
-from ..providers.frame_pages import META_KEY
-from ..providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
+from ..protocol.tool_spec import Handler, Tool, schema_of
+from ..protocol.tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, Tools
 from ..redact import REDACTOR
 from ..resources import Resources
 from ..types import Contents, ResourceNotFound
-from .tool_spec import Tool, schema_of
+from .cells import cell_uri
+from .frame_pages import META_KEY
+from .views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
 
 FIRST_PAGE_ROWS = 100
 LAST_CELLS = 50  # show_outputs without a cell: the newest cell with outputs among the last ones
+
+
+# The protocol's tools (protocol/tools.py) as the notebook describes them: its URIs as examples.
+NB_WORDS = (
+    Tool(
+        "list_resources",
+        "List notebook resources",
+        "List the resources of the live Jupyter kernel (variables, data frames, kernel facts) and, on the first "
+        "page, the URI templates. Read one with read_resource. Start with nb://vars.",
+        schema_of({"cursor": {"type": "string", "description": "nextCursor of the previous page"}}),
+    ),
+    Tool(
+        "read_resource",
+        "Read a notebook resource",
+        "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
+        "Where a value came from: nb://lineage/vars/df; what ran before a restart: nb://history. "
+        "Large values come in bounded pages that name the URI of the next page.",
+        schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
+    ),
+    Tool(
+        "changes_since",
+        "What changed in the notebook",
+        "What changed in the kernel since a cursor (returned by the previous call), one line each in 'summary' "
+        "(e.g. 'nb://frames/df: changed in place, DataFrame shape (200, 3)', 'rebound, list len 3 → dict len 2'), so you "
+        "can decide what to re-read. Without a cursor: changes since your previous call or first read, else a "
+        f"starting cursor. Waits up to wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, 0-{int(MAX_WAIT_SECONDS)}; "
+        "0 answers at once) when nothing changed yet. Rebinding a name is always seen; in-place edits "
+        "(df['x'] *= 2) are seen for resources you read with read_resource (watched for you until you stop "
+        "calling tools for 30 minutes) and for subscribed ones.",
+        schema_of(
+            {
+                "cursor": {"type": "string", "description": "cursor returned by the previous call"},
+                "wait_seconds": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
+            }
+        ),
+    ),
+)
 
 
 VIEW_TOOLS = (
@@ -59,7 +102,6 @@ VIEW_TOOLS = (
 _TABLE_URI = re.compile(
     r"nb://(?P<kernel>kernels/[^/]+/)?(?P<path>(?:frames|vars)/[^/]+|db/[^/]+/tables/[^/]+)(?:/schema)?"
 )
-ChangesSince = Callable[[str, dict[str, Any], Any], dict[str, Any]]
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -70,7 +112,7 @@ def _json_of(contents: list[Contents]) -> Any:
     return json.loads(contents[0].masked_text())
 
 
-def frame_uri(name: str) -> str:
+def page_base(name: str) -> str:
     """The page base URI of a table named by a variable name or a URI (nb://vars/X, nb://frames/X[/schema])."""
     name = name.strip()
     if not name:
@@ -89,13 +131,13 @@ def frame_uri(name: str) -> str:
 class ViewTools:
     """explore_frame, show_outputs and watch_changes, over the hub's resources."""
 
-    def __init__(self, resources: Resources, changes_since: ChangesSince):
+    def __init__(self, resources: Resources, changes_since: Handler):
         self.resources = resources
         self._changes_since = changes_since
 
     def explore_frame(self, version: str, args: dict[str, Any], client: Any) -> dict[str, Any]:
         try:
-            base = frame_uri(args["name"])
+            base = page_base(args["name"])
         except ValueError as exc:
             return {"content": [_text(str(exc))], "isError": True}
         try:
@@ -139,12 +181,12 @@ class ViewTools:
             if seq is None:
                 return {"content": [_text("No cell with outputs yet.")], "isError": True}
         try:
-            cell = _json_of(self.resources.read(f"nb://cells/{int(seq)}"))
+            cell = _json_of(self.resources.read(cell_uri(int(seq))))
         except ResourceNotFound as exc:
             return {"content": [_text(f"{exc} (nb://cells lists the cells kept)")], "isError": True}
         outputs = cell.get("outputs") or []
         kinds = ", ".join(str(o.get("output_type") or o.get("type") or "output") for o in outputs) or "none"
-        uris = " ".join(f"nb://cells/{seq}/outputs/{i}" for i in range(len(outputs)))
+        uris = " ".join(f"{cell_uri(seq)}/outputs/{i}" for i in range(len(outputs)))
         text = f"Cell {seq} (In [{cell.get('execution_count')}]): {len(outputs)} outputs ({kinds}). {uris}".strip()
         return {"content": [_text(text)], "structuredContent": {"view": "outputs", "cell": cell}}
 
@@ -167,3 +209,19 @@ class ViewTools:
             f"with cursor {doc['cursor']}."
         )
         return {"content": [_text(text)], "structuredContent": {"view": "changes", **doc}}
+
+
+def add_nb_tools(tools: Tools) -> ViewTools:
+    """Give a server's ``tools`` the notebook's words and the views' tools (where the server is
+    composed); watch_changes starts from the cursor changes_since would give."""
+    for tool in NB_WORDS:
+        tools.describe(tool)
+    views = ViewTools(tools.resources, tools.handler("changes_since"))
+    handlers: dict[str, Handler] = {
+        "explore_frame": views.explore_frame,
+        "show_outputs": views.show_outputs,
+        "watch_changes": views.watch_changes,
+    }
+    for tool in VIEW_TOOLS:
+        tools.add(tool, handlers[tool.name])
+    return views
