@@ -214,6 +214,56 @@ def test_tool_only_client_sees_changes_in_any_kernel(two_kernels):
     anyio.run(go)
 
 
+def test_a_change_right_after_the_first_read_is_not_lost(two_kernels, tmp_path):
+    """A tool-only client reads a variable and the very next cell changes it: the front's listen on
+    that kernel must cover the variable before the read is answered. Beta's hub is reached through
+    a relay that holds each new connection 0.5 s (a slow network): the listen that takes up the
+    variable opens late, and the change fell between (changes_since said nothing)."""
+    from urllib.parse import urlsplit
+
+    from slow_relay import SlowRelay
+
+    kernels = two_kernels["kernels"]
+    names = [f"v{i}" for i in range(3)]
+    kernels["beta"].run("; ".join(f"{n} = 'first'" for n in names))
+    record_file = next(
+        f
+        for f in two_kernels["runtime"].glob(f"{PREFIX}*.json")
+        if json.loads(f.read_text())["pid"] == kernels["beta"].pid()
+    )
+    record = json.loads(record_file.read_text())
+    hub = urlsplit(record["url"])
+    relay = SlowRelay((hub.hostname, hub.port), delay=0.5)
+    slow = tmp_path / "slow-runtime"
+    slow.mkdir()
+    record["url"] = record["url"].replace(f":{hub.port}/", f":{relay.port}/")
+    (slow / record_file.name).write_text(json.dumps(record))
+    front = KernelsFront(LocalDirectory(slow))
+    info = {"url": front.serve_http(), "token": front.settings.token}
+
+    async def go() -> None:
+        async with connect(info) as (client, _):
+            cursor = json.loads((await client.call_tool("changes_since", {})).content[0].text)["cursor"]
+            for name in names:
+                uri = f"nb://vars/{name}"
+                assert not (await client.call_tool("read_resource", {"uri": uri})).is_error
+                await anyio.to_thread.run_sync(lambda n=name: kernels["beta"].run(f"{n} = 'changed'"))
+                seen: list[str] = []
+                for _ in range(5):  # other URIs may change meanwhile (nb://kernels): bounded
+                    args = {"cursor": cursor, "wait_seconds": 5}
+                    doc = json.loads((await client.call_tool("changes_since", args)).content[0].text)
+                    cursor, seen = doc["cursor"], seen + doc["changed"]
+                    if uri in seen or not doc["changed"]:
+                        break
+                assert uri in seen, (name, seen)
+
+    try:
+        anyio.run(go)
+    finally:
+        front.close()
+        relay.close()
+
+
 def test_the_bridge_with_no_selector_serves_every_kernel(two_kernels):
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters

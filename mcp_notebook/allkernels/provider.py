@@ -8,6 +8,7 @@ with every cell), else the newest.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -34,7 +35,17 @@ EXECUTION_URI = "nb://kernel"  # changes with every executed cell
 MAX_PAGES = 50
 SUMMARY_SECONDS = 2.0  # how long nb://kernels waits for one hub's own summary
 TICK_SECONDS = 1.0
+COVER_SECONDS = 3.0  # how long a newly watched URI waits for its hub's listen to cover it
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _on_event_loop() -> bool:
+    """True on a thread running an event loop (an inline answer): it must not wait."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -196,12 +207,33 @@ class KernelsProvider(Provider):
         return True  # qualified URIs, nb://kernels, and every bare URI (the current kernel's)
 
     def watching(self, uri: str, watched: bool) -> None:
+        """A URI watched here (a subscription, a listen, a tool-only client's read) or no longer.
+        A new one waits (bounded, off any event loop) until its hub's listen covers it: a change
+        the very next cell makes must not fall between the read and the listen."""
         with self._lock:
             if watched:
                 self._watched.add(uri)
             else:
                 self._watched.discard(uri)
         self._reconcile()
+        if watched:
+            target = self._listen_target(uri)
+            if target is not None and not _on_event_loop():
+                self._listens.wait_covering(*target, COVER_SECONDS)
+
+    def _listen_target(self, uri: str) -> tuple[str, str] | None:
+        """The kernel whose listen carries ``uri``, and the URI as that hub knows it."""
+        if _CONTROL.search(uri) or uri == KERNELS_URI:
+            return None
+        entries, names = self.kernels()
+        parts = split(uri)
+        if parts is None:
+            current = self.current(entries)
+            return (current.id, uri) if current is not None else None
+        for e in entries:
+            if parts[0] in (e.id, names[e.id]):
+                return e.id, unqualify_inside(parts[1], (e.id, names[e.id]))
+        return None
 
     def list_resources(self) -> list[Resource]:
         entries, names = self.kernels()

@@ -208,6 +208,7 @@ class Listens:
         self._open: dict[str, tuple[tuple[HubAddress, frozenset[str]], Any, asyncio.Task[None]]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._poked = threading.Event()
+        self._opened = threading.Condition()  # told each time a stream opens (wait_covering)
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-notebook-kernels", daemon=True)
         self._thread.start()
 
@@ -269,6 +270,19 @@ class Listens:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(one)
 
+    def wait_covering(self, key: str, uri: str, timeout: float) -> bool:
+        """Wait (bounded; never on the loop thread) until the open stream of ``key`` covers ``uri``:
+        the hub answered that listen, so a change it makes from now on is told here."""
+        if threading.current_thread() is self._thread:
+            return False
+
+        def covering() -> bool:
+            opened = self._open.get(key)
+            return opened is not None and uri in opened[0][1]
+
+        with self._opened:
+            return self._opened.wait_for(covering, timeout)
+
     def listening(self) -> dict[str, frozenset[str]]:
         """The URIs of each open upstream stream (tests and views)."""
         return {key: opened[0][1] for key, opened in list(self._open.items())}
@@ -315,6 +329,8 @@ class Listens:
         # the carrier, since not every carrier's reader wakes up when its reply is closed.
         reader = self._loop.create_task(self._read(key, resp))
         self._open[key] = (wish, resp, reader)
+        with self._opened:
+            self._opened.notify_all()
         try:
             await asyncio.wait({reader})
         finally:
