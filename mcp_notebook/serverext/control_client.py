@@ -258,6 +258,15 @@ class KernelChannel:
         if self._keepalive is not None:
             self._keepalive.cancel()
 
+    async def aclose(self) -> None:
+        """:meth:`close`, then wait until the wire's reader and the keepalive have ended (the server stops)."""
+        wire, keepalive = self._wire, self._keepalive
+        self.close()
+        if wire is not None:
+            await wire.wait_closed()
+        if keepalive is not None:
+            await asyncio.gather(keepalive, return_exceptions=True)
+
 
 class LoopBridge:
     """A :class:`KernelChannel` used from other threads and loops (the front's worker threads and

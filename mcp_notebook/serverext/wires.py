@@ -46,6 +46,10 @@ class Wire(Protocol):
 
     def close(self) -> None: ...
 
+    async def wait_closed(self) -> None:
+        """After :meth:`close`: until its reader has ended."""
+        ...
+
 
 def _header(msg_type: str, session: str) -> dict[str, Any]:
     return {
@@ -152,6 +156,10 @@ class GatewayWire:
         if self._reader is not None:
             self._reader.cancel()
 
+    async def wait_closed(self) -> None:
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
 
 class ZmqWire:
     """The kernel's control socket, with the kernel manager's connection info and key."""
@@ -198,3 +206,7 @@ class ZmqWire:
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.stop_channels()
+
+    async def wait_closed(self) -> None:
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
