@@ -147,3 +147,21 @@ def test_extension_list_shows_the_app_enabled_and_valid(tmp_path: Path) -> None:
     from mcp_notebook.serverext import MCPNotebookExtension
 
     assert _jupyter_server_extension_points() == [{"module": "mcp_notebook.serverext", "app": MCPNotebookExtension}]
+
+
+def test_jupyter_lab_loads_the_app_and_stops_it(tmp_path: Path) -> None:
+    lab = ("--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.extension_manager=readonly")
+    s = JupyterServer(tmp_path, token=TOKEN, app="lab", extra_args=lab)
+    try:
+        assert s.http.get("mcp-notebook/kernels").json() == []
+        s.proc.terminate()
+        assert s.proc.wait(60) == 0
+        log = s.log_text()
+        assert "mcp_notebook | extension was successfully loaded" in log, log[-3000:]
+        assert "mcp-notebook: stopped (front never started, 0 hub connections, 0 control channels closed)" in log
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
+        else:
+            s.http.close()
+            s.log.close()
