@@ -1,8 +1,8 @@
 """The server extension is a jupyter_server ExtensionApp whose stop closes what it opened.
 
 A real ``jupyter server`` serves the all-kernels front with a listen open at a kernel's hub (and a
-pooled connection of the per-kernel route, a keep-alive connection of the front's reads), then gets
-SIGTERM. Jupyter stops its extensions before it shuts the kernels down; the kernel records, when
+listen piped through the per-kernel route, a pooled connection of that route, a keep-alive
+connection of the front's reads), then gets SIGTERM. Jupyter stops its extensions before it shuts the kernels down; the kernel records, when
 the server's ``shutdown_request`` reaches it, how many listens its hub still has open and which
 connections the server's process still holds to the hub's port: none of either. The server then
 exits within a bound, with a log free of pending-task and unclosed-resource warnings.
@@ -90,11 +90,18 @@ def test_stop_closes_the_front_its_listens_and_the_connections(tmp_path: Path, c
 
         async def serve_then_stop() -> None:
             with contextlib.suppress(Exception):  # the server ends the client's stream as it stops
-                async with sdk(f"{s.url}mcp-notebook/mcp", "auto", AUTH) as (client, _):
+                async with (
+                    sdk(f"{s.url}mcp-notebook/mcp", "auto", AUTH) as (client, _),
+                    sdk(s.mcp_url(kid), "auto", AUTH) as (piped, _),
+                ):
                     read = await client.read_resource("nb://kernels/one/vars/x")
                     steps.append(read.contents[0].text)
-                    async with client.listen(resource_subscriptions=["nb://kernels/one/vars/x"]):
-                        await anyio.to_thread.run_sync(_wait, lambda: _listens(kc) == 1, 30, "no listen at the hub")
+                    async with (
+                        client.listen(resource_subscriptions=["nb://kernels/one/vars/x"]),
+                        piped.listen(resource_subscriptions=["nb://vars/x"]),
+                    ):
+                        # the front's listen, and one piped through the per-kernel route
+                        await anyio.to_thread.run_sync(_wait, lambda: _listens(kc) == 2, 30, "no listens at the hub")
                         steps.append("listening")
                         steps.append(
                             await anyio.to_thread.run_sync(run, kc, PROBE.format(port=hub_port, path=str(record)))
@@ -158,7 +165,10 @@ def test_jupyter_lab_loads_the_app_and_stops_it(tmp_path: Path) -> None:
         assert s.proc.wait(60) == 0
         log = s.log_text()
         assert "mcp_notebook | extension was successfully loaded" in log, log[-3000:]
-        assert "mcp-notebook: stopped (front never started, 0 hub connections, 0 control channels closed)" in log
+        assert (
+            "mcp-notebook: stopped (front never started, 0 piped requests, 0 hub connections, 0 control channels closed)"
+            in log
+        )
     finally:
         if s.proc.poll() is None:
             s.stop()

@@ -88,10 +88,20 @@ class MCPNotebookExtension(ExtensionApp):
         )
 
     async def stop_extension(self) -> None:
-        """Close the front (its listens end at the hubs), the connections to hubs, the control channels."""
+        """End the piped requests, close the front (its listens end at the hubs), the connections to
+        hubs, the control channels. Never raises: Jupyter shuts the kernels down after this."""
+        try:
+            await self._close_all()
+        except Exception:
+            self.log.exception("mcp-notebook: stopping the extension failed")
+
+    async def _close_all(self) -> None:
         from ..allkernels.upstream import close_connections
 
         settings = self._web_settings()
+        pipes = list(settings.get("mcp_notebook_pipes") or ())  # requests piped to a hub right now
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*(p.end() for p in pipes), return_exceptions=True), STOP_SECONDS)
         found = settings.pop("mcp_notebook_front", None)
         if found is not None:  # its listens close on their own loop thread, which may need this loop
             with contextlib.suppress(Exception):
@@ -106,8 +116,9 @@ class MCPNotebookExtension(ExtensionApp):
             finder.channels.clear()
         await asyncio.gather(*(channel.aclose() for channel in channels), return_exceptions=True)
         self.log.info(
-            "mcp-notebook: stopped (front %s, %d hub connections, %d control channels closed)",
+            "mcp-notebook: stopped (front %s, %d piped requests, %d hub connections, %d control channels closed)",
             "closed" if found is not None else "never started",
+            len(pipes),
             closed,
             len(channels),
         )
