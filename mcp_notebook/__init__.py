@@ -132,7 +132,7 @@ def watch(uri: str) -> Any:
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     """The Jupyter server extension (``mcp_notebook.serverext``, an ExtensionApp), imported only by a Jupyter server."""
-    from .serverext import MCPNotebookExtension
+    from .serverext.extension import MCPNotebookExtension
 
     return [{"module": "mcp_notebook.serverext", "app": MCPNotebookExtension}]
 

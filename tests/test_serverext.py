@@ -68,7 +68,7 @@ def test_config_file_enables_the_extension(tmp_path):
     doc = json.loads((ROOT / "jupyter-config" / "server-config" / "mcp_notebook.json").read_text())
     assert doc == {"ServerApp": {"jpserver_extensions": {"mcp_notebook": True}}}
     import mcp_notebook
-    from mcp_notebook.serverext import MCPNotebookExtension
+    from mcp_notebook.serverext.extension import MCPNotebookExtension
 
     points = [{"module": "mcp_notebook.serverext", "app": MCPNotebookExtension}]
     assert mcp_notebook._jupyter_server_extension_points() == points

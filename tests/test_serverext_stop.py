@@ -151,7 +151,7 @@ def test_extension_list_shows_the_app_enabled_and_valid(tmp_path: Path) -> None:
     assert "mcp_notebook enabled" in text, text
     assert re.search(r"- Validating mcp_notebook\.\.\.\s+mcp_notebook \S+ OK", text), text
     from mcp_notebook import _jupyter_server_extension_points
-    from mcp_notebook.serverext import MCPNotebookExtension
+    from mcp_notebook.serverext.extension import MCPNotebookExtension
 
     assert _jupyter_server_extension_points() == [{"module": "mcp_notebook.serverext", "app": MCPNotebookExtension}]
 
