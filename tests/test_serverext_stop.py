@@ -40,7 +40,7 @@ _k = get_ipython().kernel
 _orig = _k.control_handlers["shutdown_request"]
 def _seen():
     conns = [c for c in _ps.Process(_os.getppid()).net_connections("tcp") if c.raddr and c.raddr.port == {port}]
-    return len(_m.hub().server.listens()), sorted(c.status for c in conns)
+    return [sorted(l.uris) for l in _m.hub().server.listens()], sorted(c.status for c in conns)
 async def _probe(*args, **kwargs):
     deadline = _t.monotonic() + 3
     seen = _seen()
@@ -48,7 +48,7 @@ async def _probe(*args, **kwargs):
         _t.sleep(0.05)
         seen = _seen()
     with open({path!r}, "w") as f:
-        _j.dump({{"listens": seen[0], "connections": seen[1]}}, f)
+        _j.dump({{"listens": len(seen[0]), "watching": seen[0], "connections": seen[1]}}, f)
     result = _orig(*args, **kwargs)
     return (await result) if _i.isawaitable(result) else result
 _k.control_handlers["shutdown_request"] = _probe
@@ -98,7 +98,7 @@ def test_stop_closes_the_front_its_listens_and_the_connections(tmp_path: Path, c
                     steps.append(read.contents[0].text)
                     async with (
                         client.listen(resource_subscriptions=["nb://kernels/one/vars/x"]),
-                        piped.listen(resource_subscriptions=["nb://vars/x"]),
+                        piped.listen(resource_subscriptions=["nb://vars/piped"]),
                     ):
                         # the front's listen, and one piped through the per-kernel route
                         await anyio.to_thread.run_sync(_wait, lambda: _listens(kc) == 2, 30, "no listens at the hub")
@@ -115,7 +115,7 @@ def test_stop_closes_the_front_its_listens_and_the_connections(tmp_path: Path, c
         assert steps[1:] == ["listening", "probe installed\n", 0], (steps, s.log_text()[-3000:])
         assert record.exists(), "the kernel never got the server's shutdown_request: " + s.log_text()[-3000:]
         seen = json.loads(record.read_text())
-        assert seen["listens"] == 0, f"the hub still had the front's listen open when the server shut it down: {seen}"
+        assert seen["listens"] == 0, f"the hub still had listens open when the server shut it down: {seen}"
         if carrier == "tcp":  # (over the control channel the hub's port is never dialled)
             assert seen["connections"] == [], f"the server still held connections to the hub: {seen}"
         log = s.log_text()

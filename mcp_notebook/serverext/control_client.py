@@ -252,8 +252,15 @@ class KernelChannel:
         return self._wire is not None and not self._wire.closed
 
     def close(self) -> None:
-        if self._wire is not None:
-            self._wire.close()
+        """Close the wire; every exchange still open is cancelled at the hub first (a listen whose
+        opening was under way would otherwise stay open there until its keepalive ran out)."""
+        wire = self._wire
+        if wire is not None and not wire.closed:
+            for msg_id in list(self._pending):
+                with contextlib.suppress(WireClosed):
+                    wire.send(CANCEL, {"request": msg_id})
+        if wire is not None:
+            wire.close()
         self._on_close()
         if self._keepalive is not None:
             self._keepalive.cancel()

@@ -24,6 +24,7 @@ from ..transport.control_wire import FROM_HUB
 
 REPLY_TYPES = FROM_HUB
 CONNECT_SECONDS = 20.0
+SEND_LINGER_MS = 1000  # how long a closed control socket still tries to deliver its last messages
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
 OnMessage = Callable[[dict[str, Any]], None]
@@ -204,6 +205,10 @@ class ZmqWire:
         if self._reader is not None:
             self._reader.cancel()
         if self._client is not None:
+            with contextlib.suppress(Exception):  # stop_channels drops what is queued (linger 0):
+                socket = self._client.control_channel.socket  # what was sent last still goes out
+                if socket is not None:  # (an mcp_cancel: the hub ends that stream)
+                    socket.close(linger=SEND_LINGER_MS)
             with contextlib.suppress(Exception):
                 self._client.stop_channels()
 
