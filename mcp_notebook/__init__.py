@@ -130,9 +130,11 @@ def watch(uri: str) -> Any:
     return _watch(uri)
 
 
-def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    """The Jupyter server extension (``mcp_notebook.serverext``), imported only by a Jupyter server."""
-    return [{"module": "mcp_notebook.serverext"}]
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    """The Jupyter server extension (``mcp_notebook.serverext``, an ExtensionApp), imported only by a Jupyter server."""
+    from .serverext.extension import MCPNotebookExtension
+
+    return [{"module": "mcp_notebook.serverext", "app": MCPNotebookExtension}]
 
 
 def remove_resource(uri: str) -> bool:

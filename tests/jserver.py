@@ -41,11 +41,14 @@ class JupyterServer:
         by_config_file: bool = False,
         extra_args: tuple[str, ...] = (),
         runtime_dir: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+        app: str = "server",
     ):
         """``by_config_file``: enable the extension by the package's config file in the server's config
         dir (what ``pip install`` puts into ``etc/jupyter/jupyter_server_config.d``), not by a flag.
         ``extra_args``: more command-line options (``--gateway-url=…``); ``runtime_dir``: another
-        runtime dir than its own (one it shares with something else)."""
+        runtime dir than its own (one it shares with something else); ``extra_env``: more environment variables;
+        ``app``: ``jupyter server`` or ``jupyter lab``."""
         self.token = token
         self.port = free_port()
         self.root = base / "root"
@@ -60,11 +63,12 @@ class JupyterServer:
             "JUPYTER_DATA_DIR": str(base / "data"),
         }
         env.pop("JUPYTER_TOKEN", None)
+        env.update(extra_env or {})
         args = [
             sys.executable,
             "-m",
             "jupyter",
-            "server",
+            app,
             f"--port={self.port}",
             "--ServerApp.port_retries=0",
             "--ip=127.0.0.1",

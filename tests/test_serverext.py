@@ -68,8 +68,10 @@ def test_config_file_enables_the_extension(tmp_path):
     doc = json.loads((ROOT / "jupyter-config" / "server-config" / "mcp_notebook.json").read_text())
     assert doc == {"ServerApp": {"jpserver_extensions": {"mcp_notebook": True}}}
     import mcp_notebook
+    from mcp_notebook.serverext.extension import MCPNotebookExtension
 
-    assert mcp_notebook._jupyter_server_extension_points() == [{"module": "mcp_notebook.serverext"}]
+    points = [{"module": "mcp_notebook.serverext", "app": MCPNotebookExtension}]
+    assert mcp_notebook._jupyter_server_extension_points() == points
     # a server that has only the config file in its jupyter_server_config.d serves the routes,
     # under its base URL (JupyterHub's /user/<name>/)
     s = JupyterServer(tmp_path, token=TOKEN, base_url="/user/alice/", by_config_file=True)

@@ -48,9 +48,11 @@ class KernelsFront:
         return self.transport.url
 
     def close(self) -> None:
+        """The upstream listens first: closing the server ends its clients' streams, which would
+        change what is watched and open new listens."""
+        self.provider.close()
         if self.transport is not None:
             self.transport.stop()
         else:
             self.server.close()
-        self.provider.close()
         self.resources.close()

@@ -105,6 +105,8 @@ def message(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 _local = threading.local()  # each worker thread keeps one keep-alive connection per hub
+_every: set[http.client.HTTPConnection] = set()  # all threads' connections, for close_connections()
+_every_lock = threading.Lock()
 
 
 def _connection(hub: HubAddress, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
@@ -117,18 +119,38 @@ def _connection(hub: HubAddress, timeout: float) -> tuple[http.client.HTTPConnec
         return conn, True
     if len(conns) > 64:
         for old in conns.values():
-            old.close()
+            _forget(old)
         conns.clear()
     conn = conns[key] = http.client.HTTPConnection(hub.host, hub.port, timeout=timeout)
+    with _every_lock:
+        _every.add(conn)
     return conn, False
+
+
+def _forget(conn: http.client.HTTPConnection) -> None:
+    conn.close()
+    with _every_lock:
+        _every.discard(conn)
 
 
 def _drop(hub: HubAddress, conn: http.client.HTTPConnection) -> None:
     """Close ``conn`` and forget it: a connection that failed or ended mid-exchange is never reused."""
-    conn.close()
+    _forget(conn)
     conns = _local.__dict__.get("conns", {})
     if conns.get((hub.host, hub.port)) is conn:
         del conns[(hub.host, hub.port)]
+
+
+def close_connections() -> int:
+    """Close every thread's keep-alive connection to a hub (the process is stopping: the server
+    extension's stop); how many were open. A thread that calls again later connects anew."""
+    with _every_lock:
+        conns = list(_every)
+        _every.clear()
+    for conn in conns:
+        with contextlib.suppress(Exception):
+            conn.close()
+    return len(conns)
 
 
 def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = CALL_SECONDS) -> dict[str, Any]:

@@ -252,11 +252,27 @@ class KernelChannel:
         return self._wire is not None and not self._wire.closed
 
     def close(self) -> None:
-        if self._wire is not None:
-            self._wire.close()
+        """Close the wire; every exchange still open is cancelled at the hub first (a listen whose
+        opening was under way would otherwise stay open there until its keepalive ran out)."""
+        wire = self._wire
+        if wire is not None and not wire.closed:
+            for msg_id in list(self._pending):
+                with contextlib.suppress(WireClosed):
+                    wire.send(CANCEL, {"request": msg_id})
+        if wire is not None:
+            wire.close()
         self._on_close()
         if self._keepalive is not None:
             self._keepalive.cancel()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, then wait until the wire's reader and the keepalive have ended (the server stops)."""
+        wire, keepalive = self._wire, self._keepalive
+        self.close()
+        if wire is not None:
+            await wire.wait_closed()
+        if keepalive is not None:
+            await asyncio.gather(keepalive, return_exceptions=True)
 
 
 class LoopBridge:

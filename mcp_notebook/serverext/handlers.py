@@ -225,13 +225,24 @@ class McpProxyHandler(_Base):
         method = self.request.method or "GET"
         body = bytes(self._body) if method == "POST" else None
         self._task = asyncio.ensure_future(self._pipe(kernel_id, method, body))
+        pipes: set[McpProxyHandler] = self.settings.setdefault("mcp_notebook_pipes", set())
+        pipes.add(self)  # the extension's stop ends it (and so the hub's side of it)
         try:
             await self._task
         except asyncio.CancelledError:
             if not self._client_gone:
                 raise
         finally:
+            pipes.discard(self)
             self._task = None
+
+    async def end(self) -> None:
+        """The server stops: drop the client's connection, which ends the pipe and closes the hub's side."""
+        task = self._task
+        self.on_connection_close()  # as if the client left (closing the connection does not call it)
+        self.request.connection.close()
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
 
     def _unavailable(self, exc: HubUnavailable) -> None:
         """The proxy's own answer (not the hub's): marked by a header so clients can tell them apart."""

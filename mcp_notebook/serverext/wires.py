@@ -24,6 +24,7 @@ from ..transport.control_wire import FROM_HUB
 
 REPLY_TYPES = FROM_HUB
 CONNECT_SECONDS = 20.0
+SEND_LINGER_MS = 1000  # how long a closed control socket still tries to deliver its last messages
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
 OnMessage = Callable[[dict[str, Any]], None]
@@ -45,6 +46,10 @@ class Wire(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    async def wait_closed(self) -> None:
+        """After :meth:`close`: until its reader has ended."""
+        ...
 
 
 def _header(msg_type: str, session: str) -> dict[str, Any]:
@@ -152,6 +157,10 @@ class GatewayWire:
         if self._reader is not None:
             self._reader.cancel()
 
+    async def wait_closed(self) -> None:
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
 
 class ZmqWire:
     """The kernel's control socket, with the kernel manager's connection info and key."""
@@ -196,5 +205,13 @@ class ZmqWire:
         if self._reader is not None:
             self._reader.cancel()
         if self._client is not None:
+            with contextlib.suppress(Exception):  # stop_channels drops what is queued (linger 0):
+                socket = self._client.control_channel.socket  # what was sent last still goes out
+                if socket is not None:  # (an mcp_cancel: the hub ends that stream)
+                    socket.close(linger=SEND_LINGER_MS)
             with contextlib.suppress(Exception):
                 self._client.stop_channels()
+
+    async def wait_closed(self) -> None:
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)

@@ -51,6 +51,14 @@ class ConnectionPool:
                 writer.close()
         self._idle.clear()
 
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Close every idle connection and wait (bounded) until each is closed."""
+        writers = [writer for conns in self._idle.values() for _, writer, _ in conns]
+        self.close()
+        for writer in writers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), timeout)
+
 
 class UpstreamError(Exception):
     """The hub could not be reached or answered something that is not HTTP/1.x.
