@@ -16,6 +16,7 @@ import json
 import os
 import random
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -382,7 +383,13 @@ def test_zz_nothing_left_open(target, peer, bridge):
     """The bridge still answers and exits cleanly when stdin ends; once the fronts' clients are gone
     (the bridge exited, the in-process front closed its sessions), listens at the hub, control
     exchanges and kernel threads are back to where they were."""
-    probe = {"jsonrpc": "2.0", "id": "last", "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+    # an id no fuzz case used (an earlier case's answer under the same id would be read instead)
+    probe = {
+        "jsonrpc": "2.0",
+        "id": f"last-{uuid.uuid4()}",
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25"},
+    }
     try:
         ok = "result" in bridge.ask(probe, timeout=30)
     except (TimeoutError, AssertionError):
