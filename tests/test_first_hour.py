@@ -93,9 +93,16 @@ def test_autoload_then_connect_through_the_written_config(kernel_env, tmp_path):
             async with Client(params, cache=None) as client:
                 read = await client.call_tool("read_resource", {"uri": "nb://frames/df"})
                 assert not read.is_error and "sales" in read.content[0].text
+                cursor = json.loads((await client.call_tool("changes_since", {})).content[0].text)["cursor"]
                 await anyio.to_thread.run_sync(kernel.run, 'df["sales"] *= 1.5')
-                result = await client.call_tool("changes_since", {})
-                doc = json.loads(result.content[0].text)
+                # through the all-kernels front a change is listed once the hub's notification came
+                # (milliseconds after the cell): a host polls with wait_seconds, as documented
+                for _ in range(5):  # bounded: other URIs (nb://kernels) may change meanwhile
+                    args = {"cursor": cursor, "wait_seconds": 10}
+                    doc = json.loads((await client.call_tool("changes_since", args)).content[0].text)
+                    if "nb://frames/df" in doc["changed"] or not doc["changed"]:
+                        break
+                    cursor = doc["cursor"]
                 assert "nb://frames/df" in doc["changed"], doc
                 assert any(
                     line.startswith("nb://frames/df: changed in place, DataFrame shape (2, 2)")
