@@ -577,13 +577,14 @@ def run_bridge(
     from .stdio_carrier import StdioCarrier
 
     front = KernelsFront(LocalDirectory())
+    count = lambda: len(front.provider.kernels(fresh=True)[0])  # noqa: E731
+    record = FrontRecord(Path(), {"pid": os.getpid(), "started_at": time.time()}, True, count=count)
+    carrier = StdioCarrier(front.server, record)
     try:
-        count = lambda: len(front.provider.kernels(fresh=True)[0])  # noqa: E731
-        record = FrontRecord(Path(), {"pid": os.getpid(), "started_at": time.time()}, True, count=count)
-        carrier = StdioCarrier(front.server, record)
         selector = FrontSelector(record)
         return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel, connect=lambda _: carrier).run()
     finally:
+        carrier.close()
         front.close()
 
 

@@ -10,15 +10,17 @@ by the carrier contract (docs/DESIGN.md, "Carriers"):
 1. **Requests** are ``HttpRequest(method, lower-cased headers, body, admitted=True)``. Admission
    is the pipe's: whoever holds the bridge's stdin spawned it (the MCP stdio model), so there is
    no Host, Origin or token to check. Bodies are bounded as on the front's HTTP endpoint (413).
-2. **Answers**: ``answer_inline(req, remember=False)``, else ``handle(req)``, both on the calling
-   thread, which is always a worker: the bridge's request pool, a listen's or a stream's own
-   thread, never the thread reading stdin (initialize and notifications, which ``answer_inline``
-   answers at once, excepted). No head replay (``remember=False``).
+2. **Answers**: ``answer_inline(req, remember=False)`` on the calling thread (a bridge request
+   thread; the stdin thread for initialize and notifications, which it answers at once), else
+   ``handle(req)`` on the carrier's pool of ``WORKERS`` threads, which live as long as the bridge:
+   their keep-alive connections to the kernels' hubs (``allkernels.upstream``, one per thread) are
+   reused from one read to the next, where a bridge request thread ends with its request. No head
+   replay (``remember=False``).
 3. **Replies**: a body as it is, then ``after_send``; a stream drained whenever its waker fires,
    until it is closed and drained or the reader stops it (a cancel, the bridge closing). No
    keepalive: nothing in a process times out idle. ``stream_closed`` once, however it ended.
-4. **Stops**: the bridge ends its session first (DELETE), then ``KernelsFront.close`` closes the
-   server (streams get their final events) and the provider.
+4. **Stops**: the bridge ends its session first (DELETE), then the pool stops (a request after
+   that is a 503) and ``KernelsFront.close`` closes the server (streams get their final events).
 
 A reply is read through the surface of ``http.client`` the bridge uses (:class:`Reading`), and
 ``--channel`` reaches the same server through the front's ``Carrier`` protocol (``address``).
@@ -31,6 +33,7 @@ import contextlib
 import json
 import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any
 
 from ..allkernels.front import MAX_BODY_BYTES
@@ -43,6 +46,7 @@ from ..runtime import HubRecord
 
 ACCEPT = "application/json, text/event-stream"
 SSE = "text/event-stream"
+WORKERS = 4  # as many as the loopback HTTP carrier's pool
 
 
 class Reading:
@@ -114,6 +118,7 @@ class StdioCarrier:
     def __init__(self, server: McpServer, record: HubRecord):
         self.server = server
         self.record = record
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="mcp-notebook-stdio")
 
     def exchange(self, method: str, headers: dict[str, str], body: bytes | None = None) -> Reading:
         """One exchange with the server (see the module docstring, 1 and 2)."""
@@ -126,7 +131,16 @@ class StdioCarrier:
                 return Reading(self.server, carrier_error(413, limit, INVALID_REQUEST))
         req = HttpRequest(method, h, body or b"", admitted=True)
         reply = self.server.answer_inline(req, False)
-        return Reading(self.server, reply if reply is not None else self.server.handle(req))
+        if reply is None:
+            try:
+                reply = self._pool.submit(self.server.handle, req).result()
+            except (RuntimeError, CancelledError):  # the pool is shut down: the bridge is stopping
+                reply = carrier_error(503, "the bridge is stopping")
+        return Reading(self.server, reply)
+
+    def close(self) -> None:
+        """Stop the pool (after the bridge closed: its last answers are out)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the surface of bridge.stdio.Upstream ---------------------------------------------------
     def open(
