@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +22,16 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from sdk import Inbox
 
+from mcp_notebook.allkernels.directory import LocalDirectory
+from mcp_notebook.allkernels.front import MAX_BODY_BYTES, KernelsFront
+from mcp_notebook.bridge.hub_selection import FrontRecord
+from mcp_notebook.bridge.stdio_carrier import StdioCarrier
+from mcp_notebook.protocol.wire_stateless import request_headers
+
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[1]
+STATELESS = "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": STATELESS, "io.modelcontextprotocol/clientCapabilities": {}}
 
 
 @pytest.fixture(scope="module")
@@ -102,3 +111,72 @@ def test_the_all_kernels_bridge_has_no_loopback_listener_and_serves_both_eras(wo
 
     bridge = anyio.run(go)
     bridge.wait(15)  # stdin closed: the bridge ended its session, closed the front and exited
+
+
+# -- the carrier itself, in this process (no kernel: an empty runtime dir) -------------------------
+@pytest.fixture
+def carrier(tmp_path: Path) -> Iterator[StdioCarrier]:
+    front = KernelsFront(LocalDirectory(tmp_path))
+    c = StdioCarrier(front.server, FrontRecord(Path(), {}, True))
+    try:
+        yield c
+    finally:
+        c.close()
+        front.close()
+
+
+def _listen(sub_id: str) -> tuple[dict[str, str], dict[str, Any]]:
+    params = {"notifications": {"resourcesListChanged": True}, "_meta": META}
+    return request_headers("subscriptions/listen", params, STATELESS), {
+        "jsonrpc": "2.0",
+        "id": sub_id,
+        "method": "subscriptions/listen",
+        "params": params,
+    }
+
+
+def test_a_cancelled_listen_wakes_its_reader_and_is_released_at_the_server(carrier):
+    headers, msg = _listen("l1")
+    conn, resp = carrier.open("POST", headers, json.dumps(msg).encode())
+    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
+    assert b"notifications/subscriptions/acknowledged" in resp.readline()
+    assert len(carrier.server.listens()) == 1
+    ended: list[bytes] = []
+    reader = threading.Thread(target=lambda: ended.append(resp.readline()))
+    reader.start()  # blocks: nothing more comes on the stream
+    reader.join(0.3)
+    assert reader.is_alive()
+    conn.sock.shutdown(2)  # what the bridge does on notifications/cancelled
+    reader.join(10)
+    assert ended == [b""] and carrier.server.listens() == []
+    conn.close()  # and again when the bridge closes it: released once
+    assert carrier.server.listens() == []
+
+
+def test_a_listen_gets_its_final_result_when_the_server_closes(carrier):
+    headers, msg = _listen("l2")
+    _, resp = carrier.open("POST", headers, json.dumps(msg).encode())
+    resp.readline()  # the acknowledgement
+    carrier.server.close()
+    rest = resp.read()
+    assert b'"id":"l2"' in rest and b'"resultType":"complete"' in rest, rest
+    assert resp.readline() == b""
+
+
+def test_bodies_are_bounded_and_a_stopped_carrier_says_so(carrier):
+    headers = request_headers("server/discover", {"_meta": META}, STATELESS)
+    huge = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "server/discover",
+        "params": {"_meta": META, "x": "y" * MAX_BODY_BYTES},
+    }
+    status, _, replies = carrier.call(headers, huge)
+    assert status == 413 and str(MAX_BODY_BYTES) in replies[0]["error"]["message"]
+    discover = {"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": META}}
+    status, _, replies = carrier.call(headers, discover)
+    assert status == 200 and STATELESS in replies[0]["result"]["supportedVersions"], replies
+    carrier.close()
+    read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "nb://vars/x", "_meta": META}}
+    status, _, replies = carrier.call(request_headers("resources/read", read["params"], STATELESS), read)
+    assert status == 503 and "stopping" in replies[0]["error"]["message"]
