@@ -67,7 +67,8 @@ def _bridge_process(runtime: Path) -> psutil.Process:
 
 
 def _listening(proc: psutil.Process) -> list[Any]:
-    return [c for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    connections = getattr(proc, "net_connections", None) or proc.connections  # (psutil < 6: connections)
+    return [c for c in connections(kind="inet") if c.status == psutil.CONN_LISTEN]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
