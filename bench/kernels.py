@@ -3,7 +3,8 @@
 kernels running.
 
 Reads: sequential stateless `resources/read` of `nb://vars/x` with one keep-alive httpx client,
-straight to the hub vs the qualified URI through the front on loopback HTTP, as the bridge runs it;
+straight to the hub vs the qualified URI through the front on loopback HTTP (the bridge now drives
+it in-process: bench/bridge_latency.py);
 and through a real `jupyter server`: its per-kernel proxy vs its `mcp-notebook/mcp` (`--where`).
 Notifications: a cell assigns `x`; two listen streams are open at once, one straight on the hub
 and one through the front: per cell, when the update arrives through the front minus when it

@@ -75,9 +75,10 @@ def _answers(bridge: RawBridge, cases: list[tuple[str, Any]]) -> None:
         assert reply["error"]["code"] in (-32700, -32600, -32602), (line[:80], reply)
 
 
-@pytest.mark.parametrize("with_hub", [False, True], ids=["no-hub", "hub"])
+@pytest.mark.parametrize("with_hub", [False, True, "front"], ids=["no-hub", "hub", "front"])
 def test_no_stdin_line_kills_the_bridge_or_goes_unanswered(tmp_path, runtime, hub_kernel, with_hub):
-    bridge = RawBridge(runtime if with_hub else tmp_path, "--latest")
+    """(front: no selector, the all-kernels front in the bridge's process: the stdio carrier.)"""
+    bridge = RawBridge(runtime if with_hub else tmp_path, *([] if with_hub == "front" else ["--latest"]))
     try:
         _answers(bridge, BAD_LINES)
         huge = '{"jsonrpc":"2.0","id":"big","method":"resources/read","params":{"uri":"' + "x" * (10 << 20) + '"}}'
@@ -104,10 +105,11 @@ def test_no_stdin_line_kills_the_bridge_or_goes_unanswered(tmp_path, runtime, hu
     assert not bridge.unread(), bridge.unread()
 
 
-def test_listens_never_starve_requests_and_cancels_always_go_through(runtime, hub_kernel):
+@pytest.mark.parametrize("args", [["--latest"], []], ids=["hub", "front"])
+def test_listens_never_starve_requests_and_cancels_always_go_through(runtime, hub_kernel, args):
     """More open subscriptions/listen than request slots: other requests and cancels still go
     through (the stdin thread waited for a slot listens hold for life); listens have their own bound."""
-    bridge = RawBridge(runtime, "--latest")
+    bridge = RawBridge(runtime, *args)
     try:
         watch = {"notifications": {"resourceSubscriptions": ["nb://vars/hx"]}}
         for i in range(MAX_LISTENS):

@@ -68,7 +68,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
     ("inkernel.lifecycle",),
     ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
-    ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input"),
+    ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier"),
     ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "hubservice", "bridge"),
     ("", "commands.cli", "__main__", "commands"),  # "": the package itself (the public API)
 ]
@@ -97,6 +97,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "gateway",
         "load",
         "hubservice",
+        "bridge_latency",
     ),
     ("run",),
 ]

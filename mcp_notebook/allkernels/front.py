@@ -1,5 +1,5 @@
 """The front that serves every kernel: an McpServer over a KernelsProvider, optionally on its own
-loopback HTTP endpoint (what the bridge forwards to)."""
+loopback HTTP endpoint (tests and benchmarks; the bridge drives it in-process: bridge/stdio_carrier.py)."""
 
 from __future__ import annotations
 

@@ -67,7 +67,8 @@ class FrontRecord(HubRecord):
         except Exception:
             n = None
         found = "" if n is None else f"; {n} kernel{'' if n == 1 else 's'} with a hub found now"
-        return f"{self.serves} (the all-kernels front at {self.url}{found}; nb://kernels lists them)"
+        where = f"at {self.url}" if self.url else "in this process"
+        return f"{self.serves} (the all-kernels front {where}{found}; nb://kernels lists them)"
 
 
 class FrontSelector(Selector):

@@ -1,4 +1,5 @@
-"""``mcp-notebook bridge``: MCP over stdio, forwarded to a kernel's hub over loopback HTTP.
+"""``mcp-notebook bridge``: MCP over stdio, forwarded to a kernel's hub over loopback HTTP, or (no
+selector: every kernel) to the all-kernels front in this process through the stdio carrier.
 
 stdin/stdout carry newline-delimited JSON-RPC (the MCP stdio transport); diagnostics go to
 stderr. Handshake-era traffic uses one hub session: initialize is passed through, later POSTs
@@ -74,6 +75,12 @@ class Upstream:
             raise ConnectionError(f"HTTP {resp.status} from the Jupyter server for {self.path}")
         return conn, resp
 
+    def address(self) -> HubAddress | None:
+        """Where ``--channel`` watches: this hub over plain HTTP (None: not reachable so)."""
+        if not self.record.url.startswith("http://"):
+            return None
+        return HubAddress(self.record.url, self.record.token, "token" if self.remote else "Bearer")
+
     def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
         """POST one message; (status, headers, JSON-RPC messages of the reply, whether JSON or SSE)."""
         conn, resp = self.open("POST", headers, json.dumps(message).encode())
@@ -121,8 +128,10 @@ class Bridge:
         reconnect_timeout: float = 30.0,
         log: IO[str] | None = None,
         channel: bool = False,
+        connect: Callable[[HubRecord], Any] = Upstream,
     ):
         self.selector = selector
+        self.connect = connect  # the upstream for a hub record (HTTP; the stdio carrier for a front)
         self.out = out or sys.stdout.buffer
         self.log_file = log or sys.stderr
         self.reconnect_timeout = reconnect_timeout
@@ -145,13 +154,12 @@ class Bridge:
     def _channel_hub(self) -> HubAddress | None:
         """Where the channel watches what the session read: the hub (or front) it talks to."""
         try:
-            record = self.up.record if self.up is not None else self.selector.find()
+            address = (self.up or self.connect(self.selector.find())).address()
         except NoHub:
             return None
-        if not record.url.startswith("http://"):
+        if address is None:
             self.log("--channel: watching needs a plain-HTTP endpoint; no events for this one")
-            return None
-        return HubAddress(record.url, record.token, "token" if record.info.get("remote") else "Bearer")
+        return address
 
     # == stdio =================================================================================
     def run(self, stdin: IO[bytes] | None = None) -> int:
@@ -282,7 +290,7 @@ class Bridge:
 
     def _open_session(self, record: HubRecord, init: dict[str, Any]) -> Any:
         """initialize against ``record``; keeps the session and returns the hub's reply."""
-        up = Upstream(record)
+        up = self.connect(record)
         status, headers, replies = up.call({}, init)
         if status != 200 or not replies or "result" not in replies[0]:
             detail = replies[0].get("error", {}).get("message") if replies and isinstance(replies[0], dict) else ""
@@ -420,7 +428,7 @@ class Bridge:
     def _stateless_up(self, wait: float) -> Upstream:
         with self._conn_lock:
             if self.up is None:
-                self.up = Upstream(self.selector.find(None, wait, self._closing))
+                self.up = self.connect(self.selector.find(None, wait, self._closing))
             return self.up
 
     def _drop(self, up: Upstream) -> None:
@@ -561,20 +569,22 @@ def run_bridge(
     notebook: str | None, kernel: str | None, reconnect_timeout: float, latest: bool = False, channel: bool = False
 ) -> int:
     """Bridge stdio to one kernel's hub (a selector, or ``latest``), else to every kernel: a front
-    in this process (mcp_notebook.allkernels) on a private loopback port, its token never written."""
+    in this process (mcp_notebook.allkernels) driven through the stdio carrier, no port, no token."""
     if notebook or kernel or latest:
         return Bridge(Selector(notebook, kernel), reconnect_timeout=reconnect_timeout, channel=channel).run()
     from ..allkernels.directory import LocalDirectory
     from ..allkernels.front import KernelsFront
+    from .stdio_carrier import StdioCarrier
 
     front = KernelsFront(LocalDirectory())
+    count = lambda: len(front.provider.kernels(fresh=True)[0])  # noqa: E731
+    record = FrontRecord(Path(), {"pid": os.getpid(), "started_at": time.time()}, True, count=count)
+    carrier = StdioCarrier(front.server, record)
     try:
-        url = front.serve_http()
-        info = {"url": url, "token": front.settings.token, "pid": os.getpid(), "started_at": time.time()}
-        count = lambda: len(front.provider.kernels(fresh=True)[0])  # noqa: E731
-        selector = FrontSelector(FrontRecord(Path(), info, True, count=count))
-        return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel).run()
+        selector = FrontSelector(record)
+        return Bridge(selector, reconnect_timeout=reconnect_timeout, channel=channel, connect=lambda _: carrier).run()
     finally:
+        carrier.close()
         front.close()
 
 
