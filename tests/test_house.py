@@ -60,7 +60,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.families",),
     ("protocol.server", "protocol"),
     ("transport.http11", "transport.busy_poll", "transport.loop", "transport.client", "transport.control_wire"),
-    ("transport.heads",),
+    ("transport.heads", "transport.driver"),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
