@@ -125,8 +125,16 @@ class Rig:
         self.server = server
         self.pool = pool
         self.loop = asyncio.new_event_loop()
-        self.driver = ExchangeDriver(server, self.loop, pool)
+        self.driver = ExchangeDriver(server, pool)
         self.slots: set[SlotPort] = set()
+
+    def start(self, port: SlotPort, req: HttpRequest) -> Any:
+        """driver.start on the loop, as a carrier calls it."""
+
+        async def go() -> Any:
+            return self.driver.start(port, req)
+
+        return self.loop.run_until_complete(go())
 
     def port(self) -> SlotPort:
         return SlotPort(self.slots)
@@ -143,7 +151,7 @@ class Rig:
 
     def session(self) -> str:
         port = self.port()
-        assert self.driver.start(port, post(INIT)) is None  # initialize is answered inline
+        assert self.start(port, post(INIT)) is None  # initialize is answered inline
         reply = port.calls[0][1]
         return reply.headers["Mcp-Session-Id"]
 
@@ -171,11 +179,11 @@ def _read(rid: int, session: str) -> HttpRequest:
 def test_every_path_makes_exactly_one_final_call(rig):
     session = rig.session()
     refused = rig.port()
-    rig.driver.start(refused, HttpRequest("POST", {"host": "127.0.0.1"}, b"{}"))  # no token
+    rig.start(refused, HttpRequest("POST", {"host": "127.0.0.1"}, b"{}"))  # no token
     inline = rig.port()
-    rig.driver.start(inline, post({"jsonrpc": "2.0", "id": 2, "method": "ping"}, **{"mcp-session-id": session}))
+    rig.start(inline, post({"jsonrpc": "2.0", "id": 2, "method": "ping"}, **{"mcp-session-id": session}))
     pooled = [rig.port() for _ in range(8)]
-    exchanges = [rig.driver.start(p, _read(10 + i, session)) for i, p in enumerate(pooled)]
+    exchanges = [rig.start(p, _read(10 + i, session)) for i, p in enumerate(pooled)]
     assert all(ex is not None for ex in exchanges)  # a custom resource may run user code: the pool
 
     rig.run(rig.until(lambda: all(p.finals for p in pooled)))
@@ -194,7 +202,7 @@ def test_a_handler_that_raises_gets_a_500_and_its_slot_back():
     try:
         session = r.session()
         port = r.port()
-        assert r.driver.start(port, _read(5, session)) is not None
+        assert r.start(port, _read(5, session)) is not None
         r.run(r.until(lambda: port.finals))
         assert port.status == 500 and port.finals == 1 and r.slots == set()
     finally:
@@ -212,11 +220,11 @@ def test_a_bug_before_the_pool_and_a_shut_pool_still_answer_once():
         session = r.session()
         buggy = r.port()
         listing = {"jsonrpc": "2.0", "id": 3, "method": "resources/list"}
-        ex = r.driver.start(buggy, post(listing, **{"mcp-session-id": session, "mcp-protocol-version": VERSION}))
+        ex = r.start(buggy, post(listing, **{"mcp-session-id": session, "mcp-protocol-version": VERSION}))
         assert ex is None and buggy.status == 500 and buggy.finals == 1  # answer_inline raised
         pool.shutdown()
         stopping = r.port()
-        assert r.driver.start(stopping, _read(4, session)) is None
+        assert r.start(stopping, _read(4, session)) is None
         assert stopping.status == 503 and stopping.finals == 1
         assert r.slots == set()
     finally:
@@ -229,7 +237,7 @@ def _open_get_stream(rig: Rig) -> tuple[SlotPort, Any, Stream]:
     session = rig.session()
     port = rig.port()
     req = HttpRequest("GET", headers(**{"mcp-session-id": session, "mcp-protocol-version": VERSION}))
-    ex = rig.driver.start(port, req)
+    ex = rig.start(port, req)
     assert ex is not None
     rig.run(rig.until(lambda: ex.stream is not None))
     assert port.calls[0][0] == "open" and not port.finals
@@ -271,9 +279,30 @@ def test_a_server_that_closes_sends_the_streams_final_events(rig):
         "method": "subscriptions/listen",
         "params": {"resourceUris": ["test://hello"]},
     }
-    ex = rig.driver.start(port, post(listen, **{"mcp-session-id": session}))
+    ex = rig.start(port, post(listen, **{"mcp-session-id": session}))
     assert ex is not None
     rig.run(asyncio.sleep(0.05))
     rig.server.close()
     rig.run(rig.until(lambda: port.finals))
     assert port.finals == 1 and rig.slots == set()
+
+
+class BrokenOpenPort(SlotPort):
+    """A port with a bug in opening a stream."""
+
+    def open_stream(self, status: int, headers: dict[str, str], events: bytes, end: bool) -> None:
+        super().open_stream(status, headers, events, end)
+        if not end:
+            raise Boom("a port bug")
+
+
+def test_a_port_that_fails_to_open_a_stream_still_lets_the_server_go_of_it(rig):
+    session = rig.session()
+    port = BrokenOpenPort(rig.slots)
+    req = HttpRequest("GET", headers(**{"mcp-session-id": session, "mcp-protocol-version": VERSION}))
+    ex = rig.start(port, req)
+    assert ex is not None
+    rig.run(rig.until(lambda: port.finals))
+    assert port.calls[-1] == ("events", b"") and port.finals == 1 and rig.slots == set()
+    assert ex.stream is not None and ex.stream.closed and rig.server.sessions()[0].streams == []
+    assert not rig.driver.tasks

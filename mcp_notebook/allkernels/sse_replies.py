@@ -5,7 +5,6 @@ goes away. One copy for both handlers."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,14 +13,10 @@ from tornado.iostream import StreamClosedError
 from ..protocol.exchange import HttpReply, HttpRequest
 from ..transport.driver import ExchangeDriver, Port
 
-KEEPALIVE_SECONDS = 15.0
-
 
 class HandlerPort(Port):
     """One exchange written by a ``tornado.web.RequestHandler``; ``on_stream(+1 / -1)`` is told
     when a stream opens and when it ends."""
-
-    keepalive = KEEPALIVE_SECONDS
 
     def __init__(self, handler: Any, on_stream: Callable[[int], None] | None = None):
         self.handler = handler
@@ -83,7 +78,7 @@ class SseReplies:
 
     async def _exchange(self, server: Any, req: HttpRequest, on_stream: Callable[[int], None] | None = None) -> None:
         """Drive ``req`` until its reply is written (a body, or a stream until it ends)."""
-        driver = ExchangeDriver(server, asyncio.get_running_loop(), None, inline=False)
+        driver = ExchangeDriver(server, None, inline=False)
         self._port = HandlerPort(self, on_stream)
         await driver.serve(self._port, req)
 

@@ -187,7 +187,7 @@ class ControlCarrier:
         self.senders: dict[str, _Sender] = {}
         self._installed = False
         self._sweep: Any = None
-        self.driver = ExchangeDriver(mcp, loop, executor)
+        self.driver = ExchangeDriver(mcp, executor)
 
     # -- on the control thread ---------------------------------------------------------------
     def install(self) -> None:

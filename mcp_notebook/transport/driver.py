@@ -30,6 +30,7 @@ from ..protocol.streams import Stream
 
 log = logging.getLogger(__name__)
 KEEPALIVE_COMMENT = b": keepalive\n\n"
+KEEPALIVE_SECONDS = 15.0  # a quiet stream gets KEEPALIVE_COMMENT this often (unless its port says otherwise)
 
 
 class Server(Protocol):
@@ -53,8 +54,8 @@ class Port:
     are the reply's: the port adds what its framing of an event stream needs (a Content-Type).
     """
 
-    keepalive: float | None = 15.0  # seconds of a quiet stream before a keepalive comment; None: never
-    gone: bool = False  # the client left: a stream ends now, and the port drops what is still written
+    keepalive: float | None = KEEPALIVE_SECONDS  # seconds of a quiet stream before a keepalive comment; None: never
+    gone: bool = False  # the client left (or reads no more): a stream ends now; the final call still comes
     exchange: Exchange | None = None  # set by the driver when the exchange goes on after start()
 
     def send_reply(self, reply: HttpReply) -> None:
@@ -98,11 +99,11 @@ class Exchange:
 
 
 class ExchangeDriver:
-    """Drives exchanges between carriers' ports and one server, on one event loop (see the module docstring)."""
+    """Drives exchanges between carriers' ports and one server (see the module docstring). Every
+    call, and ``Exchange.cancel``, is made on the carrier's event loop: the one the exchange lives on."""
 
-    def __init__(self, server: Server, loop: asyncio.AbstractEventLoop, executor: Executor | None, inline: bool = True):
+    def __init__(self, server: Server, executor: Executor | None, inline: bool = True):
         self.server = server
-        self.loop = loop
         self.executor = executor  # None: the loop's default pool
         # False: every request goes to a worker (a server whose resources live behind other hops,
         # like the fronts, must not answer even a cheap method on the carrier's loop).
@@ -110,7 +111,7 @@ class ExchangeDriver:
         self.tasks: set[asyncio.Task[None]] = set()  # the stream pumps running
 
     def start(self, port: Port, req: HttpRequest, remember: bool = False) -> Exchange | None:
-        """Drive one request; called on the loop. Returns the exchange (also ``port.exchange``) when
+        """Drive one request. Returns the exchange (also ``port.exchange``) when
         it goes on after this call (to the pool, or a stream), None when its final call was made."""
         try:
             reply = None
@@ -123,17 +124,22 @@ class ExchangeDriver:
             log.exception("answering a request inline failed")
             reply = carrier_error(500, "Internal error")
         if reply is not None:
-            if reply.stream is None:
-                self._whole(port, reply)
+            if reply.stream is None:  # the usual case, written out here: it is the hot path
+                port.send_reply(reply)
+                if reply.after_send is not None:
+                    reply.after_send()
                 return None
             ex = Exchange(self, port)
-            self._answer(ex, reply)
+            self._deliver(ex, reply)
             return ex
+        loop = asyncio.get_running_loop()
         ex = Exchange(self, port)
         try:
-            future = self.loop.run_in_executor(self.executor, self.server.handle, req)
+            future = loop.run_in_executor(self.executor, self.server.handle, req)
         except RuntimeError:  # the pool is shut down: the server is stopping
-            self._whole(port, carrier_error(503, "Service unavailable: the server is stopping"))
+            self._final(
+                ex, lambda: self._whole(port, carrier_error(503, "Service unavailable: the server is stopping"))
+            )
             return None
         future.add_done_callback(lambda f: self._handled(ex, f))
         return ex
@@ -144,18 +150,25 @@ class ExchangeDriver:
         ex = self.start(port, req)
         if ex is None or ex.ended:
             return
-        ex.done = self.loop.create_future()
+        ex.done = asyncio.get_running_loop().create_future()
         await ex.done
 
     def _handled(self, ex: Exchange, future: asyncio.Future[HttpReply]) -> None:
         if future.cancelled() or future.exception() is not None:  # handle() never raises; a dying pool may
             self._final(ex, lambda: self._whole(ex.port, carrier_error(500, "Internal error")))
             return
+        self._deliver(ex, future.result())
+
+    def _deliver(self, ex: Exchange, reply: HttpReply) -> None:
+        """``_answer``, and when a port's write fails (a bug) the exchange still ends: a stream is
+        closed at the server, the port gets its final call."""
         try:
-            self._answer(ex, future.result())
-        except Exception:  # a bug in a port: the exchange still ends
+            self._answer(ex, reply)
+        except Exception:
             log.exception("writing a reply failed")
-            if not ex.ended:
+            if ex.stream is not None:
+                self._end(ex, b"")
+            else:
                 self._final(ex, lambda: self._whole(ex.port, carrier_error(500, "Internal error")))
 
     def _whole(self, port: Port, reply: HttpReply) -> None:
@@ -182,8 +195,7 @@ class ExchangeDriver:
         port = ex.port
         refusal = port.refuse_stream(stream)
         if refusal is not None:
-            stream.close()
-            self.server.stream_closed(stream)
+            self.server.stream_closed(stream)  # (which closes it)
             self._final(ex, lambda: self._whole(port, refusal))
             return
         ex.stream = stream
@@ -195,7 +207,7 @@ class ExchangeDriver:
             return
         waiting = port.open_stream(reply.status, reply.headers, events, False)
         wake = ex.wake = asyncio.Event()
-        loop = self.loop
+        loop = asyncio.get_running_loop()
         stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
         task = loop.create_task(self._pump(ex, waiting))
         self.tasks.add(task)
@@ -209,10 +221,10 @@ class ExchangeDriver:
         try:
             if waiting is not None:
                 await waiting
-            while not ex.ended and not port.gone:
+            while not ex.ended:
                 closed = stream.closed
                 events = stream.drain()
-                if closed:
+                if closed or port.gone:  # what there is rides on the final call
                     self._end(ex, b"".join(events))
                     return
                 if events:
