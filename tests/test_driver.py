@@ -306,3 +306,23 @@ def test_a_port_that_fails_to_open_a_stream_still_lets_the_server_go_of_it(rig):
     assert port.calls[-1] == ("events", b"") and port.finals == 1 and rig.slots == set()
     assert ex.stream is not None and ex.stream.closed and rig.server.sessions()[0].streams == []
     assert not rig.driver.tasks
+
+
+def test_the_smallest_carrier_in_design_answers(rig):
+    """docs/DESIGN.md's PipePort, run as written: a new carrier really is that small."""
+    import io
+    import re
+    from pathlib import Path
+
+    design = (Path(__file__).resolve().parent.parent / "docs" / "DESIGN.md").read_text()
+    code = re.search(r"```python\n(class PipePort\(Port\):.*?)```", design, re.S)
+    assert code is not None
+    out = io.BytesIO()
+    names = {"Port": Port, "ExchangeDriver": ExchangeDriver, "HttpRequest": HttpRequest, "server": rig.server}
+    names.update(pool=rig.pool, out=out, headers=headers(), body=json.dumps(INIT).encode())
+
+    async def go() -> None:
+        exec(compile(code.group(1), "DESIGN.md", "exec"), names)
+
+    rig.run(go())
+    assert json.loads(out.getvalue())["result"]["serverInfo"]["name"] == "mcp-notebook"
