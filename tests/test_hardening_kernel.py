@@ -99,7 +99,7 @@ def test_two_hundred_dropped_streams_and_requests_leak_nothing(kernel, hub):
                 "_t = _m.hub().transport\n"
                 "_s = _m.hub().server\n"
                 "print(_j.dumps({'connections': len(_t.connections), 'streams': len(_t.streams),"
-                " 'tasks': len(_t.tasks), 'listens': len(_s.listens()),"
+                " 'tasks': len(_t.driver.tasks), 'listens': len(_s.listens()),"
                 " 'session_streams': sum(len(x.streams) for x in _s.sessions())}))"
             ).stdout.strip()
         )

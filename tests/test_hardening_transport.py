@@ -256,7 +256,7 @@ def test_two_hundred_dropped_streams_leak_nothing(server):
             s = connect(server)  # a request cut off mid-body
             s.sendall(head("Content-Length: 500\r\n") + b'{"jsonrpc"')
             _abort(s)
-    assert wait_for(lambda: not server.connections and not server.streams and not server.tasks)
+    assert wait_for(lambda: not server.connections and not server.streams and not server.driver.tasks)
     session = server.mcp.sessions()[0]
     assert wait_for(lambda: not session.streams and not server.mcp.listens())
     assert "test://hello" not in server.mcp.resources.watched()

@@ -1,74 +1,91 @@
-"""A front's streamed replies written by a tornado handler (the server extension's front and the
-JupyterHub service): the stream's events as they come, a keepalive comment every 15 s, the front
-told when the client goes away. One copy for both handlers."""
+"""A front's exchanges carried by a tornado handler (the server extension's front and the JupyterHub
+service): a ``Port`` of the exchange driver (transport/driver.py) writing through the handler, a
+stream's events as they come with a keepalive comment every 15 s, the driver told when the client
+goes away. One copy for both handlers."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tornado.iostream import StreamClosedError
 
-from ..protocol.exchange import HttpReply
-from ..protocol.streams import Stream
+from ..protocol.exchange import HttpReply, HttpRequest
+from ..transport.driver import ExchangeDriver, Port
 
-KEEPALIVE_SECONDS = 15.0
+
+class HandlerPort(Port):
+    """One exchange written by a ``tornado.web.RequestHandler``; ``on_stream(+1 / -1)`` is told
+    when a stream opens and when it ends."""
+
+    def __init__(self, handler: Any, on_stream: Callable[[int], None] | None = None):
+        self.handler = handler
+        self.on_stream = on_stream
+        self.streaming = False
+
+    def _head(self, status: int, headers: dict[str, str]) -> None:
+        handler = self.handler
+        handler.set_status(status)
+        handler.clear_header("Content-Type")
+        for name, value in headers.items():
+            handler.set_header(name, value)
+
+    def send_reply(self, reply: HttpReply) -> None:
+        if self.gone:
+            return
+        self._head(reply.status, reply.headers)
+        self.handler.finish(reply.body or b"")
+
+    def open_stream(self, status: int, headers: dict[str, str], events: bytes, end: bool) -> Awaitable[None] | None:
+        if not self.gone:
+            self._head(status, headers)
+            self.handler.set_header("Content-Type", "text/event-stream")
+            self.handler.set_header("Cache-Control", "no-store")
+            self.handler.set_header("X-Accel-Buffering", "no")
+        if not end:
+            self.streaming = True
+            if self.on_stream is not None:
+                self.on_stream(+1)
+        return self.send_events(events, end)
+
+    def send_events(self, events: bytes, end: bool) -> Awaitable[None] | None:
+        if end and self.streaming:
+            self.streaming = False
+            if self.on_stream is not None:
+                self.on_stream(-1)
+        if self.gone:
+            return None
+        if events:
+            self.handler.write(events)
+        if end:
+            self.handler.finish()
+            return None
+        return self._flush()
+
+    async def _flush(self) -> None:
+        try:
+            await self.handler.flush()
+        except StreamClosedError:
+            self.gone = True
 
 
 class SseReplies:
-    """Mixed into a ``tornado.web.RequestHandler``: ``_send_reply`` writes one reply (a body, or a
-    stream as it comes); call ``_wake_stream`` from ``on_connection_close``."""
+    """Mixed into a ``tornado.web.RequestHandler``: ``_exchange`` drives one request through a
+    front's server (every request on a worker: the front's answers may reach other hosts); call
+    ``_wake_stream`` from ``on_connection_close``."""
 
-    _client_gone = False
-    _wake: asyncio.Event | None = None
+    _port: HandlerPort | None = None
 
-    async def _send_reply(self, front: Any, reply: HttpReply) -> None:
-        """Write ``reply``: its status and headers, then its body, or its stream until it ends."""
-        handler: Any = self
-        handler.set_status(reply.status)
-        handler.clear_header("Content-Type")
-        for name, value in reply.headers.items():
-            handler.set_header(name, value)
-        if reply.stream is None:
-            handler.finish(reply.body or b"")
-            if reply.after_send is not None:
-                reply.after_send()
-            return
-        await self._stream(front, reply.stream)
-
-    async def _stream(self, front: Any, stream: Stream) -> None:
-        handler: Any = self
-        handler.set_header("Content-Type", "text/event-stream")
-        handler.set_header("Cache-Control", "no-store")
-        handler.set_header("X-Accel-Buffering", "no")
-        loop = asyncio.get_running_loop()
-        wake = self._wake = asyncio.Event()
-        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
-        try:
-            await handler.flush()
-            while not self._client_gone:
-                closed = stream.closed
-                events = stream.drain()
-                if events:
-                    handler.write(b"".join(events))
-                    await handler.flush()
-                if closed:
-                    break
-                try:
-                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
-                except asyncio.TimeoutError:
-                    handler.write(b": keepalive\n\n")
-                    await handler.flush()
-                wake.clear()
-            if not self._client_gone:
-                handler.finish()
-        except StreamClosedError:
-            self._client_gone = True
-        finally:
-            front.server.stream_closed(stream)
+    async def _exchange(self, server: Any, req: HttpRequest, on_stream: Callable[[int], None] | None = None) -> None:
+        """Drive ``req`` until its reply is written (a body, or a stream until it ends)."""
+        driver = ExchangeDriver(server, None, inline=False)
+        self._port = HandlerPort(self, on_stream)
+        await driver.serve(self._port, req)
 
     def _wake_stream(self) -> None:
-        """The client went away: the stream loop wakes and ends."""
-        self._client_gone = True
-        if self._wake is not None:
-            self._wake.set()
+        """The client went away: an open stream ends now (the server lets go of it)."""
+        port = self._port
+        if port is not None:
+            port.gone = True
+            if port.exchange is not None:
+                port.exchange.cancel()

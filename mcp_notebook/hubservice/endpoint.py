@@ -20,7 +20,7 @@ from tornado import web
 
 from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
-from ..protocol.exchange import HttpReply, HttpRequest
+from ..protocol.exchange import HttpRequest
 from .config import SCOPE
 from .oauth import Server
 from .store import digest, unseal
@@ -45,6 +45,10 @@ class GrantFront:
     used: float
     streams: int = 0
     touched: float = 0.0  # when "last used" was last written to the store
+
+    def count_stream(self, delta: int) -> None:
+        """A stream of this front opened (+1) or ended (-1): a front with one open is not idle."""
+        self.streams += delta
 
 
 class Fronts:
@@ -219,15 +223,7 @@ class McpHandler(SseReplies, web.RequestHandler):
             headers.pop(name, None)
         method = self.request.method or "GET"
         req = HttpRequest(method, headers, self.request.body if method == "POST" else b"", admitted=True)
-        reply: HttpReply = await loop.run_in_executor(None, gf.front.server.handle, req)
-        if reply.stream is None:
-            await self._send_reply(gf.front, reply)
-            return
-        gf.streams += 1
-        try:
-            await self._send_reply(gf.front, reply)
-        finally:
-            gf.streams -= 1
+        await self._exchange(gf.front.server, req, gf.count_stream)
 
     def on_connection_close(self) -> None:
         self._wake_stream()

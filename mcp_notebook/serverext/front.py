@@ -4,12 +4,12 @@ notebook the user looks at (its kernel becomes the one bare URIs address).
 
 The front (mcp_notebook.allkernels) runs in the server process, one per server, started at its first
 request; this module is its carrier over tornado (DESIGN, "Carriers"): Jupyter authenticates,
-the request goes to ``McpServer.handle`` on a worker thread, streams are written as SSE.
+the request is driven by the exchange driver (``McpServer.handle`` on a worker thread), streams
+are written as SSE (allkernels/sse_replies.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -21,7 +21,7 @@ from ..allkernels.directory import KernelEntry, write_focus
 from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
 from ..allkernels.upstream import HubAddress
-from ..protocol.exchange import HttpReply, HttpRequest
+from ..protocol.exchange import HttpRequest
 from .control_client import LoopBridge
 from .handlers import McpProxyHandler, _Base
 from .hubs import HubFinder
@@ -131,8 +131,7 @@ class FrontHandler(SseReplies, McpProxyHandler):
         headers.pop("authorization", None)  # Jupyter's credential: the front never sees it
         method = self.request.method or "GET"
         req = HttpRequest(method, headers, bytes(self._body) if method == "POST" else b"", admitted=True)
-        reply: HttpReply = await asyncio.get_running_loop().run_in_executor(None, front.server.handle, req)
-        await self._send_reply(front, reply)
+        await self._exchange(front.server, req)
 
     def on_connection_close(self) -> None:
         super().on_connection_close()

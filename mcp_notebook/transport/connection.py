@@ -5,7 +5,8 @@ Requests on a connection are read and answered one at a time, in order. A reques
 and its body is never parsed (what is still on the way is dropped for a moment, then the
 connection closes). A request the protocol answers inline (a flat read, a cheap method) is
 answered on the loop; one that may run user code goes to the owner's worker pool, so the loop
-never stalls; a reply that is an event stream is pumped by a task. Deadlines: a head within
+never stalls; a reply that is an event stream is pumped by a task. The exchange driver
+(driver.py) runs that sequence; the connection is its ``Port``. Deadlines: a head within
 ``head_timeout`` of its first byte (of the connection's start or last reply, for a connection no
 request was admitted on yet, which also gets no long idle time), a body within ``body_timeout``
 of its head; the owner's periodic sweep checks them.
@@ -17,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from concurrent.futures import Executor
+from collections.abc import Awaitable
 from typing import Protocol, cast
 
 from ..protocol.exchange import ENDPOINT_PATH, carrier_error
@@ -26,11 +27,11 @@ from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 from . import http11
 from .busy_poll import BusyPoll
+from .driver import ExchangeDriver, Port
 from .heads import AdmittedHead, AdmittedHeads
 from .http11 import BadRequest, RequestHead, RequestReader
 
 log = logging.getLogger(__name__)
-KEEPALIVE_SECONDS = 15.0  # an SSE comment this often on a quiet stream
 IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on
 LINGER_SECONDS = 2.0  # after refusing a request whose body is still coming: drop it this long, then close
 PATH = ENDPOINT_PATH
@@ -46,10 +47,9 @@ class Owner(Protocol):
     head_timeout: float
     body_timeout: float
     stopping: bool
-    executor: Executor
+    driver: ExchangeDriver
     busy_poll: BusyPoll
     streams: set[Stream]
-    tasks: set[asyncio.Task[None]]
     connections: dict[Connection, None]
 
     def admit_connection(self, conn: Connection) -> bool: ...
@@ -57,8 +57,9 @@ class Owner(Protocol):
     def client_count(self, delta: int) -> None: ...
 
 
-class Connection(asyncio.Protocol):
-    """One client connection (see the module docstring)."""
+class Connection(asyncio.Protocol, Port):
+    """One client connection (see the module docstring); the exchange driver's port for the
+    request being answered."""
 
     def __init__(self, owner: Owner):
         self.owner = owner
@@ -69,11 +70,12 @@ class Connection(asyncio.Protocol):
         self.busy = False  # a request is being answered (on the executor, or as a stream)
         self.streaming = False  # ... as a long-lived stream (GET or subscriptions/listen)
         self.closing = False
-        self.gone = False
+        self.lost = False
         self.trusted = False  # a request on this connection passed admission
         self.paused_reading = False
         self._writable: asyncio.Future[None] | None = None
-        self._wake: asyncio.Event | None = None
+        self._head: RequestHead | None = None  # the head of the request being answered
+        self._keep = False  # the stream being written leaves the connection open after it
         self._deadline = 0.0  # loop time the armed deadline expires at (checked by the owner's sweep)
         self._timer_kind = ""  # which deadline is armed; "" for none
         self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
@@ -82,6 +84,12 @@ class Connection(asyncio.Protocol):
         self._family: object | None = None  # the server's memo of requests like one head's (families.py)
         self._family_head: AdmittedHead | None = None  # ... the head it was learnt on
         self._family_tries = 0  # attempts at learning one (bounded per connection)
+
+    @property
+    def gone(self) -> bool:  # type: ignore[override]
+        """For the driver: the client left, or half-closed while a long-lived stream is written
+        (it will read no more of it: the stream ends with what it has)."""
+        return self.lost or (self.streaming and self.reader.peer_done)
 
     @property
     def idle(self) -> bool:
@@ -208,13 +216,13 @@ class Connection(asyncio.Protocol):
         self.owner.client_count(1)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.gone = True
+        self.lost = True
         if self.trusted:
             self.owner.client_count(-1)
         self.owner.connections.pop(self, None)
         self._cancel_timer()
-        if self._wake is not None:
-            self._wake.set()
+        if self.exchange is not None:
+            self.exchange.cancel()  # a stream being written ends now
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
 
@@ -233,7 +241,7 @@ class Connection(asyncio.Protocol):
             return
         self._reading = True
         try:
-            while not self.busy and not self.closing and not self.gone and not self.reader.discarding:
+            while not self.busy and not self.closing and not self.lost and not self.reader.discarding:
                 if self.reader.between_requests or not self._next_request():
                     break  # (an empty buffer between requests holds nothing to read)
         except BadRequest as exc:
@@ -243,7 +251,7 @@ class Connection(asyncio.Protocol):
             self._fail(BadRequest("internal error", 500))
         finally:
             self._reading = False
-        if self.paused_reading and not self.busy and self.io is not None and not self.gone:
+        if self.paused_reading and not self.busy and self.io is not None and not self.lost:
             self.paused_reading = False
             self.io.resume_reading()
         if self.reader.peer_done and not self.busy and not self.reader.discarding:
@@ -311,7 +319,6 @@ class Connection(asyncio.Protocol):
     def _dispatch(self, head: RequestHead, body: bytes, admitted: AdmittedHead | None = None) -> None:
         self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admit ran on the head
-        mcp = self.owner.mcp
         # A replay is learnt on a head's second request, not its first: a client whose requests
         # all differ (another URI in each) would pay for learning what is never replayed.
         # (On the first sight too while this connection may still learn a head family.)
@@ -319,22 +326,13 @@ class Connection(asyncio.Protocol):
         learn = admitted is not None and admitted.replay is None and (admitted.seen or family)
         if admitted is not None:
             admitted.seen = True
-        reply = mcp.answer_inline(req, learn)
-        if reply is not None:
-            if admitted is not None and req.replay is not None:
-                admitted.replay = req.replay  # the next such request, with another id, is replayed
-                if family:
-                    self._learn_family(admitted)
-            self._reply(head, reply)
-            return
+        self._head = head
         self.busy = True
-        try:
-            future = self.loop.run_in_executor(self.owner.executor, mcp.handle, req)
-        except RuntimeError:  # the executor is shut down: the hub is stopping
-            self.busy = False
-            self._reply(head, carrier_error(503, "Service unavailable: the hub is stopping"))
-            return
-        future.add_done_callback(lambda f: self._answered(head, f))
+        self.owner.driver.start(self, req, learn)
+        if admitted is not None and req.replay is not None:
+            admitted.replay = req.replay  # the next such request, with another id, is replayed
+            if family:
+                self._learn_family(admitted)
 
     def _learn_family(self, admitted: AdmittedHead) -> None:
         """Ask the server for a head family of a keep-alive head whose request it just learnt as a
@@ -344,39 +342,66 @@ class Connection(asyncio.Protocol):
             self._family = self.owner.mcp.learn_family(admitted.block, admitted.replay)
             self._family_head = admitted if self._family is not None else None
 
-    def _answered(self, head: RequestHead, future: asyncio.Future[HttpReply]) -> None:
-        if future.cancelled():
-            return
-        if future.exception() is not None:  # handle() never raises; a dying executor might
-            self._reply(head, carrier_error(500, "Internal error"))
-        else:
-            self._reply(head, future.result())
-
     # -- writing ---------------------------------------------------------------------------------
-    def _reply(self, head: RequestHead, reply: HttpReply) -> None:
-        origin = head.headers.get("origin")
-        if origin is not None and "Access-Control-Allow-Origin" not in reply.headers:
-            s = self.owner.mcp.settings  # a page's request: CORS fields only for an Origin we allow
-            if origin_allowed(head.headers, s.allowed_origins, s.allowed_hosts):
-                reply.headers = {**reply.headers, **cors_headers(origin)}
-        if reply.stream is not None:
-            self.busy = True
-            self.streaming = reply.stream.kind != "response"
-            task = self.loop.create_task(self._stream(head, reply, reply.stream))
-            self.owner.tasks.add(task)
-            task.add_done_callback(self.owner.tasks.discard)
-            return
+    # The Port: the driver writes the reply to the request being answered (self._head) through these.
+    def send_reply(self, reply: HttpReply) -> None:
+        """Write a whole reply; go on with the next request, or close."""
+        head = self._head
+        assert head is not None
+        headers = reply.headers
+        if "origin" in head.headers:
+            headers = self._cors(head, headers)
         keep = head.keep_alive and not self.owner.stopping
-        self._write(http11.reply_bytes(reply.status, reply.headers, reply.body or b"", keep=keep, head=head))
-        if reply.after_send is not None:
-            reply.after_send()
+        self._write(http11.reply_bytes(reply.status, headers, reply.body or b"", keep=keep, head=head))
         self._done(keep)
+
+    def open_stream(self, status: int, headers: dict[str, str], events: bytes, end: bool) -> Awaitable[None] | None:
+        head = self._head
+        assert head is not None and self.exchange is not None and self.exchange.stream is not None
+        stream = self.exchange.stream
+        self.streaming = stream.kind != "response"
+        if not end:
+            self.owner.streams.add(stream)  # the transport's stop lets it write its final events
+        chunked = head.version == "HTTP/1.1"
+        self._keep = chunked and head.keep_alive
+        headers = self._cors(head, headers)
+        self._write(http11.stream_head_bytes(status, headers, keep=self._keep, head=head))
+        return self.send_events(events, end)
+
+    def send_events(self, events: bytes, end: bool) -> Awaitable[None] | None:
+        head = self._head
+        assert head is not None
+        chunked = head.version == "HTTP/1.1"
+        data = http11.chunk_bytes(events, chunked) if events else b""
+        if end:
+            self._write(data + http11.LAST_CHUNK if chunked else data)
+            if self.exchange is not None and self.exchange.stream is not None:
+                self.owner.streams.discard(self.exchange.stream)
+            self._done(self._keep and not self.owner.stopping)
+            return None
+        if data:
+            self._write(data)
+        return self._writable
+
+    def _cors(self, head: RequestHead, headers: dict[str, str]) -> dict[str, str]:
+        """A page's request: CORS fields only for an Origin we allow."""
+        origin = head.headers.get("origin")
+        if origin is not None and "Access-Control-Allow-Origin" not in headers:
+            s = self.owner.mcp.settings
+            if origin_allowed(head.headers, s.allowed_origins, s.allowed_hosts):
+                return {**headers, **cors_headers(origin)}
+        return headers
+
+    def _reply(self, head: RequestHead, reply: HttpReply) -> None:
+        """A reply of the connection's own (a refusal, a bad request) to ``head``'s request."""
+        self._head = head
+        self.send_reply(reply)
 
     def _done(self, keep: bool) -> None:
         """The reply is written: go on with the next request, or close."""
         self.busy = False
         self.streaming = False
-        if self.gone:
+        if self.lost:
             return
         if not keep:
             if self.reader.discarding:
@@ -391,49 +416,8 @@ class Connection(asyncio.Protocol):
         if self.buf or self.paused_reading or self.reader.peer_done:
             self._process()
 
-    async def _stream(self, head: RequestHead, reply: HttpReply, stream: Stream) -> None:
-        owner = self.owner
-        owner.streams.add(stream)
-        chunked = head.version == "HTTP/1.1"
-        keep = chunked and head.keep_alive
-        try:
-            self._write(http11.stream_head_bytes(reply.status, reply.headers, keep=keep, head=head))
-            await self._pump(stream, chunked)
-            if chunked:
-                self._write(http11.LAST_CHUNK)
-        finally:
-            owner.streams.discard(stream)
-            owner.mcp.stream_closed(stream)
-        if not self.gone:
-            self._done(keep and not owner.stopping)
-
-    async def _pump(self, stream: Stream, chunked: bool) -> None:
-        wake = self._wake = asyncio.Event()
-        loop = self.loop
-        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
-        try:
-            while not self.gone:
-                closed = stream.closed
-                events = stream.drain()
-                if events:
-                    await self._send_chunk(b"".join(events), chunked)
-                if closed or self.gone or (self.reader.peer_done and self.streaming):
-                    return  # a client that half-closed will not read a long-lived stream: end it
-                try:
-                    await asyncio.wait_for(wake.wait(), KEEPALIVE_SECONDS)
-                except asyncio.TimeoutError:
-                    await self._send_chunk(b": keepalive\n\n", chunked)
-                wake.clear()
-        finally:
-            self._wake = None
-
-    async def _send_chunk(self, data: bytes, chunked: bool) -> None:
-        self._write(http11.chunk_bytes(data, chunked))
-        if self._writable is not None:
-            await self._writable
-
     def _write(self, data: bytes) -> None:
-        if self.io is not None and not self.gone:
+        if self.io is not None and not self.lost:
             self.io.write(data)
 
     def _fail(self, exc: BadRequest) -> None:
@@ -472,7 +456,7 @@ class Connection(asyncio.Protocol):
 
     def _expired(self, kind: str) -> None:
         self._timer_kind = ""
-        if self.gone or self.busy or self.closing:
+        if self.lost or self.busy or self.closing:
             return
         if kind in ("idle", "linger") or self.reader.between_requests:
             self.close()

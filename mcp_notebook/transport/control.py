@@ -38,6 +38,7 @@ from ..logs import log
 from ..protocol.exchange import HttpReply, HttpRequest, carrier_error, lone_surrogate_path, status_reply
 from ..protocol.streams import Stream
 from .control_wire import CANCEL, INFO, INFO_REPLY, REPLY, REQUEST, SENDER_IDLE_SECONDS, TO_HUB
+from .driver import Exchange, ExchangeDriver, Port
 
 OURS = TO_HUB
 METHODS = frozenset({"GET", "POST", "DELETE"})
@@ -51,25 +52,76 @@ SWEEP_SECONDS = 15.0
 DELIM = b"<IDS|MSG>"
 
 
-@dataclass
-class _Exchange:
-    sender: str
-    idents: list[Any]
-    parent: dict[str, Any]
-    stream: Stream | None = None
-    seq: int = 0
-    head: tuple[int, dict[str, str]] | None = None  # status and headers not sent yet
-    answered: bool = False  # the final message went out
+class _ControlPort(Port):
+    """One request's way back to its sender: ``mcp_reply`` messages in order, each numbered; the
+    final one releases the request's in-flight slot (the driver makes exactly one final call)."""
+
+    keepalive = None  # the sender's keepalives say who is alive; a quiet stream needs no comment
+
+    def __init__(self, carrier: ControlCarrier, sender: _Sender, msg_id: str, idents: list[Any], parent: dict):
+        self.carrier = carrier
+        self.sender = sender
+        self.msg_id = msg_id
+        self.idents = idents
+        self.parent = parent
+        self.seq = 0
+        self.streaming = False  # a stream is open (counted against MAX_STREAMS)
+        self.exchange: Exchange | None = None  # set by the driver while the exchange goes on
+
+    def send_reply(self, reply: HttpReply) -> None:
+        """A whole reply: status, headers and body in one message (in pieces when long)."""
+        self._release()
+        self._emit_body(reply.body or b"", True, (reply.status, dict(reply.headers)))
+
+    def open_stream(self, status: int, headers: dict[str, str], events: bytes, end: bool) -> None:
+        """The stream's head rides on the message of its first events (or goes alone, now)."""
+        self.streaming = not end
+        if end:
+            self._release()
+        self._emit_body(events, end, (status, {**headers, "Content-Type": "text/event-stream"}))
+
+    def send_events(self, events: bytes, end: bool) -> None:
+        if end:
+            self.streaming = False
+            self._release()
+        if events or end:
+            self._emit_body(events, end)
+
+    def refuse_stream(self, stream: Stream) -> HttpReply | None:
+        if stream.kind != "response" and self.sender.streams >= MAX_STREAMS:
+            return status_reply(429, f"more than {MAX_STREAMS} open streams", {"Retry-After": "5"})
+        return None
+
+    def _release(self) -> None:
+        if self.sender.exchanges.get(self.msg_id) is self:
+            del self.sender.exchanges[self.msg_id]  # answered (or ended): the slot is free again
+
+    def _emit_body(self, body: bytes, final: bool, head: tuple[int, dict] | None = None) -> None:
+        """Body text in messages of at most PIECE_CHARS; ``head`` (status, headers) rides on the first.
+
+        One message where one will do: two small writes in a row meet Nagle's algorithm and delayed
+        ACKs on a gateway's websocket (~40 ms each). Nothing goes to a sender that cancelled."""
+        if self.gone:
+            return
+        text = body.decode("utf-8", "replace")
+        pieces = [text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)] or [""]
+        for i, piece in enumerate(pieces):
+            content: dict[str, Any] = {"body": piece, "final": final and i == len(pieces) - 1}
+            if head is not None and i == 0:
+                content["status"], content["headers"] = head
+            content["seq"] = self.seq
+            self.seq += 1
+            self.carrier._send(self.idents, self.parent, REPLY, content)
 
 
 @dataclass
 class _Sender:
     last_seen: float
-    exchanges: dict[str, _Exchange] = field(default_factory=dict)
+    exchanges: dict[str, _ControlPort] = field(default_factory=dict)
 
     @property
     def streams(self) -> int:
-        return sum(1 for ex in self.exchanges.values() if ex.stream is not None)
+        return sum(1 for port in self.exchanges.values() if port.streaming)
 
 
 def header_type(frames: list[Any]) -> str | None:
@@ -135,6 +187,7 @@ class ControlCarrier:
         self.senders: dict[str, _Sender] = {}
         self._installed = False
         self._sweep: Any = None
+        self.driver = ExchangeDriver(mcp, executor)
 
     # -- on the control thread ---------------------------------------------------------------
     def install(self) -> None:
@@ -194,7 +247,7 @@ class ControlCarrier:
         if kind == INFO:
             self._send(idents, msg, INFO_REPLY, self._info())
         elif kind == REQUEST:
-            self._request(sender, _Exchange(sender_id, idents, msg), content)
+            self._request(sender, idents, msg, content)
         elif kind == CANCEL and isinstance(content.get("request"), str):
             self._cancel(sender, content["request"])
         if not sender.exchanges and kind != REQUEST and sender_id in self.senders:
@@ -216,60 +269,38 @@ class ControlCarrier:
             }
         return {"status": "ok", **self.info()}
 
-    def _request(self, sender: _Sender, ex: _Exchange, content: dict[str, Any]) -> None:
-        """Every request gets exactly one final answer, and its in-flight slot back on every path."""
-        msg_id = ex.parent["header"].get("msg_id")
+    def _request(self, sender: _Sender, idents: list[Any], msg: dict[str, Any], content: dict[str, Any]) -> None:
+        """Refuse a malformed or unbounded request, else hand it to the driver with its in-flight
+        slot taken; the port's final call (exactly one, on every path) gives the slot back."""
+        msg_id = msg["header"].get("msg_id")
         problem = self._check(content)
         if problem is None and (not isinstance(msg_id, str) or not msg_id or not _encodable(msg_id)):
             problem = 400, "the message header needs a msg_id (a string)"
         if problem is None and msg_id in sender.exchanges:  # replies go by msg_id: one exchange per id
             problem = 409, "a request with this msg_id is still open (msg_ids must be unique)"
+        port = _ControlPort(self, sender, msg_id if isinstance(msg_id, str) else "", idents, msg)
         if problem is not None:
-            self._finish(ex, status_reply(*problem))
+            port.send_reply(status_reply(*problem))
             return
         if not self.threaded:
-            self._finish(ex, carrier_error(503, self._info()["message"]))
+            port.send_reply(carrier_error(503, self._info()["message"]))
             return
         if len(sender.exchanges) >= MAX_IN_FLIGHT:
-            self._finish(ex, status_reply(429, f"more than {MAX_IN_FLIGHT} requests in flight", {"Retry-After": "1"}))
+            port.send_reply(status_reply(429, f"more than {MAX_IN_FLIGHT} requests in flight", {"Retry-After": "1"}))
             return
         if not sender.exchanges and sum(1 for s in self.senders.values() if s.exchanges) >= MAX_SENDERS:
-            self._finish(
-                ex, status_reply(429, f"more than {MAX_SENDERS} senders with open requests", {"Retry-After": "1"})
+            port.send_reply(
+                status_reply(429, f"more than {MAX_SENDERS} senders with open requests", {"Retry-After": "1"})
             )
             return
-        sender.exchanges[msg_id] = ex
-        handed_off = False
-        try:
-            handed_off = self._start(sender, msg_id, ex, content)
-        except Exception:  # a bug, not the sender's input: answered, logged, the slot released
-            log.exception("control channel: request %s failed", msg_id)
-            if not ex.answered and ex.stream is None:
-                self._finish(ex, carrier_error(500, "internal error"))
-        finally:
-            if not handed_off and sender.exchanges.get(msg_id) is ex and ex.stream is None:
-                del sender.exchanges[msg_id]
-
-    def _start(self, sender: _Sender, msg_id: str, ex: _Exchange, content: dict[str, Any]) -> bool:
-        """Admit and answer inline, or hand the request to the worker pool (True: its callback
-        answers and releases the slot)."""
+        sender.exchanges[msg_id] = port
         headers = {k.lower(): v for k, v in content["headers"].items()}
-        refused = self.mcp.admit(headers)
-        if refused is not None:
-            self._finish(ex, refused)
-            return False
-        req = HttpRequest(content["method"], headers, content.get("body", "").encode(), admitted=True)
-        reply = self.mcp.answer_inline(req, False)
-        if reply is not None:
-            self._answer(sender, msg_id, ex, reply)
-            return False
+        req = HttpRequest(content["method"], headers, content.get("body", "").encode())
         try:
-            future = self.loop.run_in_executor(self.executor, self.mcp.handle, req)
-        except RuntimeError:  # the pool is shut down: the hub is stopping
-            self._finish(ex, carrier_error(503, "the hub is stopping"))
-            return False
-        future.add_done_callback(lambda f: self._handled(sender, msg_id, ex, f))
-        return True
+            self.driver.start(port, req)
+        except Exception:  # a bug in writing the reply: logged, the slot released
+            log.exception("control channel: request %s failed", msg_id)
+            port._release()
 
     def _check(self, content: dict[str, Any]) -> tuple[int, str] | None:
         """Why a request message is malformed (status, message), or None. Strings must be text that
@@ -294,86 +325,14 @@ class ControlCarrier:
             return 400, "body holds an unpaired UTF-16 surrogate (not UTF-8 text)"
         return None
 
-    def _handled(self, sender: _Sender, msg_id: str, ex: _Exchange, future: Any) -> None:
-        try:
-            if future.cancelled() or future.exception() is not None:
-                if not ex.answered:
-                    self._finish(ex, carrier_error(500, "internal error"))
-                return
-            self._answer(sender, msg_id, ex, future.result())
-        finally:
-            if sender.exchanges.get(msg_id) is ex and ex.stream is None:
-                del sender.exchanges[msg_id]  # answered (or failed): the slot is free again
-
-    def _answer(self, sender: _Sender, msg_id: str, ex: _Exchange, reply: HttpReply) -> None:
-        stream = reply.stream
-        if stream is None:
-            sender.exchanges.pop(msg_id, None)
-            self._finish(ex, reply)
-            return
-        if stream.kind != "response" and sender.streams >= MAX_STREAMS:
-            sender.exchanges.pop(msg_id, None)
-            stream.close()
-            self.mcp.stream_closed(stream)
-            self._finish(ex, status_reply(429, f"more than {MAX_STREAMS} open streams", {"Retry-After": "5"}))
-            return
-        ex.stream = stream
-        ex.head = (reply.status, {**reply.headers, "Content-Type": "text/event-stream"})
-        self._drain(sender, msg_id, ex)  # events already there go out with the head, in one message
-        if ex.head is not None:  # nothing yet: the stream opens now, its events follow
-            self._emit(ex, {"status": reply.status, "headers": ex.head[1], "body": "", "final": False})
-            ex.head = None
-        if ex.stream is not None:
-            stream.set_waker(lambda: self.loop.call_soon_threadsafe(self._drain, sender, msg_id, ex))
-
-    def _drain(self, sender: _Sender, msg_id: str, ex: _Exchange) -> None:
-        stream = ex.stream
-        if stream is None or sender.exchanges.get(msg_id) is not ex:
-            return  # cancelled meanwhile
-        closed = stream.closed
-        events = stream.drain()
-        if events or closed:
-            self._emit_body(ex, b"".join(events), final=closed, head=ex.head)
-            ex.head = None
-        if closed:
-            sender.exchanges.pop(msg_id, None)
-            ex.stream = None
-            self.mcp.stream_closed(stream)
-
-    def _finish(self, ex: _Exchange, reply: HttpReply) -> None:
-        """A whole reply: status, headers and body in one message (in pieces when long)."""
-        self._emit_body(ex, reply.body or b"", final=True, head=(reply.status, dict(reply.headers)))
-        if reply.after_send is not None:
-            self.loop.call_soon(reply.after_send)
-
-    def _emit_body(self, ex: _Exchange, body: bytes, final: bool, head: tuple[int, dict] | None = None) -> None:
-        """Body text in messages of at most PIECE_CHARS; ``head`` (status, headers) rides on the first.
-
-        One message where one will do: two small writes in a row meet Nagle's algorithm and delayed
-        ACKs on a gateway's websocket (~40 ms each)."""
-        text = body.decode("utf-8", "replace")
-        pieces = [text[i : i + PIECE_CHARS] for i in range(0, len(text), PIECE_CHARS)] or [""]
-        for i, piece in enumerate(pieces):
-            content: dict[str, Any] = {"body": piece, "final": final and i == len(pieces) - 1}
-            ex.answered = ex.answered or content["final"]
-            if head is not None and i == 0:
-                content["status"], content["headers"] = head
-            self._emit(ex, content)
-
-    def _emit(self, ex: _Exchange, content: dict[str, Any]) -> None:
-        content["seq"] = ex.seq
-        ex.seq += 1
-        self._send(ex.idents, ex.parent, REPLY, content)
-
     def _cancel(self, sender: _Sender, msg_id: str) -> None:
-        ex = sender.exchanges.get(msg_id)
-        if ex is None or ex.stream is None:
-            return  # unknown, or a request still being answered: its answer releases it
-        del sender.exchanges[msg_id]
-        if ex.stream is not None:
-            stream, ex.stream = ex.stream, None
-            stream.close()
-            self.mcp.stream_closed(stream)
+        """End a request's open stream; nothing more is sent for it (a request still being
+        answered is not affected: its answer releases it)."""
+        port = sender.exchanges.get(msg_id)
+        if port is None or not port.streaming or port.exchange is None:
+            return
+        port.gone = True
+        port.exchange.cancel()
 
     def _schedule_sweep(self) -> None:
         if self._installed:
@@ -384,7 +343,7 @@ class ControlCarrier:
         now = time.monotonic()
         for sender_id, sender in list(self.senders.items()):
             if now - sender.last_seen > SENDER_IDLE_SECONDS:
-                for msg_id in [m for m, ex in sender.exchanges.items() if ex.stream is not None]:
+                for msg_id in [m for m, port in sender.exchanges.items() if port.streaming]:
                     self._cancel(sender, msg_id)
             if not sender.exchanges:  # nothing open: nothing to remember
                 del self.senders[sender_id]

@@ -20,6 +20,7 @@ from ..protocol.server import McpServer
 from ..protocol.streams import Stream
 from .busy_poll import BusyPoll
 from .connection import LINGER_SECONDS, PATH, Connection
+from .driver import ExchangeDriver
 from .heads import AdmittedHeads
 from .loop import bind_socket, new_loop
 from .switch import CellSwitchInterval
@@ -32,7 +33,7 @@ BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see busy_poll
 
 class HttpTransport:
     """Owns the listening socket, the server thread and its loop, and the connections' shared
-    state (limits, worker pool, remembered heads, open streams)."""
+    state (limits, worker pool and exchange driver, remembered heads, open streams)."""
 
     def __init__(
         self,
@@ -54,10 +55,10 @@ class HttpTransport:
         self.head_timeout = head_timeout
         self.body_timeout = body_timeout
         self.streams: set[Stream] = set()
-        self.tasks: set[asyncio.Task[None]] = set()
         self.connections: dict[Connection, None] = {}  # oldest first
         self.stopping = False
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
+        self.driver = ExchangeDriver(mcp, self.executor)  # the connections' exchanges
         self._sockets = [bind_socket(host, port)]
         self.host = host
         self.port = self._sockets[0].getsockname()[1]
@@ -199,7 +200,7 @@ class HttpTransport:
         for conn in list(self.connections):
             if conn.io is not None:
                 conn.io.abort()
-        for task in list(self.tasks):
+        for task in list(self.driver.tasks):
             task.cancel()
 
     @property
