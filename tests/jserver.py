@@ -24,6 +24,9 @@ from jupyter_client import BlockingKernelClient
 ROOT = Path(__file__).resolve().parents[1]
 
 
+PORT_TRIES = 3  # starts of a server whose port another process took meanwhile
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,12 +53,10 @@ class JupyterServer:
         runtime dir than its own (one it shares with something else); ``extra_env``: more environment variables;
         ``app``: ``jupyter server`` or ``jupyter lab``."""
         self.token = token
-        self.port = free_port()
         self.root = base / "root"
         self.runtime = runtime_dir or base / "runtime"
         for d in (self.root, self.runtime, base / "config", base / "data"):
             d.mkdir(parents=True, exist_ok=True)
-        self.url = f"http://127.0.0.1:{self.port}{base_url}"
         env = {
             **os.environ,
             "JUPYTER_RUNTIME_DIR": str(self.runtime),
@@ -69,7 +70,6 @@ class JupyterServer:
             "-m",
             "jupyter",
             app,
-            f"--port={self.port}",
             "--ServerApp.port_retries=0",
             "--ip=127.0.0.1",
             f"--IdentityProvider.token={token}",
@@ -85,12 +85,24 @@ class JupyterServer:
         else:
             args.append("--ServerApp.jpserver_extensions=mcp_notebook=True")
         args.extend(extra_args)
-        self.log = open(base / "server.log", "wb")  # closed in stop()
-        self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.root))
-        live_logs.register(self, "jupyter server", Path(self.log.name), runtime=self.runtime)
-        self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"token {token}"}, timeout=60)
         self.clients: list[BlockingKernelClient] = []
-        self._wait_ready()
+        for attempt in range(1, PORT_TRIES + 1):  # a free port can be taken before the server binds it
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}{base_url}"
+            self.log = open(base / "server.log", "wb")  # closed in stop()
+            self.proc = subprocess.Popen(
+                [*args, f"--port={self.port}"], env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.root)
+            )
+            live_logs.register(self, "jupyter server", Path(self.log.name), runtime=self.runtime)
+            self.http = httpx.Client(base_url=self.url, headers={"Authorization": f"token {token}"}, timeout=60)
+            try:
+                self._wait_ready()
+                return
+            except RuntimeError:
+                if attempt == PORT_TRIES or "is not available" not in self.log_text():
+                    raise
+                self.http.close()
+                self.log.close()
 
     def _wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

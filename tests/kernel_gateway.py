@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import live_logs
-from jserver import free_port
+from jserver import PORT_TRIES, free_port
 
 
 class KernelGateway:
@@ -26,8 +26,6 @@ class KernelGateway:
 
     def __init__(self, base: Path, token: str = "test-gateway-token"):
         self.token = token
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.dirs = {name: base / name for name in ("runtime", "data", "config", "root")}
         for d in self.dirs.values():
             d.mkdir(parents=True, exist_ok=True)
@@ -48,17 +46,29 @@ class KernelGateway:
             "jupyter",
             "kernelgateway",
             "--KernelGatewayApp.ip=127.0.0.1",
-            f"--KernelGatewayApp.port={self.port}",
             "--KernelGatewayApp.port_retries=0",
             f"--KernelGatewayApp.auth_token={token}",
             "--JupyterWebsocketPersonality.list_kernels=True",  # jupyter server lists kernels through it
         ]
-        self.log = open(base / "gateway.log", "wb")  # closed in stop()
-        self.proc = subprocess.Popen(
-            args, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=str(self.dirs["root"])
-        )
-        live_logs.register(self, "kernel gateway", Path(self.log.name), runtime=self.dirs["runtime"])
-        self._wait_ready()
+        for attempt in range(1, PORT_TRIES + 1):  # a free port can be taken before the gateway binds it
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            self.log = open(base / "gateway.log", "wb")  # closed in stop()
+            self.proc = subprocess.Popen(
+                [*args, f"--KernelGatewayApp.port={self.port}"],
+                env=env,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                cwd=str(self.dirs["root"]),
+            )
+            live_logs.register(self, "kernel gateway", Path(self.log.name), runtime=self.dirs["runtime"])
+            try:
+                self._wait_ready()
+                return
+            except RuntimeError:
+                if attempt == PORT_TRIES or "already in use" not in self.log_text().lower():
+                    raise
+                self.log.close()
 
     def _wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

@@ -268,8 +268,14 @@ def test_tool_only_client_through_the_generated_config_with_a_bare_environment(l
                     listed = await client.call_tool("read_resource", {"uri": "nb://kernels"})
                     raise AssertionError(f"{read.content[0].text}\nkernels: {listed.content[0].text}")
                 assert "sales" in read.content[0].text, read
+                cursor = json.loads((await client.call_tool("changes_since", {})).content[0].text)["cursor"]
                 await anyio.to_thread.run_sync(run, 'df["sales"] *= 1.5')
-                doc = json.loads((await client.call_tool("changes_since", {})).content[0].text)
+                for _ in range(5):  # polled as a host does; bounded (nb://kernels may change meanwhile)
+                    args = {"cursor": cursor, "wait_seconds": 10}
+                    doc = json.loads((await client.call_tool("changes_since", args)).content[0].text)
+                    if uri in doc["changed"] or doc.get("timed_out"):
+                        break
+                    cursor = doc["cursor"]
                 assert uri in doc["changed"], doc
                 assert any(
                     line.startswith(f"{uri}: changed in place, DataFrame shape (2, 2)") for line in doc["summary"]

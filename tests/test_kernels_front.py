@@ -253,7 +253,7 @@ def test_a_change_right_after_the_first_read_is_not_lost(two_kernels, tmp_path):
                     args = {"cursor": cursor, "wait_seconds": 5}
                     doc = json.loads((await client.call_tool("changes_since", args)).content[0].text)
                     cursor, seen = doc["cursor"], seen + doc["changed"]
-                    if uri in seen or not doc["changed"]:
+                    if uri in seen or doc.get("timed_out"):
                         break
                 assert uri in seen, (name, seen)
 
@@ -262,6 +262,35 @@ def test_a_change_right_after_the_first_read_is_not_lost(two_kernels, tmp_path):
     finally:
         front.close()
         relay.close()
+
+
+def test_a_kernel_named_by_its_id_is_heard(two_kernels):
+    """A client that names a kernel by its id (not its label) hears of its changes: the front once
+    matched a hub's notification only against the label, and an in-place change of the frame was
+    never told (changes_since waited in vain)."""
+    kernels, info = two_kernels["kernels"], two_kernels["info"]
+    kernels["beta"].run("import pandas as pd; df = pd.DataFrame({'sales': [10.0, 20.0]})")
+
+    async def go() -> None:
+        async with connect(info) as (client, _):
+            listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
+            beta = next(k for k in listed if k["label"] == "beta")
+            assert beta["id"] != "beta"
+            uri = f"nb://kernels/{beta['id']}/frames/df"
+            assert not (await client.call_tool("read_resource", {"uri": uri})).is_error
+            cursor = json.loads((await client.call_tool("changes_since", {})).content[0].text)["cursor"]
+            await anyio.to_thread.run_sync(lambda: kernels["beta"].run('df["sales"] *= 1.5'))
+            seen: list[str] = []
+            for _ in range(5):  # bounded: other URIs (nb://kernels) may change meanwhile
+                args = {"cursor": cursor, "wait_seconds": 10}
+                doc = json.loads((await client.call_tool("changes_since", args)).content[0].text)
+                cursor, seen = doc["cursor"], seen + doc["changed"]
+                if uri in seen or doc.get("timed_out"):
+                    break
+            assert uri in seen, doc
+            assert any(line.startswith(f"{uri}: changed in place") for line in doc["summary"]), doc["summary"]
+
+    anyio.run(go)
 
 
 def test_the_bridge_with_no_selector_serves_every_kernel(two_kernels):

@@ -194,7 +194,9 @@ class KernelsProvider(Provider):
         if uri == EXECUTION_URI:
             self._last_exec[kernel_id] = time.time()
         current = self.current(entries)
-        mine = [qualify(names[kernel_id], uri)] + ([uri] if current is not None and current.id == kernel_id else [])
+        # a client may name the kernel by its label or by its id: both are watched URIs of this change
+        mine = [qualify(alias, uri) for alias in dict.fromkeys((names[kernel_id], kernel_id))]
+        mine += [uri] if current is not None and current.id == kernel_id else []
         with self._lock:
             hit = [u for u in mine if u in self._watched]
         if hit or uri == EXECUTION_URI:
