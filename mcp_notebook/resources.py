@@ -219,12 +219,27 @@ class Resources:
         The baseline is taken right here (on the caller's thread, a request or widget), so that a
         change made by the very next cell is measured against the state the watcher saw.
         """
-        with self._lock:
-            self._watched[uri] += 1
-            first = self._watched[uri] == 1
-        if first:
+        self.watch_all((uri,))
+
+    def watch_all(self, uris: Iterable[str]) -> None:
+        """``watch`` each of ``uris``; their owners are told once the whole set is counted
+        (``Provider.watched_now``: a front's listen reopens once for a listen's set, not per URI)."""
+        firsts: dict[int, tuple[Provider, list[str]]] = {}
+        for uri in uris:
+            with self._lock:
+                self._watched[uri] += 1
+                first = self._watched[uri] == 1
+            if not first:
+                continue
             self._record_digest(uri)
-            self._tell_owner(uri, True)
+            provider = self._tell_owner(uri, True)
+            if provider is not None:
+                firsts.setdefault(id(provider), (provider, []))[1].append(uri)
+        for provider, told in firsts.values():
+            try:
+                provider.watched_now(told)
+            except Exception:
+                log.exception("watching %s failed", told[:3])
 
     def unwatch(self, uri: str) -> None:
         with self._lock:
@@ -238,13 +253,14 @@ class Resources:
         if last:
             self._tell_owner(uri, False)
 
-    def _tell_owner(self, uri: str, watched: bool) -> None:
+    def _tell_owner(self, uri: str, watched: bool) -> Provider | None:
         provider = self.owner(uri)
         if provider is not None:
             try:
                 provider.watching(uri, watched)
             except Exception:
                 log.exception("watching %s failed", uri)
+        return provider
 
     def watched(self) -> frozenset[str]:
         with self._lock:

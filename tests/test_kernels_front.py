@@ -83,7 +83,13 @@ def two_kernels(tmp_path):
     kernels = {name: _notebook_kernel(runtime, name, tmp_path) for name in ("alpha", "beta")}
     front = KernelsFront(LocalDirectory(runtime))
     url = front.serve_http()
-    yield {"runtime": runtime, "kernels": kernels, "info": {"url": url, "token": front.settings.token}, "tmp": tmp_path}
+    yield {
+        "runtime": runtime,
+        "kernels": kernels,
+        "info": {"url": url, "token": front.settings.token},
+        "tmp": tmp_path,
+        "front": front,
+    }
     front.close()
     for kernel in kernels.values():
         kernel.shutdown()
@@ -291,6 +297,38 @@ def test_a_kernel_named_by_its_id_is_heard(two_kernels):
             assert any(line.startswith(f"{uri}: changed in place") for line in doc["summary"]), doc["summary"]
 
     anyio.run(go)
+
+
+def test_a_listen_of_many_uris_reopens_the_hubs_listen_a_few_times_not_per_uri(two_kernels):
+    """A stateless listen's whole set is watched at once (Resources.watch_all): the front's listen on
+    the kernel reopens a few times for 60 new URIs, and the listen is answered once they are covered."""
+    kernels, info = two_kernels["kernels"], two_kernels["info"]
+    kernels["alpha"].run("; ".join(f"w{i} = {i}" for i in range(60)))
+    front = two_kernels["front"]
+    listens = front.provider._listens
+    opened: list[frozenset[str]] = []
+    real = listens._stream
+
+    async def counting(key, wish):  # the same stream, counted
+        opened.append(wish[1])
+        await real(key, wish)
+
+    listens._stream = counting
+    uris = [f"nb://kernels/alpha/vars/w{i}" for i in range(60)]
+
+    async def go() -> None:
+        async with connect(info) as (client, _):  # the SDK's default: the stateless era
+            async with client.listen(resource_subscriptions=uris) as sub:
+                covered = [u for u in opened[-1]] if opened else []
+                assert len([u for u in covered if u.startswith("nb://vars/w")]) == 60, sorted(covered)[:5]
+                await anyio.to_thread.run_sync(lambda: kernels["alpha"].run("w7 = 'seven'"))
+                with anyio.fail_after(15):
+                    async for event in sub:
+                        if getattr(event, "uri", None) == "nb://kernels/alpha/vars/w7":
+                            break
+
+    anyio.run(go)
+    assert len(opened) <= 10, len(opened)
 
 
 def test_the_bridge_with_no_selector_serves_every_kernel(two_kernels):

@@ -209,19 +209,24 @@ class KernelsProvider(Provider):
         return True  # qualified URIs, nb://kernels, and every bare URI (the current kernel's)
 
     def watching(self, uri: str, watched: bool) -> None:
-        """A URI watched here (a subscription, a listen, a tool-only client's read) or no longer.
-        A new one waits (bounded, off any event loop) until its hub's listen covers it: a change
-        the very next cell makes must not fall between the read and the listen."""
+        """A URI watched here (a subscription, a listen, a tool-only client's read) or no longer."""
         with self._lock:
             if watched:
                 self._watched.add(uri)
             else:
                 self._watched.discard(uri)
         self._reconcile()
-        if watched:
+
+    def watched_now(self, uris: list[str]) -> None:
+        """New watches wait (bounded, off any event loop) until their hubs' listens cover them: a
+        change the very next cell makes must not fall between the read and the listen."""
+        if _on_event_loop():
+            return
+        deadline = time.monotonic() + COVER_SECONDS
+        for uri in uris:
             target = self._listen_target(uri)
-            if target is not None and not _on_event_loop():
-                self._listens.wait_covering(*target, COVER_SECONDS)
+            if target is not None:
+                self._listens.wait_covering(*target, max(0.0, deadline - time.monotonic()))
 
     def _listen_target(self, uri: str) -> tuple[str, str] | None:
         """The kernel whose listen carries ``uri``, and the URI as that hub knows it."""

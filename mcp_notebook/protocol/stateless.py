@@ -139,8 +139,7 @@ class StatelessEra:
             if core.closed:
                 return status_reply(503, "Service unavailable: the hub is stopping")
             self._listens[id(stream)] = listen
-        for uri in listen.uris:
-            core.resources.watch(uri)
+        core.resources.watch_all(listen.uris)
         core.touch()
         return HttpReply(200, stream=stream)
 

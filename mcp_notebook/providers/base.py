@@ -197,6 +197,11 @@ class Provider:
         """Told when ``uri`` gains its first watcher (True) or loses its last (False). A provider
         whose changes arrive from elsewhere (another process) subscribes there; others ignore it."""
 
+    def watched_now(self, uris: list[str]) -> None:
+        """After ``watching(uri, True)`` for each of ``uris`` (one read, or a listen's whole set),
+        before the request is answered: a provider whose watches take effect elsewhere waits here,
+        bounded, until they do (so a change made right after the answer is not missed)."""
+
     # -- what tool-only clients are told of the values behind URIs (no user code) ------------
     def canonical(self, uri: str) -> str:
         """The URI one watch of ``uri`` is kept under: pages and formats of a resource share one
