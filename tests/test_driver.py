@@ -11,11 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from test_http_transport import hello_provider
 
 from mcp_notebook.protocol.exchange import HttpReply, HttpRequest, ServerSettings
 from mcp_notebook.protocol.server import McpServer
 from mcp_notebook.protocol.streams import Stream
-from mcp_notebook.providers.custom import CustomProvider, make_registration
+from mcp_notebook.providers.custom import CustomProvider
 from mcp_notebook.resources import Resources
 from mcp_notebook.transport.driver import ExchangeDriver, Port
 
@@ -77,22 +78,6 @@ class RaisingServer(McpServer):
         if b"resources/read" in req.body:
             raise Boom("a handler bug")
         return super().handle(req)
-
-
-def _custom(cls: type[CustomProvider] = CustomProvider) -> CustomProvider:
-    custom = cls()
-    custom.register(
-        make_registration(
-            "test://hello",
-            lambda: "hello",
-            name="hello",
-            title=None,
-            description=None,
-            mime_type=None,
-            annotations=None,
-        )
-    )
-    return custom
 
 
 def headers(**extra: str) -> dict[str, str]:
@@ -158,7 +143,7 @@ class Rig:
 
 @pytest.fixture
 def rig() -> Iterator[Rig]:
-    resources = Resources([_custom()])
+    resources = Resources([hello_provider()])
     pool = ThreadPoolExecutor(2)
     r = Rig(McpServer(resources, ServerSettings(token=TOKEN)), pool)
     try:
@@ -196,7 +181,7 @@ def test_every_path_makes_exactly_one_final_call(rig):
 
 
 def test_a_handler_that_raises_gets_a_500_and_its_slot_back():
-    resources = Resources([_custom()])
+    resources = Resources([hello_provider()])
     pool = ThreadPoolExecutor(1)
     r = Rig(RaisingServer(resources, ServerSettings(token=TOKEN)), pool)
     try:
@@ -213,7 +198,7 @@ def test_a_handler_that_raises_gets_a_500_and_its_slot_back():
 
 
 def test_a_bug_before_the_pool_and_a_shut_pool_still_answer_once():
-    resources = Resources([_custom(BadListing)])
+    resources = Resources([hello_provider(BadListing)])
     pool = ThreadPoolExecutor(1)
     r = Rig(McpServer(resources, ServerSettings(token=TOKEN)), pool)
     try:

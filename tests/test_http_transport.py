@@ -20,9 +20,9 @@ TOKEN = "tok"
 LIMIT = 10_000
 
 
-@pytest.fixture
-def server() -> Iterator[HttpTransport]:
-    custom = CustomProvider()
+def hello_provider(cls: type[CustomProvider] = CustomProvider) -> CustomProvider:
+    """A custom provider serving one resource, test://hello (the transport tests' server)."""
+    custom = cls()
     custom.register(
         make_registration(
             "test://hello",
@@ -34,7 +34,12 @@ def server() -> Iterator[HttpTransport]:
             annotations=None,
         )
     )
-    hub = Resources([custom])
+    return custom
+
+
+@pytest.fixture
+def server() -> Iterator[HttpTransport]:
+    hub = Resources([hello_provider()])
     transport = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, LIMIT)
     transport.start()
     try:

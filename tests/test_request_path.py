@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from kernel_harness import Kernel
+from test_http_transport import hello_provider
 
 from mcp_notebook.protocol import jsonrpc as rpc
 from mcp_notebook.protocol.server import McpServer, ServerSettings
-from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
 from mcp_notebook.transport.server import HttpTransport
 
@@ -27,19 +27,7 @@ TOKEN = "tok"
 
 @pytest.fixture(params=["uvloop", "asyncio"])
 def server(request: pytest.FixtureRequest) -> Iterator[HttpTransport]:
-    custom = CustomProvider()
-    custom.register(
-        make_registration(
-            "test://hello",
-            lambda: "hello",
-            name="hello",
-            title=None,
-            description=None,
-            mime_type=None,
-            annotations=None,
-        )
-    )
-    hub = Resources([custom])
+    hub = Resources([hello_provider()])
     transport = HttpTransport(
         McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, 100_000, loop_kind=request.param
     )
