@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -215,6 +216,41 @@ def test_a_bug_before_the_pool_and_a_shut_pool_still_answer_once():
     finally:
         r.server.close()
         r.loop.close()
+        resources.close()
+
+
+class HeldServer(McpServer):
+    """A server whose reads wait until the test lets them go (a busy worker)."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.go = threading.Event()
+
+    def handle(self, req: HttpRequest) -> HttpReply:
+        if b"resources/read" in req.body:
+            self.go.wait(10)
+        return super().handle(req)
+
+
+def test_a_request_still_queued_when_the_pool_stops_is_told_the_server_is_stopping():
+    resources = Resources([hello_provider()])
+    pool = ThreadPoolExecutor(1)
+    r = Rig(HeldServer(resources, ServerSettings(token=TOKEN)), pool)
+    try:
+        session = r.session()
+        running, queued = r.port(), r.port()
+        assert r.start(running, _read(6, session)) is not None  # the one worker is busy with it
+        assert r.start(queued, _read(7, session)) is not None  # waits in the pool's queue
+        pool.shutdown(wait=False, cancel_futures=True)
+        r.server.go.set()
+        r.run(r.until(lambda: running.finals and queued.finals))
+        assert running.status == 200 and queued.status == 503, (running.calls, queued.calls)
+        assert b"stopping" in queued.calls[0][1].body and r.slots == set()
+    finally:
+        r.server.go.set()
+        r.server.close()
+        r.loop.close()
+        pool.shutdown()
         resources.close()
 
 

@@ -181,3 +181,17 @@ def test_bodies_are_bounded_and_a_stopped_carrier_says_so(carrier):
     read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "nb://vars/x", "_meta": META}}
     status, _, replies = carrier.call(request_headers("resources/read", read["params"], STATELESS), read)
     assert status == 503 and "stopping" in replies[0]["error"]["message"]
+
+
+def test_close_ends_the_streams_still_open_and_frees_them_at_the_server(carrier):
+    headers, msg = _listen("l3")
+    _, resp = carrier.open("POST", headers, json.dumps(msg).encode())
+    assert b"acknowledged" in resp.readline()
+    ended: list[bytes] = []
+    reader = threading.Thread(target=lambda: ended.append(resp.read()))
+    reader.start()  # blocked: the listen is quiet
+    carrier.close()  # the bridge is gone; nobody cancelled the listen
+    reader.join(10)
+    assert not reader.is_alive() and ended == [b""]
+    assert carrier.server.listens() == []
+    assert not [t for t in threading.enumerate() if t.name == "mcp-notebook-stdio-loop"]  # its loop stopped

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from concurrent.futures import Executor
+from concurrent.futures import CancelledError, Executor
 from typing import Any, Protocol
 
 from ..protocol.exchange import HttpReply, HttpRequest, carrier_error
@@ -30,6 +30,7 @@ from ..protocol.streams import Stream
 
 log = logging.getLogger(__name__)
 KEEPALIVE_COMMENT = b": keepalive\n\n"
+STOPPING = "Service unavailable: the server is stopping"
 KEEPALIVE_SECONDS = 15.0  # a quiet stream gets KEEPALIVE_COMMENT this often (unless its port says otherwise)
 
 
@@ -102,27 +103,38 @@ class ExchangeDriver:
     """Drives exchanges between carriers' ports and one server (see the module docstring). Every
     call, and ``Exchange.cancel``, is made on the carrier's event loop: the one the exchange lives on."""
 
-    def __init__(self, server: Server, executor: Executor | None, inline: bool = True):
+    def __init__(
+        self,
+        server: Server,
+        executor: Executor | None,
+        inline: bool = True,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ):
         self.server = server
         self.executor = executor  # None: the loop's default pool
         # False: every request goes to a worker (a server whose resources live behind other hops,
         # like the fronts, must not answer even a cheap method on the carrier's loop).
         self.inline = inline
+        self.loop = loop  # a threaded carrier's (exchange_blocking): where its streams are pumped
         self.tasks: set[asyncio.Task[None]] = set()  # the stream pumps running
+
+    def _answer_first(self, req: HttpRequest, remember: bool) -> HttpReply | None:
+        """Admission (unless the carrier did it) and the inline answer; None: the pool answers."""
+        try:
+            if not req.admitted:
+                reply = self.server.admit(req.headers, req.method)
+                req.admitted = reply is None
+                if reply is not None:
+                    return reply
+            return self.server.answer_inline(req, remember) if self.inline else None
+        except Exception:  # a bug, not the client's input: answered all the same
+            log.exception("answering a request inline failed")
+            return carrier_error(500, "Internal error")
 
     def start(self, port: Port, req: HttpRequest, remember: bool = False) -> Exchange | None:
         """Drive one request. Returns the exchange (also ``port.exchange``) when
         it goes on after this call (to the pool, or a stream), None when its final call was made."""
-        try:
-            reply = None
-            if not req.admitted:
-                reply = self.server.admit(req.headers, req.method)
-                req.admitted = reply is None
-            if reply is None and self.inline:
-                reply = self.server.answer_inline(req, remember)
-        except Exception:  # a bug, not the client's input: answered all the same
-            log.exception("answering a request inline failed")
-            reply = carrier_error(500, "Internal error")
+        reply = self._answer_first(req, remember)
         if reply is not None:
             if reply.stream is None:  # the usual case, written out here: it is the hot path
                 port.send_reply(reply)
@@ -137,11 +149,32 @@ class ExchangeDriver:
         try:
             future = loop.run_in_executor(self.executor, self.server.handle, req)
         except RuntimeError:  # the pool is shut down: the server is stopping
-            self._final(
-                ex, lambda: self._whole(port, carrier_error(503, "Service unavailable: the server is stopping"))
-            )
+            self._final(ex, lambda: self._whole(port, carrier_error(503, STOPPING)))
             return None
         future.add_done_callback(lambda f: self._handled(ex, f))
+        return ex
+
+    def exchange_blocking(self, port: Port, req: HttpRequest) -> Exchange:
+        """``start`` for a carrier without an event loop of its own (the stdio carrier), on the
+        thread that carries the request: the pool's answer is waited for here and a whole reply is
+        written here (no hop through a loop); a stream is pumped on ``self.loop``. ``Exchange.cancel``
+        is called on that loop, as for every carrier."""
+        assert self.executor is not None and self.loop is not None
+        ex = Exchange(self, port)
+        reply = self._answer_first(req, False)
+        if reply is None:
+            try:
+                reply = self.executor.submit(self.server.handle, req).result()
+            except (RuntimeError, CancelledError):  # the pool is (being) shut down
+                reply = carrier_error(503, STOPPING)
+            except Exception:  # handle() never raises; a dying pool may
+                log.exception("answering a request failed")
+                reply = carrier_error(500, "Internal error")
+        if reply.stream is None:
+            whole = reply
+            self._final(ex, lambda: self._whole(port, whole))
+        else:
+            self.loop.call_soon_threadsafe(self._deliver, ex, reply)
         return ex
 
     async def serve(self, port: Port, req: HttpRequest) -> None:
@@ -154,7 +187,10 @@ class ExchangeDriver:
         await ex.done
 
     def _handled(self, ex: Exchange, future: asyncio.Future[HttpReply]) -> None:
-        if future.cancelled() or future.exception() is not None:  # handle() never raises; a dying pool may
+        if future.cancelled():  # the pool was shut down before it ran: the server is stopping
+            self._final(ex, lambda: self._whole(ex.port, carrier_error(503, STOPPING)))
+            return
+        if future.exception() is not None:  # handle() never raises; a dying pool may
             self._final(ex, lambda: self._whole(ex.port, carrier_error(500, "Internal error")))
             return
         self._deliver(ex, future.result())
