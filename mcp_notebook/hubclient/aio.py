@@ -197,7 +197,7 @@ async def request(
             asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), CONNECT_SECONDS
         )
     except (OSError, asyncio.TimeoutError) as exc:
-        raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {exc or 'timed out'}", sent=False) from exc
+        raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {str(exc) or 'timed out'}", sent=False) from exc
     try:
         return await _exchange(reader, writer, data, head_timeout, pool, key)
     except _Untouched as exc:
@@ -228,7 +228,7 @@ async def _exchange(
         raise UpstreamError(f"the hub did not answer: {exc}") from exc
     except (OSError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError) as exc:
         writer.close()
-        raise UpstreamError(f"the hub did not answer: {exc or 'timed out'}") from exc
+        raise UpstreamError(f"the hub did not answer: {str(exc) or 'timed out'}") from exc
     except BaseException:
         writer.close()
         raise

@@ -116,7 +116,7 @@ def _connect(conn: _Conn, end: Endpoint, timeout: float | None) -> None:
         conn.connect()
     except OSError as exc:
         conn.close()
-        raise UpstreamError(f"cannot connect to {end.host}:{end.port}: {exc or 'timed out'}", sent=False) from None
+        raise UpstreamError(f"cannot connect to {end.host}:{end.port}: {str(exc) or 'timed out'}", sent=False) from None
     if conn.sock is not None:
         conn.sock.settimeout(timeout)
     conn.timeout = timeout
@@ -155,7 +155,7 @@ def exchange(
             raise UpstreamError(f"the hub did not answer: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
             _POOL.drop(conn)
-            raise UpstreamError(f"the hub did not answer: {exc or 'timed out'}") from None
+            raise UpstreamError(f"the hub did not answer: {str(exc) or 'timed out'}") from None
         except BaseException:  # anything else mid-request (a header http.client refused): never reused
             _POOL.drop(conn)
             raise
@@ -180,7 +180,7 @@ def open_stream(
         return conn, conn.getresponse()
     except (OSError, http.client.HTTPException) as exc:
         conn.close()
-        raise UpstreamError(f"the hub did not answer: {exc or 'timed out'}") from None
+        raise UpstreamError(f"the hub did not answer: {str(exc) or 'timed out'}") from None
     except BaseException:
         conn.close()
         raise
