@@ -197,7 +197,9 @@ async def request(
             asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), CONNECT_SECONDS
         )
     except (OSError, asyncio.TimeoutError) as exc:
-        raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {str(exc) or 'timed out'}", sent=False) from exc
+        raise UpstreamError(
+            f"cannot connect to the hub at {host}:{port}: {str(exc) or 'timed out'}", sent=False
+        ) from exc
     try:
         return await _exchange(reader, writer, data, head_timeout, pool, key)
     except _Untouched as exc:
