@@ -47,6 +47,9 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("resources",),
     ("protocol.wire_stateless", "protocol.wire_sse"),
+    # The one client of a hub: its rules, then its two faces (both ends of a wire sit below it).
+    ("hubclient.rules",),
+    ("hubclient.aio", "hubclient.blocking", "hubclient.address", "hubclient"),
     ("protocol.jsonrpc",),
     ("protocol.params", "protocol.cursors", "protocol.streams", "protocol.security", "protocol.eras", "protocol.apps"),
     ("protocol.exchange",),
@@ -61,7 +64,7 @@ LAYERS: list[tuple[str, ...]] = [
     # The tools over the nb:// resources (the Apps views' tools, the notebook's words for the generic
     # ones): registered where a server is composed; above the protocol room, which cannot import them.
     ("providers.nb_tools",),
-    ("transport.http11", "transport.busy_poll", "transport.loop", "transport.client", "transport.control_wire"),
+    ("transport.http11", "transport.busy_poll", "transport.loop", "transport.control_wire"),
     ("transport.heads", "transport.driver"),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),

@@ -10,6 +10,7 @@ import pytest
 
 from mcp_notebook.allkernels import upstream
 from mcp_notebook.bridge import stdio as bridge
+from mcp_notebook.hubclient import address
 from mcp_notebook.protocol import stateless, wire_sse, wire_stateless
 from mcp_notebook.protocol.streams import Stream
 from mcp_notebook.serverext import control_client as channel
@@ -22,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mcp_notebook"
 def test_both_ends_share_one_definition():
     assert stateless._NAMED is wire_stateless.NAMED_PARAM
     assert stateless.decode_header_value is wire_stateless.decode_header_value
-    assert bridge.request_headers is upstream.request_headers is wire_stateless.request_headers
+    assert bridge.request_headers is address.request_headers is wire_stateless.request_headers
     assert upstream.sse_data is wire_sse.sse_data
     assert control.REQUEST == control_wire.REQUEST and control.OURS is control_wire.TO_HUB
     assert control.SENDER_IDLE_SECONDS is control_wire.SENDER_IDLE_SECONDS
@@ -93,3 +94,19 @@ def test_request_headers_are_one_codec_for_every_client():
         "Mcp-Name": "=?base64?bmI6Ly92YXJzL8Op?=",
     }
     assert "Mcp-Name" not in wire_stateless.request_headers("resources/list", {}, "2026-07-28")
+
+
+def test_one_client_of_a_hub():
+    """Nothing outside hubclient/ opens an HTTP connection (the Hub service's calls to JupyterHub's
+    API and its client-metadata fetches reach other peers than hubs)."""
+    others = {"hubservice/users.py", "hubservice/cimd.py"}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        name = str(path.relative_to(PACKAGE))
+        if name.startswith("hubclient/") or name in others:
+            continue
+        text = path.read_text()
+        for pattern in (r"^import http\.client", r"urllib\.request", r"open_connection\(", r"HTTPS?Connection\("):
+            if re.search(pattern, text, re.M):
+                found.append(f"{name}: {pattern}")
+    assert found == []

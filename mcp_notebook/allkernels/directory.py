@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..hubclient.address import HubAddress
 from ..runtime import PREFIX, HubRecord, discover, pid_alive, runtime_dir
-from .upstream import HubAddress
 
 FOCUS_FILE = "mcp_notebook_focus.json"  # not matched by the runtime-file globs
 

@@ -1,5 +1,5 @@
 """Talking to the kernels' hubs: stateless-era requests from any thread, and one listen stream per
-hub on a single event loop (no thread per kernel).
+hub on a single event loop (no thread per kernel), both through the hub client (hubclient/).
 
 Every request is self-contained (MCP 2026-07-28): the hub's token goes with it and never leaves
 this process. A hub that goes away mid-request is a clean :class:`HubGone`, never a hang (every
@@ -10,26 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.client
 import itertools
 import json
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
-from urllib.parse import urlsplit
+from typing import Any
 
+from ..hubclient.address import VERSION, Carrier, HubAddress
+from ..hubclient.aio import request
+from ..hubclient.blocking import exchange
+from ..hubclient.rules import CALL_SECONDS, LISTEN_OPEN_SECONDS, UpstreamError
 from ..protocol.eras import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
 from ..protocol.wire_sse import sse_data
-from ..protocol.wire_stateless import request_headers
-from ..revisions import STATELESS_VERSIONS
-from ..transport.client import UpstreamError, request
 from ..version import __version__
 
+__all__ = ["Carrier", "HubAddress", "HubError", "HubGone", "Listens", "call", "message"]
 log = logging.getLogger(__name__)
-VERSION = STATELESS_VERSIONS[-1]
-CALL_SECONDS = 60.0
 RETRY_SECONDS = 1.0
 _ids = itertools.count(1)
 
@@ -47,52 +44,6 @@ class HubError(Exception):
         self.data = error.get("data")
 
 
-class Carrier(Protocol):
-    """Another way to a hub than loopback HTTP (the server extension's control channel): one
-    exchange at a time, usable from any thread or loop."""
-
-    def call(self, headers: dict[str, str], body: bytes, timeout: float) -> tuple[int, str, bytes]:
-        """POST and read the whole reply: status, content type, body (from a thread, not a loop)."""
-        ...
-
-    async def open(self, headers: dict[str, str], body: bytes, timeout: float) -> Any:
-        """POST; the reply once its status is known (``status``, ``chunks()``, ``close()``)."""
-        ...
-
-
-@dataclass(frozen=True)
-class HubAddress:
-    """Where a kernel's hub listens, and its token; or the carrier that reaches it."""
-
-    url: str
-    token: str | None
-    scheme: str = "Bearer"  # "token" for a Jupyter server's endpoint
-    carrier: Carrier | None = field(default=None, compare=False)
-
-    @property
-    def host(self) -> str:
-        return urlsplit(self.url).hostname or "127.0.0.1"
-
-    @property
-    def port(self) -> int:
-        return urlsplit(self.url).port or 80
-
-    @property
-    def path(self) -> str:
-        return urlsplit(self.url).path or "/mcp"
-
-    def headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
-        out = {
-            "Host": f"{self.host}:{self.port}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            **request_headers(method, params, VERSION),
-        }
-        if self.token:
-            out["Authorization"] = f"{self.scheme} {self.token}"
-        return out
-
-
 def message(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """A stateless request: the revision and our identity in ``_meta``."""
     meta = {
@@ -104,88 +55,19 @@ def message(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**params, "_meta": meta}}
 
 
-_local = threading.local()  # each worker thread keeps one keep-alive connection per hub
-_every: set[http.client.HTTPConnection] = set()  # all threads' connections, for close_connections()
-_every_lock = threading.Lock()
-
-
-def _connection(hub: HubAddress, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
-    """This thread's connection to ``hub`` and whether it was used before."""
-    conns: dict[tuple[str, int], http.client.HTTPConnection] = _local.__dict__.setdefault("conns", {})
-    key = (hub.host, hub.port)
-    conn = conns.get(key)
-    if conn is not None:
-        conn.timeout = timeout
-        return conn, True
-    if len(conns) > 64:
-        for old in conns.values():
-            _forget(old)
-        conns.clear()
-    conn = conns[key] = http.client.HTTPConnection(hub.host, hub.port, timeout=timeout)
-    with _every_lock:
-        _every.add(conn)
-    return conn, False
-
-
-def _forget(conn: http.client.HTTPConnection) -> None:
-    conn.close()
-    with _every_lock:
-        _every.discard(conn)
-
-
-def _drop(hub: HubAddress, conn: http.client.HTTPConnection) -> None:
-    """Close ``conn`` and forget it: a connection that failed or ended mid-exchange is never reused."""
-    _forget(conn)
-    conns = _local.__dict__.get("conns", {})
-    if conns.get((hub.host, hub.port)) is conn:
-        del conns[(hub.host, hub.port)]
-
-
-def close_connections() -> int:
-    """Close every thread's keep-alive connection to a hub (the process is stopping: the server
-    extension's stop); how many were open. A thread that calls again later connects anew."""
-    with _every_lock:
-        conns = list(_every)
-        _every.clear()
-    for conn in conns:
-        with contextlib.suppress(Exception):
-            conn.close()
-    return len(conns)
-
-
 def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = CALL_SECONDS) -> dict[str, Any]:
-    """The result of one request to ``hub`` (any thread; a keep-alive connection per thread). A
-    connection the hub closed while idle is replaced once; nothing is sent twice otherwise."""
+    """The result of one request to ``hub`` (any thread; a kept-alive connection, see hubclient)."""
     body = json.dumps(message(method, params)).encode()
-    if hub.carrier is not None:
-        try:
-            status, kind, raw = hub.carrier.call(hub.headers(method, params), body, timeout)
-        except (UpstreamError, TimeoutError, OSError) as exc:
-            raise HubGone(f"the hub did not answer: {exc}") from None
-        return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
     headers = hub.headers(method, params)
-    for attempt in (1, 2):
-        conn, reused = _connection(hub, timeout)
-        try:
-            conn.request("POST", hub.path, body, headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-            kind = resp.getheader("Content-Type") or ""
-            if resp.will_close:
-                _drop(hub, conn)
-            break
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
-            _drop(hub, conn)
-            if reused and attempt == 1:
-                continue
-            raise HubGone(f"the hub did not answer: {exc}") from None
-        except (OSError, http.client.HTTPException) as exc:
-            _drop(hub, conn)
-            raise HubGone(f"the hub did not answer: {exc}") from None
-        except BaseException:  # anything else mid-request (a header http.client refused): never reused
-            _drop(hub, conn)
-            raise
-    return _result(_last_reply(raw, "text/event-stream" in kind), hub, resp.status)
+    try:
+        if hub.carrier is not None:
+            status, kind, raw = hub.carrier.call(headers, body, timeout)
+        else:
+            status, rheaders, raw = exchange(hub.endpoint, "POST", headers, body, timeout)
+            kind = rheaders.get("content-type", "")
+    except (UpstreamError, TimeoutError, OSError) as exc:
+        raise HubGone(f"the hub did not answer: {exc}") from None
+    return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
 
 
 def _result(reply: dict[str, Any] | None, hub: HubAddress, status: int) -> dict[str, Any]:
@@ -341,9 +223,9 @@ class Listens:
         body = json.dumps(message("subscriptions/listen", params)).encode()
         headers = hub.headers("subscriptions/listen", params)
         if hub.carrier is not None:
-            resp = await hub.carrier.open(headers, body, 10.0)
+            resp = await hub.carrier.open(headers, body, LISTEN_OPEN_SECONDS)
         else:
-            resp = await request(hub.host, hub.port, "POST", hub.path, headers, body, 10.0)
+            resp = await request(hub.host, hub.port, "POST", hub.path, headers, body, LISTEN_OPEN_SECONDS)
         if self._wanted.get(key) != wish:
             resp.close()
             return  # the set changed while this one was opening

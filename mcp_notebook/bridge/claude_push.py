@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..allkernels.naming import KERNELS_URI, split
-from ..allkernels.upstream import HubAddress, Listens
+from ..allkernels.upstream import Listens
+from ..hubclient.address import HubAddress
 from ..redact import mask_secrets
 
 CAPABILITY = "claude/channel"

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import json
 import os
-import ssl
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..hubclient.blocking import server_kernels
+from ..hubclient.rules import UpstreamError
 from ..runtime import HubRecord, select
 from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector
 from .stdio import Bridge
 
 TOKEN_ENVS = ("MCP_NOTEBOOK_SERVER_TOKEN", "JUPYTER_TOKEN")
-LIST_TIMEOUT = 15.0
 
 
 class TokenError(ValueError):
@@ -74,24 +72,21 @@ class RemoteSelector(Selector):
         )
 
     def listing(self) -> list[dict[str, Any]]:
-        """``GET {server}mcp-notebook/kernels`` with the Jupyter token."""
-        req = urllib.request.Request(
-            self.server + "mcp-notebook/kernels",
-            headers={"Authorization": f"token {self.token}", "Accept": "application/json"},
-        )
-        context = ssl.create_default_context() if self.server.startswith("https://") else None
+        """``GET {server}mcp-notebook/kernels`` with the Jupyter token (the hub client's)."""
         try:
-            with urllib.request.urlopen(req, timeout=LIST_TIMEOUT, context=context) as resp:
-                data = json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403):
-                raise NoHub(f"The Jupyter server {self.server} refused the token (HTTP {exc.code}).") from None
-            if exc.code == 404:
-                raise NoHub(
-                    f"The Jupyter server {self.server} has no mcp-notebook extension (HTTP 404 for "
-                    "mcp-notebook/kernels): install mcp-notebook in the server's environment and restart it."
-                ) from None
-            raise OSError(f"HTTP {exc.code} from {self.server}") from None
+            status, _, body = server_kernels(self.server, self.token)
+        except UpstreamError as exc:
+            raise OSError(str(exc)) from None
+        if status in (401, 403):
+            raise NoHub(f"The Jupyter server {self.server} refused the token (HTTP {status}).")
+        if status == 404:
+            raise NoHub(
+                f"The Jupyter server {self.server} has no mcp-notebook extension (HTTP 404 for "
+                "mcp-notebook/kernels): install mcp-notebook in the server's environment and restart it."
+            )
+        if status != 200:
+            raise OSError(f"HTTP {status} from {self.server}")
+        data = json.loads(body)
         return [e for e in data if isinstance(e, dict) and e.get("kernel_id")] if isinstance(data, list) else []
 
     def records(self) -> list[HubRecord]:

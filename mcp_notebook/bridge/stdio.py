@@ -13,21 +13,29 @@ again and re-subscribes, then tells the client that everything may have changed.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit
 
-from ..allkernels.upstream import HubAddress
+from ..hubclient.address import HubAddress, Link
+from ..hubclient.blocking import STREAM_ERRORS, exchange, open_stream, sse_messages
+from ..hubclient.rules import (
+    HUB_SCHEME,
+    REASON_HEADER,
+    REPLY_SECONDS,
+    SERVER_SCHEME,
+    STREAM_IDLE_SECONDS,
+    UpstreamError,
+    authorization,
+)
 from ..protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
 from ..protocol.jsonrpc import dumps
-from ..protocol.wire_sse import SseParser
+from ..protocol.wire_sse import sse_data
 from ..protocol.wire_stateless import request_headers
 from ..runtime import HubRecord
 from .claude_push import ClaudePush
@@ -35,75 +43,60 @@ from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Sele
 from .stdio_input import MAX_INFLIGHT, MAX_WAITING, Oversize, RequestPool, check, decode, oversize_error, read_lines
 
 NO_HUB = -32000  # implementation-defined range
-STREAM_READ_TIMEOUT = 60.0  # the hub sends a keepalive every 15 s
+FAILED = (*STREAM_ERRORS, ValueError)  # no hub answered there (ValueError: not JSON, not a hub)
 MAX_LISTENS = 64  # open subscriptions/listen streams (their own bound: they last, requests do not)
 BUSY = -32001
 DRAIN_SECONDS = 5.0
 
 
 class Upstream:
-    """HTTP to one hub; a new loopback connection per request (http.client is not thread-safe)."""
+    """One hub over HTTP or HTTPS, through the hub client: requests over kept-alive connections,
+    each stream on a connection of its own."""
 
     def __init__(self, record: HubRecord):
         self.record = record
-        parts = urlsplit(record.url)
-        self.host = parts.hostname or "127.0.0.1"
-        self.https = parts.scheme == "https"  # a remote Jupyter server (mcp-notebook bridge --server)
-        self.port = parts.port or (443 if self.https else 80)
-        self.path = parts.path or "/mcp"
-        self.remote = bool(record.info.get("remote"))
+        self.remote = bool(record.info.get("remote"))  # a Jupyter server's (mcp-notebook bridge --server)
+        self.hub = HubAddress(record.url, record.token, SERVER_SCHEME if self.remote else HUB_SCHEME)
 
-    def open(
-        self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = 300.0
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    def _headers(self, headers: dict[str, str], body: bytes | None) -> dict[str, str]:
         h = {"Accept": "application/json, text/event-stream", **headers}
         if body is not None:
             h["Content-Type"] = "application/json"
-        if self.record.token:  # Jupyter servers have always taken "token"; "Bearer" only recent ones
-            h["Authorization"] = f"{'token' if self.remote else 'Bearer'} {self.record.token}"
-        conn_class = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        conn = conn_class(self.host, self.port, timeout=timeout)
+        return {**h, **authorization(self.hub.token, self.hub.scheme)}
+
+    def _refused(self, status: int, reason: str | None) -> None:
+        """remote: the server refused the token, or its extension (not the hub) says the kernel has no hub."""
+        if self.remote and (status in (401, 403) or reason):
+            raise UpstreamError(f"HTTP {status} from the Jupyter server for {self.hub.path}")
+
+    def open(
+        self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = REPLY_SECONDS
+    ) -> tuple[Any, Any]:
+        """A stream (or a DELETE): its own connection, the reply once its status is known."""
+        conn, resp = open_stream(self.hub.endpoint, method, self._headers(headers, body), body, timeout)
         try:
-            conn.request(method, self.path, body, h)
-            resp = conn.getresponse()
-        except BaseException:
+            self._refused(resp.status, resp.getheader(REASON_HEADER))
+        except UpstreamError:
             conn.close()
             raise
-        # remote: the server refused the token, or its extension (not the hub) says the kernel has no hub
-        if self.remote and (resp.status in (401, 403) or resp.getheader("X-MCP-Notebook-Reason")):
-            conn.close()
-            raise ConnectionError(f"HTTP {resp.status} from the Jupyter server for {self.path}")
         return conn, resp
 
     def address(self) -> HubAddress | None:
         """Where ``--channel`` watches: this hub over plain HTTP (None: not reachable so)."""
-        if not self.record.url.startswith("http://"):
-            return None
-        return HubAddress(self.record.url, self.record.token, "token" if self.remote else "Bearer")
+        return None if self.hub.endpoint.https else self.hub
 
     def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
         """POST one message; (status, headers, JSON-RPC messages of the reply, whether JSON or SSE)."""
-        conn, resp = self.open("POST", headers, json.dumps(message).encode())
-        try:
-            status, rheaders = resp.status, {k.lower(): v for k, v in resp.getheaders()}
-            if "text/event-stream" in rheaders.get("content-type", ""):
-                return status, rheaders, list(sse_messages(resp))
-            data = resp.read()
+        body = json.dumps(message).encode()
+        status, rheaders, data = exchange(self.hub.endpoint, "POST", self._headers(headers, body), body)
+        self._refused(status, rheaders.get(REASON_HEADER.lower()))
+        if "text/event-stream" not in rheaders.get("content-type", ""):
             return status, rheaders, [json.loads(data)] if data.strip() else []
-        finally:
-            conn.close()
-
-
-def sse_messages(resp: http.client.HTTPResponse) -> Iterator[Any]:
-    """JSON payloads of the SSE events of a response, as they arrive."""
-    parser = SseParser()
-    while True:
-        line = resp.readline()
-        if not line:
-            return
-        for data in parser.feed(line):
+        replies = []
+        for doc in sse_data(data):
             with contextlib.suppress(ValueError):
-                yield json.loads(data)
+                replies.append(json.loads(doc))
+        return status, rheaders, replies
 
 
 def _error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -128,7 +121,7 @@ class Bridge:
         reconnect_timeout: float = 30.0,
         log: IO[str] | None = None,
         channel: bool = False,
-        connect: Callable[[HubRecord], Any] = Upstream,
+        connect: Callable[[HubRecord], Link] = Upstream,
     ):
         self.selector = selector
         self.connect = connect  # the upstream for a hub record (HTTP; the stdio carrier for a front)
@@ -140,14 +133,14 @@ class Bridge:
         self._closing = threading.Event()
         self._pool = RequestPool(self._busy, self._failed)  # stdin is never blocked: cancels go through
         # handshake-era session state
-        self.up: Upstream | None = None
+        self.up: Link | None = None
         self.session_id: str | None = None
         self.version: str | None = None
         self.init_message: dict[str, Any] | None = None
         self.subscriptions: set[str] = set()
         self.generation = 0
         # stateless-era listen streams: request id -> open connection
-        self._listens: dict[Any, http.client.HTTPConnection | None] = {}
+        self._listens: dict[Any, Any] = {}  # (an http.client connection, a carrier's reading)
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
         self.channel: ClaudePush | None = ClaudePush(self.write, self._channel_hub) if channel else None
 
@@ -282,7 +275,7 @@ class Bridge:
                 self.log(str(exc))
                 self.write(_error(msg.get("id"), NO_HUB, str(exc)))
                 return
-            except (OSError, ValueError, http.client.HTTPException) as exc:  # ValueError: not JSON, not a hub
+            except FAILED as exc:
                 self.write(_error(msg.get("id"), NO_HUB, f"The hub did not answer initialize: {exc}"))
                 return
         self.log(f"connected to {record.describe()}")
@@ -313,7 +306,7 @@ class Bridge:
         """Forward a notification (or a response to a server request) once; never wait for a hub."""
         if self.up is None:
             return
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(*FAILED):
             self.up.call(self._session_headers(), msg)
         if msg.get("method") == "notifications/initialized":
             self._start_stream(self.generation)
@@ -328,7 +321,7 @@ class Bridge:
                 if up is None:
                     raise ConnectionError("no hub")
                 status, _, replies = up.call(headers, msg)
-            except (OSError, ValueError, http.client.HTTPException):
+            except FAILED:
                 status, replies = 0, []
             if status in (0, 401, 404) and attempt == 0:
                 try:  # the kernel restarted or the hub was reloaded: find the new one
@@ -372,13 +365,13 @@ class Bridge:
                 except NoHub:
                     self.up, self.session_id = None, None
                     raise
-                except (OSError, ValueError, http.client.HTTPException):  # found a file; no hub answers there yet
+                except FAILED:  # found a file; no hub answers there yet
                     if time.monotonic() >= deadline or self._closing.is_set():
                         self.up, self.session_id = None, None
                         raise NoHub(self.selector.no_hub_message()) from None
                     time.sleep(POLL_SECONDS)
             headers = self._session_headers()
-            with contextlib.suppress(OSError, ValueError):
+            with contextlib.suppress(*FAILED):
                 self.up.call(headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
             for n, uri in enumerate(sorted(self.subscriptions)):
                 req = {
@@ -387,7 +380,7 @@ class Bridge:
                     "method": "resources/subscribe",
                     "params": {"uri": uri},
                 }
-                with contextlib.suppress(OSError, ValueError):
+                with contextlib.suppress(*FAILED):
                     self.up.call(headers, req)
             self._start_stream(self.generation)
         self.log(f"reconnected to {record.describe()}")
@@ -400,11 +393,11 @@ class Bridge:
             args = (gen, self.up, self._session_headers())
             threading.Thread(target=self._stream, args=args, name="mcp-notebook-bridge-sse", daemon=True).start()
 
-    def _stream(self, gen: int, up: Upstream, headers: dict[str, str]) -> None:
+    def _stream(self, gen: int, up: Link, headers: dict[str, str]) -> None:
         """Copy the session's GET stream to stdout; when it breaks, reconnect (the kernel restarted)."""
         try:
-            conn, resp = up.open("GET", {**headers, "Accept": "text/event-stream"}, timeout=STREAM_READ_TIMEOUT)
-        except (OSError, http.client.HTTPException):
+            conn, resp = up.open("GET", {**headers, "Accept": "text/event-stream"}, timeout=STREAM_IDLE_SECONDS)
+        except STREAM_ERRORS:
             conn = None
         if conn is not None:
             try:
@@ -413,7 +406,7 @@ class Bridge:
                         if gen != self.generation or self._closing.is_set():
                             return
                         self.write(message)
-            except (OSError, http.client.HTTPException):
+            except STREAM_ERRORS:
                 pass
             finally:
                 conn.close()
@@ -425,13 +418,13 @@ class Bridge:
             self.log(f"lost the hub: {exc}")
 
     # == stateless era ===========================================================================
-    def _stateless_up(self, wait: float) -> Upstream:
+    def _stateless_up(self, wait: float) -> Link:
         with self._conn_lock:
             if self.up is None:
                 self.up = self.connect(self.selector.find(None, wait, self._closing))
             return self.up
 
-    def _drop(self, up: Upstream) -> None:
+    def _drop(self, up: Link) -> None:
         with self._conn_lock:
             if self.up is up:
                 self.up = None
@@ -445,7 +438,7 @@ class Bridge:
                 return [_error(msg_id, NO_HUB, str(exc))]
             try:
                 status, _, replies = up.call(_stateless_headers(msg), msg)
-            except (OSError, ValueError, http.client.HTTPException):
+            except FAILED:
                 status, replies = 0, []
             if status not in (0, 401):
                 return _ours(replies, msg_id)
@@ -470,7 +463,7 @@ class Bridge:
                 except NoHub as exc:
                     self.write(_error(sub_id, NO_HUB, str(exc)))
                     return
-                except (OSError, http.client.HTTPException):
+                except STREAM_ERRORS:
                     self._drop(up)
                     if not acknowledged:
                         self.write(_error(sub_id, NO_HUB, self.selector.no_hub_message()))
@@ -505,7 +498,7 @@ class Bridge:
         finally:
             self._listens.pop(sub_id, None)
 
-    def _relay_listen(self, sub_id: Any, resp: http.client.HTTPResponse, acknowledged: bool) -> tuple[bool, bool]:
+    def _relay_listen(self, sub_id: Any, resp: Any, acknowledged: bool) -> tuple[bool, bool]:
         """Copy one listen stream to stdout until it breaks; (an acknowledgement came, the hub ended
         the subscription gracefully). A listen re-established on a new hub is not acknowledged
         twice: the client is told instead that what it watches may have changed."""
@@ -521,7 +514,7 @@ class Bridge:
                 self.write(message)
                 if message.get("id") == sub_id:
                     return saw_ack, True
-        except (OSError, http.client.HTTPException):
+        except STREAM_ERRORS:
             pass
         return saw_ack, False
 
@@ -558,7 +551,7 @@ class Bridge:
         up, sid = self.up, self.session_id
         self.generation += 1
         if up is not None and sid:
-            with contextlib.suppress(OSError, http.client.HTTPException):
+            with contextlib.suppress(*STREAM_ERRORS):
                 conn, _ = up.open("DELETE", self._session_headers(), timeout=2.0)
                 conn.close()
         if self.channel is not None:

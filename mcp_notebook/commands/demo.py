@@ -6,10 +6,10 @@ import json
 import signal
 import sys
 import time
-import urllib.request
 from typing import Any
 
-from ..protocol.wire_stateless import named_header
+from ..hubclient.address import HubAddress
+from ..hubclient.blocking import exchange
 
 SAMPLE_CELLS = [
     "%load_ext mcp_notebook",
@@ -39,26 +39,17 @@ def greeting(who: str) -> str:
 
 
 def _rpc(url: str, token: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One stateless (2026-07-28) request with the standard library."""
+    """One stateless (2026-07-28) request through the hub client."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
     }
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": method,
-    }
-    name = named_header(method, params)
-    if name is not None:
-        headers["Mcp-Name"] = name
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
+    hub = HubAddress(url, token)
+    status, _, raw = exchange(hub.endpoint, "POST", hub.headers(method, params), json.dumps(body).encode(), 10.0)
+    if status != 200:
+        raise OSError(f"the hub answered {status}")
+    return json.loads(raw)
 
 
 def run_demo(seconds: float | None = None) -> int:

@@ -21,7 +21,9 @@ from urllib.parse import quote
 
 from ..allkernels.directory import KernelEntry
 from ..allkernels.provider import KernelsProvider
-from ..allkernels.upstream import HubAddress
+from ..hubclient.address import HubAddress
+from ..hubclient.blocking import server_kernels
+from ..hubclient.rules import UpstreamError
 from ..types import ResourceReadError
 
 log = logging.getLogger(__name__)
@@ -135,14 +137,12 @@ class UserServers:
         key = (self.link.user, path)
         listed = self.listings.get(key, fresh)
         if listed is None:
-            req = urllib.request.Request(
-                f"{base}mcp-notebook/kernels",
-                headers={"Authorization": f"token {self.link.hub_token}", "Accept": "application/json"},
-            )
             try:
-                with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
-                    listed = json.loads(resp.read())
-            except (OSError, ValueError) as exc:
+                status, _, raw = server_kernels(base, self.link.hub_token, TIMEOUT)
+                if status != 200:
+                    raise OSError(f"HTTP {status}")
+                listed = json.loads(raw)
+            except (OSError, ValueError, UpstreamError) as exc:
                 log.info("listing the kernels of %s failed: %s", base, exc)
                 listed = []
             listed = listed if isinstance(listed, list) else []

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..transport.client import UpstreamError
+from ..hubclient.rules import UpstreamError
 from ..transport.control_wire import CANCEL, INFO, KEEPALIVE, KEEPALIVE_SECONDS, REPLY, REQUEST
 from .wires import Wire, WireClosed
 

@@ -27,7 +27,7 @@ class MCPNotebookExtension(ExtensionApp):
     def initialize_settings(self) -> None:
         from jupyter_core.paths import jupyter_runtime_dir
 
-        from ..transport.client import ConnectionPool
+        from ..hubclient.aio import ConnectionPool
         from .hubs import HubFinder
 
         serverapp: Any = self.serverapp
@@ -68,7 +68,7 @@ class MCPNotebookExtension(ExtensionApp):
             self.log.exception("mcp-notebook: stopping the extension failed")
 
     async def _close_all(self) -> None:
-        from ..allkernels.upstream import close_connections
+        from ..hubclient.blocking import close_connections
 
         settings = self._web_settings()
         pipes = list(settings.get("mcp_notebook_pipes") or ())  # requests piped to a hub right now

@@ -20,7 +20,7 @@ from tornado import web
 from ..allkernels.directory import KernelEntry, write_focus
 from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
-from ..allkernels.upstream import HubAddress
+from ..hubclient.address import HubAddress
 from ..protocol.exchange import HttpRequest
 from .control_client import LoopBridge
 from .handlers import McpProxyHandler, _Base

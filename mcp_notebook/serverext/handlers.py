@@ -17,7 +17,8 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..transport.client import UpstreamError, UpstreamResponse, request
+from ..hubclient.aio import UpstreamResponse, request
+from ..hubclient.rules import HUB_SCHEME, LOOK_AGAIN_STATUS, LOOKUPS, REASON_HEADER, UpstreamError, authorization
 from .control_client import ChannelResponse, KernelChannel
 from .hubs import HubAddress, HubFinder, HubUnavailable
 
@@ -27,7 +28,6 @@ FORWARD_REQUEST = frozenset({"accept", "content-type", "last-event-id", "mcp-ses
 # Reply headers handed back (never WWW-Authenticate: a hub 401 is the server's problem, not the client's).
 FORWARD_REPLY = frozenset({"content-type", "mcp-session-id", "mcp-protocol-version", "allow", "retry-after"})
 FLUSH_BYTES = 64 * 1024
-REASON_HEADER = "X-MCP-Notebook-Reason"  # on answers of the proxy itself: unknown_kernel, no_hub, ...
 
 
 async def _settle(value: Any) -> Any:
@@ -171,14 +171,13 @@ class McpProxyHandler(_Base):
     def _hub_headers(self, hub: HubAddress) -> dict[str, str]:
         out = {name: value for name, value in self.request.headers.get_all() if _forwarded(name, FORWARD_REQUEST)}
         out["Host"] = hub.host_header  # the hub accepts only its loopback name (DNS-rebinding guard)
-        if hub.token:
-            out["Authorization"] = f"Bearer {hub.token}"
-        return out
+        return {**out, **authorization(hub.token, HUB_SCHEME)}
 
     async def _open(self, kernel_id: str, method: str, body: bytes | None) -> UpstreamResponse | ChannelResponse:
-        """Send the request to the kernel's hub; one fresh lookup if the first address was stale."""
+        """Send the request to the kernel's hub; one fresh lookup if the first address was stale or
+        its token refused (the hub client's rules 2 and 3)."""
         last: Exception | None = None
-        for _ in range(2):
+        for _ in range(LOOKUPS):
             hub = await self.finder.reach(kernel_id)
             if isinstance(hub, KernelChannel):
                 return await self._over_channel(hub, method, body)
@@ -191,7 +190,7 @@ class McpProxyHandler(_Base):
                     break
                 await asyncio.sleep(0.05)  # a stale runtime file: look again once
                 continue
-            if reply.status == 401:  # the hub was reloaded with a new token between lookup and request
+            if reply.status == LOOK_AGAIN_STATUS:  # the hub was reloaded with a new token since the lookup
                 reply.close()
                 last = UpstreamError("the hub refused the server's token")
                 continue
@@ -205,9 +204,9 @@ class McpProxyHandler(_Base):
         """The request over the kernel's control channel; once more if the hub had a new token."""
         headers = {name: value for name, value in self.request.headers.get_all() if _forwarded(name, FORWARD_REQUEST)}
         try:
-            for attempt in (1, 2):
+            for attempt in range(1, LOOKUPS + 1):
                 reply = await channel.request(method, headers, body)
-                if reply.status != 401 or attempt == 2:
+                if reply.status != LOOK_AGAIN_STATUS or attempt == LOOKUPS:
                     return reply
                 reply.close()  # a hub refusing the token acted on nothing: safe to send again
                 channel.forget_info()

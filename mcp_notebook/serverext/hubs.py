@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..hubclient.rules import UpstreamError
 from ..runtime import PREFIX, HubRecord, pid_alive
-from ..transport.client import UpstreamError
 from .control_client import LISTING_NO_HUB_SECONDS, KernelChannel, NoHub
 from .wires import GatewayWire, Wire, ZmqWire
 

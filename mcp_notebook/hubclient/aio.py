@@ -1,5 +1,6 @@
-"""A small asyncio HTTP/1.1 client for requests to hubs, bodies read chunk by chunk (the server
-extension's proxy and the kernels front use it).
+"""The asyncio face of the hub client: HTTP/1.1 requests to hubs, bodies read chunk by chunk (the
+server extension's pipe, the front's listens). Its rules (timeouts, keep-alive, retries, the
+error) are :mod:`.rules`'.
 
 It exists so the proxy can stream: every chunk of an SSE reply is handed on as it arrives, the
 reader waits while the client is slow (back-pressure), and closing it ends the request at once
@@ -14,10 +15,10 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 
+from .rules import CONNECT_SECONDS, POOL_IDLE_SECONDS, POOL_MAX_HUBS, POOL_MAX_IDLE, REPLY_SECONDS, UpstreamError
+
 MAX_HEAD_BYTES = 64 * 1024
 READ_PIECE = 64 * 1024
-POOL_IDLE_SECONDS = 30.0  # well under the hub's own idle timeout
-POOL_MAX_IDLE = 8  # idle connections kept per hub
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
@@ -40,7 +41,7 @@ class ConnectionPool:
 
     def give(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conns = self._idle.setdefault(key, [])
-        if len(conns) >= POOL_MAX_IDLE or len(self._idle) > 1024:
+        if len(conns) >= POOL_MAX_IDLE or len(self._idle) > POOL_MAX_HUBS:
             writer.close()
             return
         conns.append((reader, writer, time.monotonic()))
@@ -58,17 +59,6 @@ class ConnectionPool:
         for writer in writers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), timeout)
-
-
-class UpstreamError(Exception):
-    """The hub could not be reached or answered something that is not HTTP/1.x.
-
-    ``sent`` tells whether the request may have reached the hub (then it must not be repeated).
-    """
-
-    def __init__(self, message: str, sent: bool = True):
-        super().__init__(message)
-        self.sent = sent
 
 
 class UpstreamResponse:
@@ -178,13 +168,13 @@ async def request(
     path: str,
     headers: Mapping[str, str],
     body: bytes | None = None,
-    head_timeout: float = 300.0,
+    head_timeout: float = REPLY_SECONDS,
     pool: ConnectionPool | None = None,
 ) -> UpstreamResponse:
     """Send one request and read the status line and headers (within ``head_timeout`` seconds).
 
     With a ``pool``, an idle connection is tried first; if the hub had closed it (nothing came
-    back), the request goes once more on a fresh connection.
+    back), the request goes once more on a fresh connection (rule 1 of :mod:`.rules`).
     """
     key = (host, port)
     lines = [f"{method} {path} HTTP/1.1"]
@@ -203,9 +193,13 @@ async def request(
         except _Untouched:
             pass  # closed by the hub while idle: it never saw this request
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), 10.0)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), CONNECT_SECONDS
+        )
     except (OSError, asyncio.TimeoutError) as exc:
-        raise UpstreamError(f"cannot connect to the hub at {host}:{port}: {exc or 'timed out'}", sent=False) from exc
+        raise UpstreamError(
+            f"cannot connect to the hub at {host}:{port}: {str(exc) or 'timed out'}", sent=False
+        ) from exc
     try:
         return await _exchange(reader, writer, data, head_timeout, pool, key)
     except _Untouched as exc:
@@ -236,7 +230,7 @@ async def _exchange(
         raise UpstreamError(f"the hub did not answer: {exc}") from exc
     except (OSError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError) as exc:
         writer.close()
-        raise UpstreamError(f"the hub did not answer: {exc or 'timed out'}") from exc
+        raise UpstreamError(f"the hub did not answer: {str(exc) or 'timed out'}") from exc
     except BaseException:
         writer.close()
         raise
