@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from slow_relay import SlowRelay
 
-from mcp_notebook.allkernels.upstream import HubAddress, HubGone, call, message
+from mcp_notebook.allkernels.upstream import HubGone, call, message
 from mcp_notebook.bridge.hub_selection import Selector
 from mcp_notebook.bridge.stdio import NO_HUB, Bridge, Upstream, _stateless_headers
 from mcp_notebook.hubclient import blocking
+from mcp_notebook.hubclient.address import HubAddress
 from mcp_notebook.hubclient.aio import ConnectionPool, request
 from mcp_notebook.hubclient.rules import Endpoint, UpstreamError
 from mcp_notebook.protocol.server import McpServer, ServerSettings

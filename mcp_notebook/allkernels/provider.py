@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import budget
+from ..hubclient.address import HubAddress
 from ..protocol.jsonrpc import RpcError
 from ..protocol.params import MAX_LIST
 from ..providers.base import Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
@@ -28,7 +29,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from .directory import Directory, KernelEntry
 from .links import Linker, schemes_of, unqualify, unqualify_inside
 from .naming import KERNEL_VAR, KERNELS_URI, labels, notebook_stem, qualify, qualify_template, split
-from .upstream import HubAddress, HubError, HubGone, Listens, call
+from .upstream import HubError, HubGone, Listens, call
 
 log = logging.getLogger(__name__)
 EXECUTION_URI = "nb://kernel"  # changes with every executed cell

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..hubclient.address import VERSION, Carrier, HubAddress
+from ..hubclient.address import VERSION, HubAddress
 from ..hubclient.aio import request
 from ..hubclient.blocking import exchange
 from ..hubclient.rules import CALL_SECONDS, LISTEN_OPEN_SECONDS, UpstreamError
@@ -25,7 +25,7 @@ from ..protocol.eras import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSI
 from ..protocol.wire_sse import sse_data
 from ..version import __version__
 
-__all__ = ["Carrier", "HubAddress", "HubError", "HubGone", "Listens", "call", "message"]
+__all__ = ["HubError", "HubGone", "Listens", "call", "message"]
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
 _ids = itertools.count(1)

@@ -12,20 +12,18 @@ control channel:
    is the pipe's: whoever holds the bridge's stdin spawned it (the MCP stdio model), so there is
    no Host, Origin or token to check. Bodies are bounded as on the front's HTTP endpoint (413).
 2. **The driver** answers each exchange on the bridge's thread that carries it
-   (``ExchangeDriver.exchange_blocking``): every request goes to the carrier's pool of ``WORKERS``
-   threads (``inline=False``, as for the other fronts), which live as long as the bridge, so their
-   keep-alive connections to the kernels' hubs (one per thread) are reused from one read to the
-   next; the bridge's thread waits for the answer and writes a whole reply itself (two thread
-   hops a read, none through a loop). A stream is pumped on the carrier's own event loop (a
-   thread). No head replay.
+   (``ExchangeDriver.exchange_blocking`` with no pool: ``handle`` runs right there, no thread
+   hop; the bridge's own pool of request threads bounds how many run at once). The front's
+   connections to the kernels' hubs are kept alive and shared by every thread
+   (``hubclient/blocking.py``), so a read reuses one whatever thread carries it. No head replay.
+   A stream is pumped on the carrier's own event loop (a thread).
 3. **Replies** reach the bridge's thread through a :class:`PipePort`: the driver's writes are
    queued, and :class:`Reading` reads them as the bridge reads an ``http.client`` response. No
    keepalive comments: nothing in a process times out idle. The driver's guarantees hold as for
    every carrier: one final call, ``stream_closed`` for every stream however it ended.
-4. **Stops**: the bridge ends its session first (DELETE), then :meth:`StdioCarrier.close` stops
-   the pool (a request after that is a 503), ends the streams still open, and waits (bounded) for
-   every exchange's final call before it stops the loop; ``KernelsFront.close`` then closes the
-   server.
+4. **Stops**: the bridge ends its session first (DELETE), then :meth:`StdioCarrier.close` refuses
+   what comes after (a 503), ends the streams still open, and waits (bounded) for every
+   exchange's final call before it stops the loop; ``KernelsFront.close`` then closes the server.
 
 ``--channel`` reaches the same server through the front's ``Carrier`` protocol (``address``).
 """
@@ -39,11 +37,10 @@ import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..allkernels.front import MAX_BODY_BYTES
-from ..allkernels.upstream import HubAddress
+from ..hubclient.address import HubAddress
 from ..protocol.exchange import HttpReply, HttpRequest, carrier_error
 from ..protocol.jsonrpc import INVALID_REQUEST, dumps
 from ..protocol.server import McpServer
@@ -55,7 +52,6 @@ from ..transport.loop import new_loop
 log = logging.getLogger(__name__)
 ACCEPT = "application/json, text/event-stream"
 SSE = "text/event-stream"
-WORKERS = 4  # as many as the loopback HTTP carrier's pool
 STOP_SECONDS = 5.0  # how long close() waits for the exchanges in flight to get their final call
 _END = object()  # queued after a port's final write
 
@@ -153,9 +149,8 @@ class StdioCarrier:
     def __init__(self, server: McpServer, record: HubRecord):
         self.server = server
         self.record = record
-        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="mcp-notebook-stdio")
         self._loop = new_loop()  # the streams' (uvloop where installed)
-        self._driver = ExchangeDriver(server, self._pool, inline=False, loop=self._loop)
+        self._driver = ExchangeDriver(server, None, inline=False, loop=self._loop)
         self._open = 0  # exchanges started and not yet at their final call
         self._lock = threading.Condition()
         self._stopping = False
@@ -203,14 +198,13 @@ class StdioCarrier:
             self._loop.call_soon_threadsafe(end)
 
     def close(self) -> None:
-        """Stop (after the bridge closed: its last answers are out): the pool first, so a request
-        now is a 503; the streams still open end; every exchange in flight gets its final call
-        (bounded); then the loop stops."""
+        """Stop (after the bridge closed: its last answers are out): a request now is a 503; the
+        streams still open end; every exchange in flight gets its final call (bounded); then the
+        loop stops."""
         with self._lock:
             if self._stopping:
                 return
             self._stopping = True
-        self._pool.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._end_streams)
         with self._lock:
@@ -254,7 +248,7 @@ class StdioCarrier:
 
 
 class _ChannelCarrier:
-    """``allkernels.upstream.Carrier`` over a :class:`StdioCarrier` (the channel's listen)."""
+    """``hubclient.address.Carrier`` over a :class:`StdioCarrier` (the channel's listen)."""
 
     def __init__(self, carrier: StdioCarrier):
         self.carrier = carrier

@@ -156,15 +156,19 @@ class ExchangeDriver:
 
     def exchange_blocking(self, port: Port, req: HttpRequest) -> Exchange:
         """``start`` for a carrier without an event loop of its own (the stdio carrier), on the
-        thread that carries the request: the pool's answer is waited for here and a whole reply is
-        written here (no hop through a loop); a stream is pumped on ``self.loop``. ``Exchange.cancel``
-        is called on that loop, as for every carrier."""
-        assert self.executor is not None and self.loop is not None
+        thread that carries the request: ``handle`` runs on the driver's pool, waited for here, or
+        with no pool on this very thread (it is no loop: it may wait); a whole reply is written
+        here, a stream is pumped on ``self.loop``. ``Exchange.cancel`` is called on that loop, as
+        for every carrier."""
+        assert self.loop is not None
         ex = Exchange(self, port)
         reply = self._answer_first(req, False)
         if reply is None:
             try:
-                reply = self.executor.submit(self.server.handle, req).result()
+                if self.executor is None:
+                    reply = self.server.handle(req)
+                else:
+                    reply = self.executor.submit(self.server.handle, req).result()
             except (RuntimeError, CancelledError):  # the pool is (being) shut down
                 reply = carrier_error(503, STOPPING)
             except Exception:  # handle() never raises; a dying pool may
