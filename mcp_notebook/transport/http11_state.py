@@ -199,8 +199,7 @@ class ConnectionState:
 
     def close(self) -> None:
         """We close the connection (at any point): nothing more is read."""
-        if self.client != CLOSED:
-            self._set(self.client, CLOSED)
+        self._set(self.client, CLOSED)
 
     def lost(self) -> None:
         """The connection is gone (both sides)."""
