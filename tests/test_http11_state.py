@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from mcp_notebook.transport.http11 import BadRequest, parse_head
 from mcp_notebook.transport.http11_state import (
-    _ANSWERING,
+    ANSWERING,
     CLOSED,
     DISCARD,
     DONE,
@@ -314,7 +314,7 @@ def test_random_event_sequences_keep_the_invariants(events):
         except BadRequest:
             pass  # bytes that are no request: the connection answers failed() next
         assert state.idle == (state.client == IDLE and state.ours == IDLE)
-        if state.ours in _ANSWERING:  # answering: the request was all read (or is being dropped)
+        if state.ours in ANSWERING:  # answering: the request was all read (or is being dropped)
             assert state.client in (DONE, DISCARD, MUST_CLOSE, CLOSED)
         if state.client == SEND_BODY:
             assert state.ours in (IDLE, CLOSED) and state.reader.head is not None

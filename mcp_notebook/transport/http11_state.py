@@ -35,7 +35,7 @@ from .http11 import RequestHead, RequestReader
 # One set of states; each side uses its subset (as h11 does).
 IDLE, SEND_BODY, DONE, DISCARD, MUST_CLOSE, CLOSED, SEND_RESPONSE, SEND_LONG = range(8)
 NAMES = ("IDLE", "SEND_BODY", "DONE", "DISCARD", "MUST_CLOSE", "CLOSED", "SEND_RESPONSE", "SEND_LONG")
-_ANSWERING = (SEND_RESPONSE, SEND_BODY, SEND_LONG)
+ANSWERING = (SEND_RESPONSE, SEND_BODY, SEND_LONG)  # our side while a request is being answered
 
 
 class StateError(Exception):
@@ -81,7 +81,7 @@ class ConnectionState:
     @property
     def busy(self) -> bool:
         """A request is being answered (its reply not yet all written)."""
-        return self.ours in _ANSWERING
+        return self.ours in ANSWERING
 
     @property
     def client_gone(self) -> bool:
@@ -187,7 +187,7 @@ class ConnectionState:
         ours = self.ours
         if ours == CLOSED:  # the answer of a request arrived after we closed, or the client left
             return False
-        if ours not in _ANSWERING:
+        if ours not in ANSWERING:
             raise self._refuse("a reply done")
         if not keep or self.client == CLOSED:  # (a long-lived stream's client that left)
             self._set(self.client if self.client in (DISCARD, CLOSED) else MUST_CLOSE, MUST_CLOSE)
