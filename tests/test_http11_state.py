@@ -14,6 +14,7 @@ from mcp_notebook.transport.http11_state import (
     CLOSED,
     DISCARD,
     DONE,
+    GONE,
     IDLE,
     MUST_CLOSE,
     SEND_BODY,
@@ -100,7 +101,7 @@ def test_a_long_lived_stream_whose_client_half_closes_is_gone():
     state.stream_opened(True, True)
     assert _sides(state) == (DONE, SEND_LONG) and not state.client_gone
     assert state.peer_eof() is True  # close now
-    assert state.client_gone and state.client == CLOSED
+    assert state.client_gone and state.client == GONE
     state.close()
     assert state.closed and not state.may_read
     assert state.reply_done(True) is False  # the stream's end after the close
@@ -111,7 +112,7 @@ def test_a_client_that_half_closed_before_its_long_stream_opens_is_gone_at_once(
     assert state.peer_eof() is False  # being answered: the answer goes first
     state.stream_opened(True, True)
     assert state.client_gone
-    assert state.reply_done(True) is False and state.ours == MUST_CLOSE and state.client == CLOSED
+    assert state.reply_done(True) is False and state.ours == MUST_CLOSE and state.client == GONE
 
 
 def test_half_close_between_requests_closes_and_mid_request_too():
@@ -315,7 +316,7 @@ def test_random_event_sequences_keep_the_invariants(events):
             pass  # bytes that are no request: the connection answers failed() next
         assert state.idle == (state.client == IDLE and state.ours == IDLE)
         if state.ours in ANSWERING:  # answering: the request was all read (or is being dropped)
-            assert state.client in (DONE, DISCARD, MUST_CLOSE, CLOSED)
+            assert state.client in (DONE, DISCARD, MUST_CLOSE, GONE, CLOSED)
         if state.client == SEND_BODY:
             assert state.ours in (IDLE, CLOSED) and state.reader.head is not None
         if state.may_read:

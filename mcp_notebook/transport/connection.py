@@ -36,7 +36,7 @@ from .busy_poll import BusyPoll
 from .driver import ExchangeDriver, Port
 from .heads import AdmittedHead, AdmittedHeads, ConnectionMemos
 from .http11 import BadRequest, RequestHead
-from .http11_state import DISCARD, IDLE, SEND_BODY, ConnectionState
+from .http11_state import CLOSED, DISCARD, IDLE, SEND_BODY, ConnectionState
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on
@@ -219,7 +219,6 @@ class Connection(asyncio.Protocol, Port):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.http.lost()
-        self.io = None  # nothing more is written
         if self.trusted:
             self.owner.client_count(-1)
         self.owner.connections.pop(self, None)
@@ -255,7 +254,7 @@ class Connection(asyncio.Protocol, Port):
             self._fail(BadRequest("internal error", 500))
         finally:
             self._reading = False
-        if self.paused_reading and not http.busy and self.io is not None:
+        if self.paused_reading and not http.busy and self.io is not None and http.client != CLOSED:
             self.paused_reading = False
             self.io.resume_reading()
         if http.eof and http.ours == IDLE:
@@ -419,7 +418,7 @@ class Connection(asyncio.Protocol, Port):
             self._process()
 
     def _write(self, data: bytes) -> None:
-        if self.io is not None:
+        if self.io is not None and self.http.client != CLOSED:  # (not once the connection is lost)
             self.io.write(data)
 
     def _fail(self, exc: BadRequest) -> None:

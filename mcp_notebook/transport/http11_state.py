@@ -12,8 +12,9 @@ The client's side: ``IDLE`` (nothing of a next request consumed; bytes of it may
 ``SEND_BODY`` (an admitted head read, its body being read) → ``DONE`` (the request is whole and
 being answered) → ``IDLE`` again when the reply keeps the connection, else ``MUST_CLOSE`` (nothing
 more is read). A refused request whose body is still on its way goes to ``DISCARD`` (its bytes are
-dropped as they come, then ``MUST_CLOSE``). ``CLOSED``: the client is gone (the connection is
-lost, or it half-closed while a long-lived stream was written to it).
+dropped as they come, then ``MUST_CLOSE``). ``GONE``: it half-closed while a long-lived stream
+was written to it (it reads no more of it: h11's CLOSED for their side). ``CLOSED``: the
+connection is lost.
 
 Our side: ``IDLE`` (no request to answer) → ``SEND_RESPONSE`` (one is being answered, its reply not
 begun) → the whole reply written (``IDLE`` or ``MUST_CLOSE``), or ``SEND_BODY`` / ``SEND_LONG``
@@ -33,8 +34,8 @@ from __future__ import annotations
 from .http11 import RequestHead, RequestReader
 
 # One set of states; each side uses its subset (as h11 does).
-IDLE, SEND_BODY, DONE, DISCARD, MUST_CLOSE, CLOSED, SEND_RESPONSE, SEND_LONG = range(8)
-NAMES = ("IDLE", "SEND_BODY", "DONE", "DISCARD", "MUST_CLOSE", "CLOSED", "SEND_RESPONSE", "SEND_LONG")
+IDLE, SEND_BODY, DONE, DISCARD, MUST_CLOSE, CLOSED, GONE, SEND_RESPONSE, SEND_LONG = range(9)
+NAMES = ("IDLE", "SEND_BODY", "DONE", "DISCARD", "MUST_CLOSE", "CLOSED", "GONE", "SEND_RESPONSE", "SEND_LONG")
 ANSWERING = (SEND_RESPONSE, SEND_BODY, SEND_LONG)  # our side while a request is being answered
 
 
@@ -86,7 +87,7 @@ class ConnectionState:
     @property
     def client_gone(self) -> bool:
         """The client left, or half-closed while a long-lived stream is written (it reads no more)."""
-        return self.client == CLOSED
+        return self.client == GONE or self.client == CLOSED
 
     @property
     def closed(self) -> bool:
@@ -164,7 +165,7 @@ class ConnectionState:
         dropped, or a long-lived stream, whose client is then gone); else answer what was read first."""
         self.eof = True
         if self.ours == SEND_LONG:
-            self._set(CLOSED, SEND_LONG)
+            self._set(GONE, SEND_LONG)
             return True
         return self.ours == IDLE or self.client == DISCARD
 
@@ -176,7 +177,7 @@ class ConnectionState:
             raise self._refuse("opening a stream")
         self.keep = self.keep and chunked
         if long_lived:  # a client that half-closed already is gone for it
-            self._set(CLOSED if self.eof else self.client, SEND_LONG)
+            self._set(GONE if self.eof else self.client, SEND_LONG)
         else:
             self._set(self.client, SEND_BODY)
 
@@ -189,8 +190,8 @@ class ConnectionState:
             return False
         if ours not in ANSWERING:
             raise self._refuse("a reply done")
-        if not keep or self.client == CLOSED:  # (a long-lived stream's client that left)
-            self._set(self.client if self.client in (DISCARD, CLOSED) else MUST_CLOSE, MUST_CLOSE)
+        if not keep or self.client == GONE:  # (a long-lived stream's client that left)
+            self._set(self.client if self.client in (DISCARD, GONE) else MUST_CLOSE, MUST_CLOSE)
             return False
         if not self.keep or self.client != DONE:
             raise self._refuse("keeping the connection open")
