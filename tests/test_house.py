@@ -65,7 +65,7 @@ LAYERS: list[tuple[str, ...]] = [
     # ones): registered where a server is composed; above the protocol room, which cannot import them.
     ("providers.nb_tools",),
     ("transport.http11", "transport.busy_poll", "transport.loop", "transport.control_wire"),
-    ("transport.heads", "transport.driver"),
+    ("transport.heads", "transport.driver", "transport.http11_state"),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),

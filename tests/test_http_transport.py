@@ -331,19 +331,18 @@ def test_repeated_identical_content_length_is_accepted(server):
         assert read_response(s)[0] == 200
 
 
-def test_the_reader_drops_a_refused_body_as_it_arrives():
-    """Sans-IO: a refused head's body is the reader's to drop (what the connection closes on)."""
+def test_the_reader_skips_a_refused_body():
+    """Sans-IO: a refused head's body is skipped when all here, else counted as still to come
+    (the connection's state drops it as it arrives: tests/test_http11_state.py)."""
     reader = RequestReader(1000)
     reader.buf += b"POST /mcp HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123"
     head = parse_head(bytes(reader.next_head() or b""))
-    assert reader.skip_body(head) == 6 and reader.discarding == 6 and not reader.buf
-    assert reader.drop(4) is False and reader.discarding == 2
-    assert reader.drop(5) is True and reader.discarding == -2  # all of it: the connection may close
+    assert reader.skip_body(head) == 6 and not reader.buf
     chunked = RequestReader(1000)
     chunked.buf += b"POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
     head = parse_head(bytes(chunked.next_head() or b""))
-    assert chunked.skip_body(head) == -1 and chunked.drop(100) is False  # unknown length: the linger deadline decides
+    assert chunked.skip_body(head) == -1 and not chunked.buf  # unknown length: the linger deadline decides
     whole = RequestReader(1000)
     whole.buf += b"POST /mcp HTTP/1.1\r\nContent-Length: 2\r\n\r\nabGET"
     head = parse_head(bytes(whole.next_head() or b""))
-    assert whole.skip_body(head) == 0 and whole.discarding == 0 and bytes(whole.buf) == b"GET"
+    assert whole.skip_body(head) == 0 and bytes(whole.buf) == b"GET"

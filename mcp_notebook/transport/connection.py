@@ -10,6 +10,12 @@ never stalls; a reply that is an event stream is pumped by a task. The exchange 
 ``head_timeout`` of its first byte (of the connection's start or last reply, for a connection no
 request was admitted on yet, which also gets no long idle time), a body within ``body_timeout``
 of its head; the owner's periodic sweep checks them.
+
+The connection's HTTP/1.1 state (each side's, the bytes read) is the sans-IO machine of
+http11_state.py: the connection asks it (may I read, is the client gone, idle?) and makes its
+transitions; what stays here is asyncio's plumbing (the transport, flow control), the deadline
+(loop time, which the machine does not know), whether a client passed admission, and the memos
+of the fast path (heads.ConnectionMemos).
 """
 
 from __future__ import annotations
@@ -28,8 +34,9 @@ from ..protocol.streams import Stream
 from . import http11
 from .busy_poll import BusyPoll
 from .driver import ExchangeDriver, Port
-from .heads import AdmittedHead, AdmittedHeads
-from .http11 import BadRequest, RequestHead, RequestReader
+from .heads import AdmittedHead, AdmittedHeads, ConnectionMemos
+from .http11 import BadRequest, RequestHead
+from .http11_state import CLOSED, DISCARD, IDLE, SEND_BODY, ConnectionState
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on
@@ -65,42 +72,33 @@ class Connection(asyncio.Protocol, Port):
         self.owner = owner
         self.loop = asyncio.get_running_loop()
         self.io: asyncio.Transport | None = None
-        self.reader = RequestReader(owner.max_body_bytes)
-        self.buf = self.reader.buf  # the same bytearray, for the checks on the hot path
-        self.busy = False  # a request is being answered (on the executor, or as a stream)
-        self.streaming = False  # ... as a long-lived stream (GET or subscriptions/listen)
-        self.closing = False
-        self.lost = False
-        self.trusted = False  # a request on this connection passed admission
-        self.paused_reading = False
+        self.http = ConnectionState(owner.max_body_bytes)  # both sides' HTTP/1.1 state, the bytes read
+        self.buf = self.http.reader.buf  # the same bytearray, for the checks on the hot path
+        self.memos = ConnectionMemos()
+        self.trusted = False  # a request on this connection passed admission (a client is connected)
+        self.paused_reading = False  # asyncio flow control: a client racing ahead is not read
         self._writable: asyncio.Future[None] | None = None
         self._head: RequestHead | None = None  # the head of the request being answered
-        self._keep = False  # the stream being written leaves the connection open after it
         self._deadline = 0.0  # loop time the armed deadline expires at (checked by the owner's sweep)
         self._timer_kind = ""  # which deadline is armed; "" for none
         self._reading = False  # inside _process: a reply written meanwhile must not recurse into it
-        self._admitted: AdmittedHead | None = None  # the remembered form of the head being read
-        self._last_head: AdmittedHead | None = None  # the remembered head this connection sent last
-        self._family: object | None = None  # the server's memo of requests like one head's (families.py)
-        self._family_head: AdmittedHead | None = None  # ... the head it was learnt on
-        self._family_tries = 0  # attempts at learning one (bounded per connection)
 
     @property
     def gone(self) -> bool:  # type: ignore[override]
         """For the driver: the client left, or half-closed while a long-lived stream is written
         (it will read no more of it: the stream ends with what it has)."""
-        return self.lost or (self.streaming and self.reader.peer_done)
+        return self.http.client_gone
 
     @property
     def idle(self) -> bool:
         """Between requests: nothing read of the next one and nothing being answered."""
-        return not self.busy and self.reader.between_requests and not self.closing
+        return self.http.idle and not self.buf
 
     # -- asyncio callbacks ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.io = cast(asyncio.Transport, transport)  # asyncio's or uvloop's (not a subclass)
         if not self.owner.admit_connection(self):
-            self.closing = True
+            self.http.close()
             transport.abort()
             return
         self._wait_for_request()
@@ -110,40 +108,43 @@ class Connection(asyncio.Protocol, Port):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def data_received(self, data: bytes) -> None:
-        reader = self.reader
-        if not self.buf and reader.head is None and not self.busy and not self.closing and not reader.discarding:
+        http = self.http
+        if http.idle and not self.buf:
             # The usual case: one whole request in one read, nothing else pending, and a head
             # byte-for-byte equal to one admitted before under the same settings (a client repeats
             # its head); parsing and admission are pure functions of those bytes and settings.
             settings = self.owner.mcp.settings
-            head = self._last_head
+            memos = self.memos
+            head = memos.last_head
             if head is None or head.settings is not settings or not data.startswith(head.block):
                 end = data.find(b"\r\n\r\n")
                 head = self.owner.heads.get(data[:end], settings) if end > 0 else None
-                if head is None and self._family is not None and self._family_read(data, settings):
-                    if self.paused_reading or reader.peer_done:
+                if head is None and memos.family is not None and self._family_read(data, settings):
+                    if self.paused_reading or http.eof:
                         self._process()
                     return
             if head is not None and len(data) == len(head.block) + head.proto.length:
-                self._last_head = head
+                memos.last_head = head
                 self._timer_kind = ""
                 if not self.trusted:
                     self._trust()
                 body = data[len(head.block) :]
-                if not self._replay(head, body) and (self._family is None or not self._family_read(data, settings)):
+                if not self._replay(head, body) and (memos.family is None or not self._family_read(data, settings)):
+                    http.whole_request(head.proto.keep_alive)
                     self._dispatch(head.proto, body, head)
-                if self.paused_reading or reader.peer_done:
+                if self.paused_reading or http.eof:
                     self._process()
                 return
-        if reader.discarding:
-            self._discard(len(data))
+        if http.client == DISCARD:
+            if http.dropped(len(data)):
+                self.close()  # the refused body is all in
             return
-        if self.closing:
+        if http.closed:
             return
         if self._timer_kind == "idle" and self.trusted and not self.buf:
             self._arm("head", self.owner.head_timeout)  # the first byte of the next request
         self.buf += data
-        if not self.busy:
+        if http.ours == IDLE:
             self._process()
         elif len(self.buf) > http11.MAX_HEAD_BYTES + self.owner.max_body_bytes and not self.paused_reading:
             self.paused_reading = True  # a client racing ahead: stop reading until we catch up
@@ -165,13 +166,14 @@ class Connection(asyncio.Protocol, Port):
     def _family_read(self, data: bytes, settings: object) -> bool:
         """Answer ``data`` (one whole request) when the server finds it a member of this connection's
         head family (protocol/families.py); False: it is not one (or not cached), take the usual path."""
-        like = self._family_head
+        memos = self.memos
+        like = memos.family_head
         assert like is not None
         if like.settings is not settings:
-            self._family = self._family_head = None
+            memos.family = memos.family_head = None
             return False
         mcp = self.owner.mcp
-        found = None if self.owner.stopping else mcp.family_reply(self._family, data)
+        found = None if self.owner.stopping else mcp.family_reply(memos.family, data)
         if found is None:
             return False
         reply, head_length = found
@@ -179,11 +181,12 @@ class Connection(asyncio.Protocol, Port):
         self._write_replayed(like, reply)
         heads = self.owner.heads
         if heads.room():  # this very head again (a few URIs in turn): a plain replay
-            heads.adopt(data[:head_length], like, mcp.member_memo(self._family))
+            heads.adopt(data[:head_length], like, mcp.member_memo(memos.family))
         return True
 
     def _write_replayed(self, head: AdmittedHead, reply: HttpReply) -> None:
-        """Write a replayed reply (keep-alive), then its bookkeeping; go on with the next request."""
+        """Write a replayed reply (keep-alive), then its bookkeeping; go on with the next request.
+        Both sides stay IDLE: the request was read whole and answered in this one step."""
         if reply.headers is not head.reply_headers:  # the status line and header lines, encoded once
             head.reply_headers = reply.headers
             origin = head.proto.headers.get("origin")
@@ -201,12 +204,11 @@ class Connection(asyncio.Protocol, Port):
         after = reply.after_send
         if after is not None:
             after()
-        self._done(True)
+        self._next_cycle()
 
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
-        self.reader.peer_done = True
-        if self.reader.discarding or not self.busy or self.streaming:  # a long-lived stream's client is gone
+        if self.http.peer_eof():  # nothing answered, a refused body, or a long-lived stream's client gone
             self.close()
         return True  # keep the transport open for the replies still to be written
 
@@ -216,7 +218,7 @@ class Connection(asyncio.Protocol, Port):
         self.owner.client_count(1)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
+        self.http.lost()
         if self.trusted:
             self.owner.client_count(-1)
         self.owner.connections.pop(self, None)
@@ -240,9 +242,10 @@ class Connection(asyncio.Protocol, Port):
         if self._reading:
             return
         self._reading = True
+        http = self.http
         try:
-            while not self.busy and not self.closing and not self.lost and not self.reader.discarding:
-                if self.reader.between_requests or not self._next_request():
+            while http.may_read:
+                if http.between_requests or not self._next_request():
                     break  # (an empty buffer between requests holds nothing to read)
         except BadRequest as exc:
             self._fail(exc)
@@ -251,36 +254,38 @@ class Connection(asyncio.Protocol, Port):
             self._fail(BadRequest("internal error", 500))
         finally:
             self._reading = False
-        if self.paused_reading and not self.busy and self.io is not None and not self.lost:
+        if self.paused_reading and not http.busy and self.io is not None and http.client != CLOSED:
             self.paused_reading = False
             self.io.resume_reading()
-        if self.reader.peer_done and not self.busy and not self.reader.discarding:
+        if http.eof and http.ours == IDLE:
             self.close()
 
     def _next_request(self) -> bool:
         """Read one request as far as the buffer goes; True: one was dispatched or refused and the
         connection goes on with the next."""
-        reader = self.reader
-        head = reader.head
-        if head is None:
-            block = reader.next_head()
+        http = self.http
+        if http.client != SEND_BODY:
+            block = http.next_head()
             if block is None:
                 return False
             head = self._admit(block)
             if head is None:
-                return not self.reader.discarding
+                return True  # refused and answered: the loop goes on if the connection does
             if not self.trusted:
                 self._trust()
-            reader.expect_body(head)
+            http.head_admitted(head)
             self._cancel_timer()
-        body = reader.next_body()
+        head = http.reader.head
+        assert head is not None
+        body = http.next_body()
         if body is None:
             if self._timer_kind != "body":
                 self._arm("body", self.owner.body_timeout)
-            if reader.send_continue():
+            if http.reader.send_continue():
                 self._write(http11.CONTINUE)
             return False
-        admitted, self._admitted = self._admitted, None
+        memos = self.memos
+        admitted, memos.admitted = memos.admitted, None
         self._dispatch(head, body, admitted)
         return True
 
@@ -290,7 +295,7 @@ class Connection(asyncio.Protocol, Port):
         settings = owner.mcp.settings
         known = owner.heads.get(block, settings)
         if known is not None:  # parsed and admitted before under these settings
-            self._admitted = known
+            self.memos.admitted = known
             return known.proto
         head = http11.parse_head(block)
         if head.path != PATH:
@@ -301,33 +306,28 @@ class Connection(asyncio.Protocol, Port):
             self._refuse(head, refusal)
             return None
         if head.length <= owner.max_body_bytes:
-            self._admitted = owner.heads.remember(block, head, settings)
+            self.memos.admitted = owner.heads.remember(block, head, settings)
         return head
 
     def _refuse(self, head: RequestHead, reply: HttpReply) -> None:
         """Answer a refused request without parsing its body; a body still on its way is dropped,
         then the connection closes."""
-        if self.reader.skip_body(head):
-            head.keep_alive = False
+        self.http.head_refused(head)
         self._reply(head, reply)
 
-    def _discard(self, size: int) -> None:
-        """Drop bytes of a refused body; close once it is all in (known length) or at the linger deadline."""
-        if self.reader.drop(size):
-            self.close()
-
     def _dispatch(self, head: RequestHead, body: bytes, admitted: AdmittedHead | None = None) -> None:
+        """Hand a whole request (the state machine has it being answered) to the exchange driver."""
         self._cancel_timer()
         req = HttpRequest(head.method, head.headers, body, admitted=True)  # _admit ran on the head
         # A replay is learnt on a head's second request, not its first: a client whose requests
         # all differ (another URI in each) would pay for learning what is never replayed.
         # (On the first sight too while this connection may still learn a head family.)
-        family = self._family is None and self._family_tries < FAMILY_TRIES
+        memos = self.memos
+        family = memos.family is None and memos.family_tries < FAMILY_TRIES
         learn = admitted is not None and admitted.replay is None and (admitted.seen or family)
         if admitted is not None:
             admitted.seen = True
         self._head = head
-        self.busy = True
         self.owner.driver.start(self, req, learn)
         if admitted is not None and req.replay is not None:
             admitted.replay = req.replay  # the next such request, with another id, is replayed
@@ -337,10 +337,11 @@ class Connection(asyncio.Protocol, Port):
     def _learn_family(self, admitted: AdmittedHead) -> None:
         """Ask the server for a head family of a keep-alive head whose request it just learnt as a
         replay (bounded tries: a client whose requests have none stops paying for it)."""
-        self._family_tries += 1
+        memos = self.memos
+        memos.family_tries += 1
         if admitted.keep_alive:
-            self._family = self.owner.mcp.learn_family(admitted.block, admitted.replay)
-            self._family_head = admitted if self._family is not None else None
+            memos.family = self.owner.mcp.learn_family(admitted.block, admitted.replay)
+            memos.family_head = admitted if memos.family is not None else None
 
     # -- writing ---------------------------------------------------------------------------------
     # The Port: the driver writes the reply to the request being answered (self._head) through these.
@@ -351,7 +352,7 @@ class Connection(asyncio.Protocol, Port):
         headers = reply.headers
         if "origin" in head.headers:
             headers = self._cors(head, headers)
-        keep = head.keep_alive and not self.owner.stopping
+        keep = self.http.keep and not self.owner.stopping
         self._write(http11.reply_bytes(reply.status, headers, reply.body or b"", keep=keep, head=head))
         self._done(keep)
 
@@ -359,13 +360,13 @@ class Connection(asyncio.Protocol, Port):
         head = self._head
         assert head is not None and self.exchange is not None and self.exchange.stream is not None
         stream = self.exchange.stream
-        self.streaming = stream.kind != "response"
+        http = self.http
+        # (a long-lived stream, GET or subscriptions/listen, ends when its client half-closes)
+        http.stream_opened(stream.kind != "response", head.version == "HTTP/1.1")
         if not end:
             self.owner.streams.add(stream)  # the transport's stop lets it write its final events
-        chunked = head.version == "HTTP/1.1"
-        self._keep = chunked and head.keep_alive
         headers = self._cors(head, headers)
-        self._write(http11.stream_head_bytes(status, headers, keep=self._keep, head=head))
+        self._write(http11.stream_head_bytes(status, headers, keep=http.keep, head=head))
         return self.send_events(events, end)
 
     def send_events(self, events: bytes, end: bool) -> Awaitable[None] | None:
@@ -377,7 +378,7 @@ class Connection(asyncio.Protocol, Port):
             self._write(data + http11.LAST_CHUNK if chunked else data)
             if self.exchange is not None and self.exchange.stream is not None:
                 self.owner.streams.discard(self.exchange.stream)
-            self._done(self._keep and not self.owner.stopping)
+            self._done(self.http.keep and not self.owner.stopping)
             return None
         if data:
             self._write(data)
@@ -399,35 +400,40 @@ class Connection(asyncio.Protocol, Port):
 
     def _done(self, keep: bool) -> None:
         """The reply is written: go on with the next request, or close."""
-        self.busy = False
-        self.streaming = False
-        if self.lost:
-            return
-        if not keep:
-            if self.reader.discarding:
-                self._arm("linger", LINGER_SECONDS)
-                if self.io is not None and self.io.can_write_eof():
-                    self.io.write_eof()  # the reply is complete; the client may still be sending
-            else:
-                self.close()
-            return
+        http = self.http
+        if http.reply_done(keep):
+            self._next_cycle()
+        elif http.client == DISCARD:
+            self._arm("linger", LINGER_SECONDS)
+            if self.io is not None and self.io.can_write_eof():
+                self.io.write_eof()  # the reply is complete; the client may still be sending
+        elif not http.closed:
+            self.close()
+
+    def _next_cycle(self) -> None:
+        """Both sides IDLE after a reply: wait for the next request, or read it if it is here."""
         self._wait_for_request()
         self.owner.busy_poll.touch()
-        if self.buf or self.paused_reading or self.reader.peer_done:
+        if self.buf or self.paused_reading or self.http.eof:
             self._process()
 
     def _write(self, data: bytes) -> None:
-        if self.io is not None and not self.lost:
+        if self.io is not None and self.http.client != CLOSED:  # (not once the connection is lost)
             self.io.write(data)
 
     def _fail(self, exc: BadRequest) -> None:
+        """Answer a request we do not serve (or that did not arrive in time), then close."""
+        if self.http.ours != IDLE:  # a bug after the request was handed off: no second reply
+            log.error("a request failed while it was being answered (%s): closing", exc)
+            self.evict()
+            return
+        self.http.failed()
         status = exc.status
         if status == 413:
             limit = self.owner.max_body_bytes
             reply = carrier_error(413, f"Payload too large: the limit is {limit} bytes", -32600)
         else:
             reply = HttpReply(status, f"{http11.reason(status)}: {exc}".encode(), {"Content-Type": "text/plain"})
-        self.reader.reset()
         self._reply(http11.RequestHead("POST", "", "HTTP/1.1", {"connection": "close"}), reply)
 
     # -- deadlines ------------------------------------------------------------------------------
@@ -456,16 +462,17 @@ class Connection(asyncio.Protocol, Port):
 
     def _expired(self, kind: str) -> None:
         self._timer_kind = ""
-        if self.lost or self.busy or self.closing:
+        http = self.http
+        if http.busy or http.closed:
             return
-        if kind in ("idle", "linger") or self.reader.between_requests:
+        if kind in ("idle", "linger") or http.between_requests:
             self.close()
         else:  # a head or body that did not arrive in time (slowloris)
             self._fail(BadRequest(f"the request {'body' if kind == 'body' else 'head'} did not arrive in time", 408))
 
     def evict(self) -> None:
         """Make room for a new connection: drop this one now."""
-        self.closing = True
+        self.http.close()
         self._cancel_timer()
         self.owner.connections.pop(self, None)
         if self.io is not None:
@@ -473,7 +480,7 @@ class Connection(asyncio.Protocol, Port):
 
     def close(self) -> None:
         """Close once what is buffered is written."""
-        self.closing = True
+        self.http.close()
         self._cancel_timer()
         if self.io is not None and not self.io.is_closing():
             self.io.close()

@@ -73,3 +73,18 @@ class AdmittedHeads:
 
     def __len__(self) -> int:
         return len(self._heads)
+
+
+class ConnectionMemos:
+    """One connection's memos of what it was sent (performance, not HTTP state: forgetting them
+    changes no reply): the remembered head being read and the one sent last (the fast path's
+    replay), and the server's head family learnt on this connection (protocol/families.py)."""
+
+    __slots__ = ("admitted", "family", "family_head", "family_tries", "last_head")
+
+    def __init__(self) -> None:
+        self.admitted: AdmittedHead | None = None  # the remembered form of the head being read
+        self.last_head: AdmittedHead | None = None  # the remembered head this connection sent last
+        self.family: object | None = None  # the server's memo of requests like one head's (families.py)
+        self.family_head: AdmittedHead | None = None  # ... the head it was learnt on
+        self.family_tries = 0  # attempts at learning one (bounded per connection)

@@ -3,7 +3,8 @@
 Nothing here reads a socket, awaits or knows asyncio: :class:`RequestReader` is fed what arrived
 and says what it can tell (a head, a body, or "need more"), :func:`parse_head` and
 :class:`ChunkedBody` parse, and the ``*_bytes`` helpers encode status and header lines. The
-connection (connection.py) drives it and decides what to do with a head (admit it, refuse it).
+connection's state (http11_state.py) owns the reader and says which step may come next; the
+connection (connection.py) drives both and decides what to do with a head (admit it, refuse it).
 
 What one MCP endpoint needs of HTTP/1.1: requests with a Content-Length or chunked body,
 keep-alive (answered in order), ``Expect: 100-continue``, stray blank lines between requests,
@@ -246,10 +247,11 @@ class RequestReader:
     between them: :meth:`next_head` gives a complete head's bytes, the caller parses it (or knows
     it), then either :meth:`expect_body` (admitted) or :meth:`skip_body` (refused); :meth:`next_body`
     gives the body once complete. Reading costs time linear in the bytes received: the head is
-    searched only past what was searched before, a chunked body is decoded incrementally.
+    searched only past what was searched before, a chunked body is decoded incrementally. Which
+    step may come next is the connection's state (http11_state.py), which owns the reader.
     """
 
-    __slots__ = ("_chunks", "_continued", "_scanned", "buf", "discarding", "head", "max_body", "peer_done")
+    __slots__ = ("_chunks", "_continued", "_scanned", "buf", "head", "max_body")
 
     def __init__(self, max_body: int):
         self.max_body = max_body
@@ -258,15 +260,6 @@ class RequestReader:
         self._chunks: ChunkedBody | None = None
         self._scanned = 0
         self._continued = False
-        # The client's side, beyond one request: bytes of a refused body still to drop (-1: an
-        # unknown number, chunked; -2: all dropped), and whether it half-closed (sends no more).
-        self.discarding = 0
-        self.peer_done = False
-
-    @property
-    def between_requests(self) -> bool:
-        """Nothing read of a next request."""
-        return not self.buf and self.head is None
 
     def next_head(self) -> bytes | None:
         """The bytes of the next complete head (without its blank line), consumed; None: not yet."""
@@ -325,23 +318,15 @@ class RequestReader:
         return True
 
     def skip_body(self, head: RequestHead) -> int:
-        """``head`` was refused: drop its body. Returns ``discarding``: 0 when all of it was here
-        (the connection may go on), else how many bytes are still to come (-1: unknown, chunked),
-        which :meth:`drop` then drops as they arrive; the buffer is emptied."""
+        """``head`` was refused: drop its body. Returns 0 when all of it was here (the connection
+        may go on), else how many bytes are still to come (-1: unknown, chunked); the buffer is
+        emptied then."""
         if not head.chunked and len(self.buf) >= head.length:
             del self.buf[: head.length]
-            self.discarding = 0
             return 0
-        self.discarding = -1 if head.chunked else head.length - len(self.buf)
+        left = -1 if head.chunked else head.length - len(self.buf)
         self.buf.clear()
-        return self.discarding
-
-    def drop(self, size: int) -> bool:
-        """``size`` more bytes of a refused body arrived (dropped); True once all of it has (a known
-        length: the connection closes then, or at its linger deadline)."""
-        if self.discarding > 0:
-            self.discarding = max(self.discarding - size, 0) or -2
-        return self.discarding == -2
+        return left
 
     def reset(self) -> None:
         """Forget everything (after a BadRequest: the connection closes)."""

@@ -85,9 +85,9 @@ class HttpTransport:
         if len(conns) >= self.max_connections:
             victim = fallback = None
             for other in conns:  # oldest first
-                if other.closing:
+                if other.http.closed:
                     continue
-                if not other.trusted and not other.busy:
+                if not other.trusted and not other.http.busy:
                     victim = other
                     break
                 if fallback is None and other.idle:
@@ -95,7 +95,7 @@ class HttpTransport:
             victim = victim or fallback
             if victim is not None:
                 victim.evict()
-            elif sum(1 for other in conns if not other.closing) >= self.max_connections:
+            elif sum(1 for other in conns if not other.http.closed) >= self.max_connections:
                 return False
         conns[conn] = None
         if self._sweep is None:
