@@ -197,9 +197,8 @@ async def request(
             asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), CONNECT_SECONDS
         )
     except (OSError, asyncio.TimeoutError) as exc:
-        raise UpstreamError(
-            f"cannot connect to the hub at {host}:{port}: {str(exc) or 'timed out'}", sent=False
-        ) from exc
+        # (no address in the message: a front's client must never learn where a hub listens)
+        raise UpstreamError(f"cannot connect to the hub: {str(exc) or 'timed out'}", sent=False) from exc
     try:
         return await _exchange(reader, writer, data, head_timeout, pool, key)
     except _Untouched as exc:

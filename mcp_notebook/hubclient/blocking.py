@@ -116,7 +116,8 @@ def _connect(conn: _Conn, end: Endpoint, timeout: float | None) -> None:
         conn.connect()
     except OSError as exc:
         conn.close()
-        raise UpstreamError(f"cannot connect to {end.host}:{end.port}: {str(exc) or 'timed out'}", sent=False) from None
+        # (no address in the message: a front's client must never learn where a hub listens)
+        raise UpstreamError(f"cannot connect to the hub: {str(exc) or 'timed out'}", sent=False) from None
     if conn.sock is not None:
         conn.sock.settimeout(timeout)
     conn.timeout = timeout
