@@ -152,7 +152,7 @@ print(f"ipykernel {ipykernel.__version__}, IPython {IPython.__version__}, ipywid
     tests/test_security.py tests/test_magics.py tests/test_widgets.py tests/test_acceptance_data.py \
     tests/test_hardening_data.py tests/test_secrets_matrix.py \
     tests/test_first_hour.py tests/test_tool_watches.py tests/test_gateway.py tests/test_nsdiff.py tests/test_nswatch.py \
-    tests/test_lineage.py tests/test_history.py tests/test_driver.py tests/test_hubclient.py \
+    tests/test_lineage.py tests/test_history.py tests/test_driver.py tests/test_hubclient.py tests/test_http11_state.py \
     || compat_status=$?
   if [[ $compat_status -eq 5 ]]; then
     echo "scripts/test.sh: compat pass collected no tests; treating that as a failure" >&2
@@ -170,7 +170,7 @@ if [[ ${PORTABLE:-1} != 0 ]]; then
   MCP_NOTEBOOK_PORTABLE=1 "$VENV_PY" -m pytest -q tests/test_portable.py tests/test_sdk_client.py tests/test_cells.py \
     tests/test_http_transport.py tests/test_hardening_transport.py tests/test_fast_read.py tests/test_inline_reads.py \
     tests/test_nswatch.py tests/test_nsdiff.py tests/test_switch_interval.py tests/test_runtime_hygiene.py \
-    tests/test_gateway.py tests/test_driver.py || portable_status=$?
+    tests/test_gateway.py tests/test_driver.py tests/test_http11_state.py || portable_status=$?
   if [[ $status -eq 0 ]]; then
     status=$portable_status
   fi
