@@ -319,6 +319,36 @@ def zmq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         server.stop()
 
 
+def test_replies_over_zeromq_are_never_lost_while_requests_are_sent(zmq_server):
+    """Many requests in flight over one kernel's ZeroMQ control socket, so the server sends while
+    replies arrive: every one is answered. The wire used to wait for replies in a poller of its own,
+    whose wake-up a send on the same socket could consume: the reader then slept for good with the
+    reply queued (every later request of that kernel timed out after 60 s)."""
+    from mcp_notebook.protocol.wire_stateless import request_headers
+
+    server = zmq_server["server"]
+    url = server.mcp_url(zmq_server["id"])
+    version = "2026-07-28"
+    meta = {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {}}
+    params = {"uri": "nb://vars/boxed", "_meta": meta}
+    headers = {**ACCEPT, "Authorization": AUTH, **request_headers("resources/read", params, version)}
+
+    async def go() -> None:
+        async with httpx.AsyncClient(timeout=20) as http:
+
+            async def read(rid: int) -> None:
+                body = {"jsonrpc": "2.0", "id": rid, "method": "resources/read", "params": params}
+                r = await http.post(url, json=body, headers=headers)
+                assert r.status_code == 200 and "boxed" in r.text, (rid, r.status_code, r.text[:300])
+
+            for round_ in range(40):  # bounded: 40 rounds of 8 at once
+                async with anyio.create_task_group() as tg:
+                    for i in range(8):
+                        tg.start_soon(read, round_ * 8 + i)
+
+    anyio.run(go)
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_control_carrier_over_zeromq(zmq_server, mode):
     from jserver import run

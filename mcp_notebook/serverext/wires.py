@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import socket
 import uuid
 from collections.abc import Callable
@@ -24,6 +25,12 @@ from ..transport.control_wire import FROM_HUB
 
 REPLY_TYPES = FROM_HUB
 CONNECT_SECONDS = 20.0
+# get_msg waits in a poller of its own on the socket's edge-triggered descriptor; a send on the same
+# socket (another request, a keepalive) reads ZMQ_EVENTS and can consume the edge a reply raised.
+# Without a timeout that poller then slept for good with the reply queued unread (every later
+# request of the kernel timed out: one run in ~15 of test_gateway's ZeroMQ pair); each new poll
+# looks at the queue first, so a lost wake-up now costs at most this long.
+POLL_SECONDS = 0.25
 SEND_LINGER_MS = 1000  # how long a closed control socket still tries to deliver its last messages
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
@@ -182,7 +189,10 @@ class ZmqWire:
         try:
             channel = self._client.control_channel
             while True:
-                msg = await channel.get_msg(timeout=None)
+                try:
+                    msg = await channel.get_msg(timeout=POLL_SECONDS)
+                except queue.Empty:
+                    continue
                 if msg.get("msg_type") in REPLY_TYPES and isinstance(msg.get("parent_header"), dict):
                     on_message(msg)
         except asyncio.CancelledError:
