@@ -277,7 +277,7 @@ class KernelChannel:
 
 class LoopBridge:
     """A :class:`KernelChannel` used from other threads and loops (the front's worker threads and
-    its listen loop); the channel itself stays on the server's loop. A ``kernels.upstream.Carrier``."""
+    its listen loop); the channel itself stays on the server's loop. A ``hubclient.address.Carrier``."""
 
     def __init__(self, channel: KernelChannel, loop: asyncio.AbstractEventLoop):
         self.channel = channel
