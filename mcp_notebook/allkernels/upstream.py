@@ -31,6 +31,9 @@ RETRY_SECONDS = 1.0
 _ids = itertools.count(1)
 
 
+NO_ANSWER = "the hub did not answer"
+
+
 class HubGone(Exception):
     """The hub did not answer (it stopped, or its kernel died)."""
 
@@ -66,7 +69,8 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
             status, rheaders, raw = exchange(hub.endpoint, "POST", headers, body, timeout)
             kind = rheaders.get("content-type", "")
     except (UpstreamError, TimeoutError, OSError) as exc:
-        raise HubGone(f"the hub did not answer: {exc}") from None
+        text = str(exc)  # the hub client's own errors say what happened already
+        raise HubGone(text if text.startswith(NO_ANSWER) else f"{NO_ANSWER}: {text}") from None
     return _result(_last_reply(raw, "text/event-stream" in kind), hub, status)
 
 
