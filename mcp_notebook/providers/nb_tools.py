@@ -37,28 +37,30 @@ NB_WORDS = (
     Tool(
         "list_resources",
         "List notebook resources",
-        "List the resources of the live Jupyter kernel (variables, data frames, kernel facts) and, on the first "
-        "page, the URI templates. Read one with read_resource. Start with nb://vars.",
+        "List the live kernel's resources (variables, tables, cells, kernel facts) and, on the first page, the "
+        "URI templates; 100 per page. To see what is defined, read_resource nb://vars is smaller.",
         schema_of({"cursor": {"type": "string", "description": "nextCursor of the previous page"}}),
     ),
     Tool(
         "read_resource",
         "Read a notebook resource",
-        "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
-        "Where a value came from: nb://lineage/vars/df; what ran before a restart: nb://history. "
-        "Large values come in bounded pages that name the URI of the next page.",
+        "Read the live kernel by URI instead of asking the user to print a value or re-running a cell: "
+        "nb://vars (what is defined), nb://frames/df/schema then nb://frames/df?limit=20 (never a whole "
+        "table), nb://cells/3 (a cell's source, outputs, what it changed), nb://lineage/vars/df (where a "
+        "value came from), nb://history (before a restart). Bounded (about 50,000 characters); long values "
+        "come in pages that name the next page's URI.",
         schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
     ),
     Tool(
         "changes_since",
         "What changed in the notebook",
-        "What changed in the kernel since a cursor (returned by the previous call), one line each in 'summary' "
-        "(e.g. 'nb://frames/df: changed in place, DataFrame shape (200, 3)', 'rebound, list len 3 → dict len 2'), so you "
-        "can decide what to re-read. Without a cursor: changes since your previous call or first read, else a "
-        f"starting cursor. Waits up to wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, 0-{int(MAX_WAIT_SECONDS)}; "
-        "0 answers at once) when nothing changed yet. Rebinding a name is always seen; in-place edits "
-        "(df['x'] *= 2) are seen for resources you read with read_resource (watched for you until you stop "
-        "calling tools for 30 minutes) and for subscribed ones.",
+        "What the user's cells changed since a cursor (from the previous call): one 'summary' line per "
+        "changed resource with the cell that changed it (e.g. 'nb://vars/df: changed in place, DataFrame "
+        "shape (200, 3) (by cell 7: nb://cells/7)'), so you re-read only what moved; at most 200 changes a "
+        "page. Without a cursor: since your previous call, else a starting cursor. Waits up to "
+        f"wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, 0-{int(MAX_WAIT_SECONDS)}) for a change. "
+        "Rebinding is always seen; in-place edits (df['x'] *= 2) for what you read (watched 30 minutes) "
+        "or subscribed to.",
         schema_of(
             {
                 "cursor": {"type": "string", "description": "cursor returned by the previous call"},
