@@ -26,12 +26,14 @@ HUB = "This server is one live Jupyter kernel: its variables, tables, executed c
 
 FRONT = (
     "This server is every running Jupyter kernel with mcp-notebook loaded. nb://kernels lists them; "
-    "nb://kernels/{kernel}/... reads one ({kernel}: its notebook's name or its id); bare URIs such as "
-    "nb://vars address the current kernel (the notebook focused last, else the one that ran a cell last). " + _READING
+    "nb://kernels/{kernel}/vars reads one's variables, and so on for every URI below ({kernel}: its "
+    "notebook's name or its id); bare URIs such as nb://vars address the current kernel (the notebook "
+    "focused last, else the one that ran a cell last). " + _READING
 )
 
 SERVICE = (
     "This server is your running Jupyter kernels on this JupyterHub (every server of yours, each kernel "
-    "with mcp-notebook loaded). nb://kernels lists them; nb://kernels/{kernel}/... reads one ({kernel}: "
-    "its notebook's name or its id); bare URIs such as nb://vars address the current kernel. " + _READING
+    "with mcp-notebook loaded). nb://kernels lists them; nb://kernels/{kernel}/vars reads one's "
+    "variables, and so on for every URI below ({kernel}: its notebook's name or its id); bare URIs such "
+    "as nb://vars address the current kernel. " + _READING
 )

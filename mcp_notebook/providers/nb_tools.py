@@ -77,7 +77,7 @@ VIEW_TOOLS = (
         "Explore a data frame",
         "Open an interactive explorer of a table in the live kernel (pandas, polars, pyarrow, numpy, or a "
         "lazy engine: Spark, Dask, DuckDB, Ibis), for the user to scroll, sort and filter; returns its schema "
-        "and first rows. name: a variable name, or nb://frames/NAME or nb://db/NAME/tables/TABLE.",
+        "and first rows. name: a variable name, or nb://frames/{name} or nb://db/{name}/tables/{table}.",
         schema_of({"name": {"type": "string", "description": "variable name or table URI"}}, ("name",)),
         FRAME_EXPLORER,
     ),
