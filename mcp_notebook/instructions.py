@@ -12,14 +12,13 @@ from __future__ import annotations
 # How to read a kernel, the same for every server (URIs bare: the current kernel).
 _READING = (
     "Read the kernel instead of asking the user to print a value, and never re-run their cells to see "
-    "a result: every read is bounded and runs none of their code. What is defined: nb://vars (one cheap "
-    "index); one value: nb://vars/{name}. A table: nb://frames/{name}/schema first (columns, dtypes, "
-    "nulls, stats), then only the rows you need: nb://frames/{name}?limit=20&columns=a,b&sort=-a&where=a>3 "
-    "(pages name the next one); never page through a whole frame. Cells: nb://cells (status, timing), "
-    "nb://cells/{seq} (source, outputs, what it changed), nb://cells/{seq}/outputs/{index} (text, "
-    "images). Where a value came from: nb://lineage/vars/{name}. Kernel, language, notebook: nb://kernel. "
-    "Tool-only hosts: read_resource takes these URIs. To wait for the next change: changes_since with "
-    "the cursor it returned."
+    "a result: reads are bounded and run none of their code. What is defined: nb://vars; one value: "
+    "nb://vars/{name}. A table: nb://frames/{name}/schema first, then only the rows you need: "
+    "nb://frames/{name}?limit=20&columns=a,b&sort=-a&where=a>3; never page through a whole frame. "
+    "Cells: nb://cells (status, timing), nb://cells/{seq} (source, outputs, what it changed), "
+    "nb://cells/{seq}/outputs/{index} (text, images). Where a value came from: nb://lineage/vars/{name}. "
+    "Kernel and language: nb://kernel. Tools: read_resource takes these URIs; changes_since waits for "
+    "the next change."
 )
 
 HUB = "This server is one live Jupyter kernel: its variables, tables, executed cells and outputs. " + _READING

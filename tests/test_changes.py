@@ -144,7 +144,7 @@ def test_a_remote_servers_kernels_with_the_bridges_credentials(tmp_path):
         jserver.load_hub(kc)
         token_file = tmp_path / "token"
         token_file.write_text(server.token + "\n")
-        follow = Follow({}, "--server", server.url, "--token-file", str(token_file))
+        follow = Follow({}, "--server", server.url, "--token-file", str(token_file), "--kernel", kid[:8])
         jserver.run(kc, "frame = {'a': 1}")
         event = follow.until(lambda e: e["event"] == "cell")[-1]
         assert event["kernel"] == kid and event["changed"] == ["frame"] and event["notebook"].endswith("remote.ipynb")

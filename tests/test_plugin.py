@@ -34,7 +34,9 @@ from mcp_notebook.allkernels.directory import LocalDirectory
 from mcp_notebook.allkernels.front import KernelsFront
 from mcp_notebook.allkernels.upstream import HubError, call
 from mcp_notebook.budget import wire_chars
-from mcp_notebook.hubclient.address import HubAddress
+from mcp_notebook.hubclient.address import VERSION, HubAddress
+from mcp_notebook.hubclient.blocking import exchange
+from mcp_notebook.protocol.eras import META_CAPS, META_CLIENT_INFO, META_VERSION
 from mcp_notebook.providers.nb_tools import NB_WORDS, VIEW_TOOLS
 from mcp_notebook.version import __version__
 
@@ -49,12 +51,25 @@ SETUP = "import pandas as pd\ndf = pd.DataFrame({'a': [1, 5, 3], 'b': ['x', 'y',
 
 
 # -- the model's context, per server ------------------------------------------------------------
-def context_of(hub: HubAddress) -> dict[str, Any]:
+APPS = {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
+
+
+def _ask(hub: HubAddress, method: str, caps: dict[str, Any]) -> dict[str, Any]:
+    """One stateless request offering ``caps`` (MCP Apps lists three more tools)."""
+    meta = {META_VERSION: VERSION, META_CAPS: caps, META_CLIENT_INFO: {"name": "test-plugin", "version": "1"}}
+    params = {"_meta": meta}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    status, _, raw = exchange(hub.endpoint, "POST", hub.headers(method, params), body, 30)
+    assert status == 200, raw[:300]
+    return json.loads(raw)["result"]
+
+
+def context_of(hub: HubAddress, caps: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a host receives and puts before the model: instructions, tools, templates (as sent)."""
-    found = call(hub, "server/discover", {})
-    tools = call(hub, "tools/list", {})["tools"]
-    templates = call(hub, "resources/templates/list", {})["resourceTemplates"]
-    text = found.get("instructions") or ""
+    caps = caps or {}
+    text = _ask(hub, "server/discover", caps).get("instructions") or ""
+    tools = _ask(hub, "tools/list", caps)["tools"]
+    templates = _ask(hub, "resources/templates/list", caps)["resourceTemplates"]
     return {
         "instructions": text,
         "tools": tools,
@@ -96,9 +111,11 @@ def _notebook() -> dict[str, Any]:
     return {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
+@pytest.mark.parametrize("apps", [False, True], ids=["plain", "apps"])
 @pytest.mark.parametrize("name", ["hub", "front", "service"])
-def test_what_each_server_tells_the_model_teaches_and_stays_small(servers, name):
-    ctx = context_of(servers[name])
+def test_what_each_server_tells_the_model_teaches_and_stays_small(servers, name, apps):
+    ctx = context_of(servers[name], APPS if apps else None)
+    assert len(ctx["tools"]) == (6 if apps else 3)
     assert len(ctx["instructions"]) >= MIN_INSTRUCTIONS, ctx["instructions"]
     for phrase in ("nb://vars", "schema", "never", "instead of asking the user to print", "changes_since"):
         assert phrase in ctx["instructions"], phrase
@@ -110,7 +127,7 @@ def test_what_each_server_tells_the_model_teaches_and_stays_small(servers, name)
     for template in described:  # (the fronts' bare twins name only their URI: the qualified ones say it)
         assert len(template.get("description") or "") >= 40, template["uriTemplate"]
     assert ctx["chars"] <= CONTEXT_LIMIT, f"{name}: {ctx['chars']} characters before the model"
-    print(name, "instructions", len(ctx["instructions"]), "context", ctx["chars"], "characters")
+    print(name, "apps" if apps else "plain", "instructions", len(ctx["instructions"]), "context", ctx["chars"])
 
 
 # -- every nb:// URI the skills and instructions write -------------------------------------------
@@ -169,7 +186,10 @@ def test_every_uri_the_skills_and_instructions_write_is_served(servers):
 
 
 def test_the_model_context_page_shows_it_in_full(servers):
-    page = render_model_context({name: context_of(servers[name]) for name in ("hub", "front", "service")})
+    names = ("hub", "front", "service")
+    page = render_model_context(
+        {name: context_of(servers[name]) for name in names}, {name: context_of(servers[name], APPS) for name in names}
+    )
     if os.environ.get("MCP_NB_WRITE_DOCS") == "1":
         MODEL_CONTEXT.write_text(page)
     assert MODEL_CONTEXT.read_text() == page, "docs/model-context.md drifted: rerun with MCP_NB_WRITE_DOCS=1"
@@ -180,7 +200,7 @@ def _skill_description(path: Path) -> str:
     return next(line.split(":", 1)[1].strip() for line in front.splitlines() if line.startswith("description:"))
 
 
-def render_model_context(ctx: dict[str, dict[str, Any]]) -> str:
+def render_model_context(ctx: dict[str, dict[str, Any]], apps: dict[str, dict[str, Any]]) -> str:
     """docs/model-context.md: every word a host puts before the model, per server."""
     titles = {
         "hub": "The in-kernel hub (`%load_ext mcp_notebook`, one kernel)",
@@ -194,13 +214,20 @@ def render_model_context(ctx: dict[str, dict[str, Any]]) -> str:
         "(`resources/templates/list`) before the model; Claude Code also lists the plugin's skills. This page",
         "shows all of it, word for word, as the servers send it (generated by `tests/test_plugin.py`, which",
         "fails when it drifts). Sizes are characters as sent (compact JSON), held under",
-        f"{CONTEXT_LIMIT:,} per server by the same test.",
+        f"{CONTEXT_LIMIT:,} per server by the same test. A host that offers MCP Apps (views) also gets the",
+        "three view tools.",
         "",
-        "| server | instructions | tools/list | resources/templates/list | together |",
-        "|---|---|---|---|---|",
+        "| server | instructions | tools/list | resources/templates/list | together | with MCP Apps |",
+        "|---|---|---|---|---|---|",
     ]
     for name, c in ctx.items():
-        row = (len(c["instructions"]), wire_chars(c["tools"]), wire_chars(c["templates"]), c["chars"])
+        row = (
+            len(c["instructions"]),
+            wire_chars(c["tools"]),
+            wire_chars(c["templates"]),
+            c["chars"],
+            apps[name]["chars"],
+        )
         out.append(f"| {name} | " + " | ".join(f"{n:,}" for n in row) + " |")
     out += ["", "## The plugin's skills (always listed: name and description)", "", "```text"]
     out += [f"{p.parent.name}: {_skill_description(p)}" for p in SKILLS]
@@ -210,8 +237,8 @@ def render_model_context(ctx: dict[str, dict[str, Any]]) -> str:
         if name == "service":
             out += ["Tools and templates: as the all-kernels front's.", ""]
             continue
-        out += ["Tools:", "", "```text"]
-        out += [f"{t['name']}: {t['description']}" for t in c["tools"]]
+        out += ["Tools (the last three only for hosts that offer MCP Apps):", "", "```text"]
+        out += [f"{t['name']}: {t['description']}" for t in apps[name]["tools"]]
         out += ["```", "", "URI templates:", "", "```text"]
         out += [f"{t['uriTemplate']}: {t.get('description') or '(the current kernel)'}" for t in c["templates"]]
         out += ["```", ""]

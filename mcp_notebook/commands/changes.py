@@ -169,8 +169,9 @@ class Follower:
             raise
         return json.loads(result["contents"][0]["text"])
 
-    def sync(self, wait: float) -> None:
-        """Wait (bounded) on the journal; a new epoch means the kernel restarted (or its hub reloaded)."""
+    def sync(self, wait: float) -> bool:
+        """Wait (bounded) on the journal; a new epoch means the kernel restarted (or its hub reloaded).
+        False when the hub's waiting slots were all taken (it answered at once: poll a little later)."""
         args: dict[str, Any] = {"wait_seconds": wait}
         if self.journal is not None:
             args["cursor"] = self.journal
@@ -185,6 +186,7 @@ class Follower:
         elif self.position.epoch != epoch:
             self.position = Position(epoch, 0)
             self.out.write(kernel_event("kernel_restarted", self.entry, self.position))
+        return not doc.get("busy")
 
     def walk(self) -> int:
         """Report the finished cells after the last one reported; how many."""
@@ -215,9 +217,11 @@ class Follower:
     def run(self) -> None:
         while not self.stop.is_set():
             try:
-                self.sync(0 if self.journal is None else WAIT_SECONDS)
+                waited = self.sync(0 if self.journal is None else WAIT_SECONDS)
                 while self.walk() >= WALK_CELLS:
                     pass
+                if not waited:
+                    self.stop.wait(RETRY_SECONDS)
             except (HubGone, HubError, ValueError, KeyError, IndexError, TypeError):
                 self.stop.wait(RETRY_SECONDS)  # the directory gives the new address, if any
 

@@ -189,12 +189,10 @@ class FramesProvider(Provider):
                 name="frame-page",
                 title="Rows of a table or array",
                 description=(
-                    "Rows of a table (pandas, polars, Arrow, numpy, Spark, Dask, DuckDB, Ibis): read its schema "
-                    "first, then only the rows and columns you need. offset, "
-                    f"limit (default {self._limits.frame_page_rows}, at most {self._limits.frame_max_rows}), "
-                    "columns=a,b, format=csv|json|markdown, sort=-a,b (- descending), where=a>=3;b~text (';' "
-                    "joins conditions: == != < <= > >= ~ contains, null with ==/!=), count=true (a lazy frame's "
-                    "rows). A second item gives total_rows and the next page's URI."
+                    "Rows of any table (pandas, polars, Arrow, numpy, Spark, Dask, DuckDB, Ibis), after its "
+                    f"schema: offset, limit (default {self._limits.frame_page_rows}, max {self._limits.frame_max_rows}), "
+                    "columns=a,b, format=csv|json|markdown, sort=-a,b, where=a>=3;b~text (';' joins; == != < <= > "
+                    ">= ~ contains), count=true. A second item gives total_rows and the next page."
                 ),
                 mime_type=FORMATS["csv"],
             ),

@@ -46,21 +46,18 @@ NB_WORDS = (
         "Read a notebook resource",
         "Read the live kernel by URI instead of asking the user to print a value or re-running a cell: "
         "nb://vars (what is defined), nb://frames/df/schema then nb://frames/df?limit=20 (never a whole "
-        "table), nb://cells/3 (a cell's source, outputs, what it changed), nb://lineage/vars/df (where a "
-        "value came from), nb://history (before a restart). Bounded (about 50,000 characters); long values "
-        "come in pages that name the next page's URI.",
+        "table), nb://cells/3 (source, outputs, what it changed), nb://lineage/vars/df (where a value came "
+        "from). At most about 50,000 characters; long values come in pages naming the next.",
         schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
     ),
     Tool(
         "changes_since",
         "What changed in the notebook",
         "What the user's cells changed since a cursor (from the previous call): one 'summary' line per "
-        "changed resource with the cell that changed it (e.g. 'nb://vars/df: changed in place, DataFrame "
-        "shape (200, 3) (by cell 7: nb://cells/7)'), so you re-read only what moved; at most 200 changes a "
-        "page. Without a cursor: since your previous call, else a starting cursor. Waits up to "
-        f"wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, 0-{int(MAX_WAIT_SECONDS)}) for a change. "
-        "Rebinding is always seen; in-place edits (df['x'] *= 2) for what you read (watched 30 minutes) "
-        "or subscribed to.",
+        "changed resource and the cell behind it (e.g. 'nb://vars/df: changed in place, DataFrame shape "
+        "(200, 3) (by cell 7: nb://cells/7)'): re-read only those; 200 changes a page at most. Without a "
+        f"cursor: since your previous call. Waits up to wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, "
+        f"0-{int(MAX_WAIT_SECONDS)}). In-place edits (df['x'] *= 2) are seen for what you read.",
         schema_of(
             {
                 "cursor": {"type": "string", "description": "cursor returned by the previous call"},
@@ -75,9 +72,8 @@ VIEW_TOOLS = (
     Tool(
         "explore_frame",
         "Explore a data frame",
-        "Open an interactive explorer of a table in the live kernel (pandas, polars, pyarrow, numpy, or a "
-        "lazy engine: Spark, Dask, DuckDB, Ibis), for the user to scroll, sort and filter; returns its schema "
-        "and first rows. name: a variable name, or nb://frames/{name} or nb://db/{name}/tables/{table}.",
+        "Open an explorer of a table of the live kernel for the user to scroll, sort and filter; returns its "
+        "schema and first rows. name: a variable, nb://frames/{name} or nb://db/{name}/tables/{table}.",
         schema_of({"name": {"type": "string", "description": "variable name or table URI"}}, ("name",)),
         FRAME_EXPLORER,
     ),
