@@ -103,6 +103,14 @@ def test_cells_restart_death_and_a_consumer_that_reconnects(tmp_path):
         rc, err = follow.end(signal.SIGTERM)  # the consumer goes away mid-stream...
         assert rc == 0 and "Traceback" not in err, err
         kernel.run("z = 3")  # ...a cell runs meanwhile...
+        once = subprocess.run(  # (without --follow: what came after the cursor, then exit)
+            [sys.executable, "-m", "mcp_notebook", "changes", "--since", printed["cursor"]],
+            env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert once.returncode == 0 and [json.loads(x)["changed"] for x in once.stdout.splitlines()] == [["z"]]
         again = Follow(env, "--since", printed["cursor"])  # ...and it comes back where it was
         resumed = again.next()
         assert resumed["event"] == "cell" and resumed["changed"] == ["z"], resumed
