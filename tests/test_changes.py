@@ -40,8 +40,10 @@ class Follow:
         self.lines: queue.Queue[str] = queue.Queue()
         self.raw: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
-        ready = self.proc.stderr.readline()  # "following N kernel(s)": each kernel's start is known
-        assert "following" in ready, ready
+        said = [self.proc.stderr.readline() for _ in range(1)]
+        while "following" not in said[-1] and said[-1] and len(said) < 50:  # (a warning may come first)
+            said.append(self.proc.stderr.readline())
+        assert "following" in said[-1], said  # "following N kernel(s)": each kernel's start is known
 
     def _read(self) -> None:
         for line in self.proc.stdout:
