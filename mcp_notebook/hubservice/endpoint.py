@@ -20,6 +20,7 @@ from tornado import web
 
 from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
+from ..instructions import SERVICE
 from ..protocol.exchange import HttpRequest
 from .config import SCOPE
 from .oauth import Server
@@ -96,7 +97,7 @@ class Fronts:
             if found is None:
                 link = HubLink(self.api_url, access.user, access.hub_token, self.check_seconds)
                 directory = UserServers(link, self.upstream, self.hub_home, self.listings)
-                front = KernelsFront(directory, provider=UserKernels(directory))
+                front = KernelsFront(directory, provider=UserKernels(directory), instructions=SERVICE)
                 found = self._fronts[access.family] = GrantFront(front, link, time.monotonic())
             found.used = time.monotonic()
             return found
