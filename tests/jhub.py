@@ -53,7 +53,7 @@ c.JupyterHub.services = [
     {{
         "name": "mcp-notebook",
         "url": "http://127.0.0.1:{svc_port}",
-        "command": [sys.executable, "-m", "mcp_notebook.hubservice", *{svc_args!r}],
+        "command": [sys.executable, "-m", "mcp_notebook.jupyterhub_service", *{svc_args!r}],
         "cwd": "{base}",
         "environment": {{"PYTHONPATH": {root!r}}},
         "oauth_no_confirm": True,
@@ -72,7 +72,7 @@ c.JupyterHub.load_roles = [
 """
 
 
-class Hub:
+class LocalJupyterHub:
     """``jupyterhub`` with the proxy and the service, stopped by :meth:`stop`."""
 
     def __init__(self, base: Path, svc_args: tuple[str, ...] = ()):
@@ -100,7 +100,7 @@ class Hub:
         (base / "jupyterhub_config.py").write_text(conf)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
         env["PYTHONPATH"] = str(ROOT)
-        self.log = open(base / "hub.log", "wb")  # closed in stop()
+        self.log = open(base / "jupyterhub.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyterhub", "-f", str(base / "jupyterhub_config.py")],
             cwd=str(base),
@@ -112,7 +112,7 @@ class Hub:
             base_url=self.public + "hub/api/", headers={"Authorization": f"token {TESTER_TOKEN}"}, timeout=60
         )
         self.clients: list[BlockingKernelClient] = []
-        self._wait(lambda: self.api.get("").status_code == 200, "the Hub API")
+        self._wait(lambda: self.api.get("").status_code == 200, "JupyterHub API")
         self._wait(
             lambda: httpx.get(self.service_url + ".well-known/oauth-protected-resource").status_code == 200,
             "the service",
@@ -205,8 +205,8 @@ class Hub:
         self.log.close()
 
 
-def service_db(hub: Hub) -> Path:
-    return hub.base / "mcp-notebook-oauth.sqlite"
+def service_db(jupyterhub: LocalJupyterHub) -> Path:
+    return jupyterhub.base / "mcp-notebook-oauth.sqlite"
 
 
 def dump(obj: Any) -> str:

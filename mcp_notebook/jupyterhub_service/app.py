@@ -12,13 +12,13 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
 from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets import Instance
-from traitlets.config import Application
+from traitlets.config import Application, Config
 
 from ..version import __version__
 from .cimd import MetadataFetcher
-from .config import MCPNotebookService
+from .config import JupyterHubService
 from .endpoint import Fronts, McpHandler
-from .oauth import Server
+from .oauth import AuthorizationServer
 from .store import Store
 from .web import (
     AuthorizeHandler,
@@ -46,7 +46,7 @@ def log_request(handler: web.RequestHandler) -> None:
         access_log.log(level, "%d %s %s %.1fms", status, handler.request.method, handler.request.path, ms)
 
 
-def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
+def _server(settings: JupyterHubService, resource: str, issuer: str) -> AuthorizationServer:
     """The authorization server for ``resource``, its store and its clients."""
     fetcher = None
     if settings.cimd:
@@ -61,7 +61,7 @@ def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
     for client in settings.clients:
         metadata = {k: v for k, v in client.items() if k not in ("client_id", "client_secret")}
         store.save_client(client["client_id"], "config", metadata, client.get("client_secret"))
-    return Server(
+    return AuthorizationServer(
         store,
         fetcher,
         issuer,
@@ -72,16 +72,18 @@ def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
     )
 
 
-def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
+def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
     """The tornado application of the service."""
     public = settings.resolved_public_url()
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or "/services/mcp-notebook/"
     origin = "{0.scheme}://{0.netloc}".format(urlsplit(public))
     server = _server(settings, public + "mcp", public.rstrip("/"))
     hub_base = os.environ.get("JUPYTERHUB_BASE_URL", "/")
-    hub_home = origin + hub_base.rstrip("/") + "/hub/home"
-    fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), hub_home, settings.check_seconds)
-    site = Site(server, fronts, prefix, public, hub_home, secrets.token_bytes(32), settings.admin_scope, pending={})
+    jupyterhub_home = origin + hub_base.rstrip("/") + "/hub/home"
+    fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), jupyterhub_home, settings.check_seconds)
+    site = Site(
+        server, fronts, prefix, public, jupyterhub_home, secrets.token_bytes(32), settings.admin_scope, pending={}
+    )
     origins = {origin, *settings.allowed_origins}
     prm_url = public + ".well-known/oauth-protected-resource"
     kw = {"site": site}
@@ -112,17 +114,39 @@ def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Applica
     return app, fronts
 
 
-class HubServiceApp(Application):
-    """``python -m mcp_notebook.hubservice``."""
+OLD_SETTINGS = "MCPNotebookService"  # the settings' name before the rename (deprecated, one release)
 
-    name = "mcp-notebook-hubservice"
+
+def adopt_old_settings(config: Config, log: logging.Logger) -> None:
+    """``--MCPNotebookService.NAME`` still sets ``JupyterHubService.NAME`` (the new spelling wins
+    where both are given), with a warning naming the new spelling (names only: never a value)."""
+    if OLD_SETTINGS not in config:
+        return
+    old = config[OLD_SETTINGS]
+    names = sorted(old)
+    log.warning(
+        "mcp-notebook: --%s.* is deprecated and will be removed in the next release: spell it --%s.* (%s)",
+        OLD_SETTINGS,
+        JupyterHubService.__name__,
+        ", ".join(f"--{JupyterHubService.__name__}.{n}" for n in names),
+    )
+    merged = Config({JupyterHubService.__name__: old})
+    merged.merge(Config({JupyterHubService.__name__: config[JupyterHubService.__name__]}))
+    config.merge(merged)
+
+
+class JupyterHubServiceApp(Application):
+    """``python -m mcp_notebook.jupyterhub_service``."""
+
+    name = "mcp-notebook-jupyterhub-service"
     version = __version__
-    description = "One MCP endpoint for every user of a JupyterHub (run by the Hub as a service)."
-    classes = [MCPNotebookService]
-    service = Instance(MCPNotebookService)
+    description = "One MCP endpoint for every user of a JupyterHub (run by JupyterHub as a service)."
+    classes = [JupyterHubService]
+    service = Instance(JupyterHubService)
 
     def start(self) -> None:
-        self.service = MCPNotebookService(parent=self)
+        adopt_old_settings(self.config, self.log)
+        self.service = JupyterHubService(parent=self)
         hub_auth = HubOAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=5)
         app, fronts = build(self.service, hub_auth)
         port = self.service.resolved_port()
@@ -144,6 +168,12 @@ class HubServiceApp(Application):
         asyncio.run(serve())
 
 
-def main() -> None:
+def main(renamed_from: str = "") -> None:
     logging.basicConfig(level=logging.INFO)
-    HubServiceApp.launch_instance()
+    if renamed_from:
+        logging.getLogger(__name__).warning(
+            "mcp-notebook: python -m %s is deprecated and will be removed in the next release: "
+            "run python -m mcp_notebook.jupyterhub_service",
+            renamed_from,
+        )
+    JupyterHubServiceApp.launch_instance()

@@ -1,9 +1,9 @@
-"""The service's web side: metadata documents, the authorization endpoint (through the Hub's
+"""The service's web side: metadata documents, the authorization endpoint (through JupyterHub's
 sign-in), the consent page, the token and registration endpoints, and the grants API.
 
-The sign-in is the Hub's: ``/oauth/authorize`` validates the client's request (authlib), keeps it
+The sign-in is JupyterHub's: ``/oauth/authorize`` validates the client's request (authlib), keeps it
 server-side under a random id bound to the browser by a signed cookie, and sends the browser
-through the Hub's OAuth (``HubOAuth``) so the service gets a fresh token of the signed-in user;
+through JupyterHub's OAuth (``HubOAuth``) so the service gets a fresh token of the signed-in user;
 the consent page names the client and what it will read, and only a form carrying that page's
 CSRF token (an HMAC of the pending id and the user) issues a code.
 """
@@ -28,7 +28,7 @@ from tornado.httputil import url_concat
 
 from .config import SCOPE
 from .endpoint import Fronts
-from .oauth import Client, FormRequest, HubUser, JsonBodyRequest, Response, Server
+from .oauth import AuthorizationServer, Client, FormRequest, JsonBodyRequest, JupyterHubUser, Response
 
 CONSENT_COOKIE = "mcp-notebook-consent"
 PENDING_SECONDS = 600.0
@@ -38,11 +38,11 @@ PENDING_SECONDS = 600.0
 class Site:
     """What every handler needs."""
 
-    server: Server
+    server: AuthorizationServer
     fronts: Fronts
     prefix: str  # /services/mcp-notebook/
     public: str  # https://hub.example.org/services/mcp-notebook/
-    hub_home: str
+    jupyterhub_home: str
     secret: bytes
     admin_scope: str
     pending: dict[str, tuple[float, str]]
@@ -113,7 +113,7 @@ class ProtectedResourceHandler(_Base):
                 "scopes_supported": [SCOPE],
                 "bearer_methods_supported": ["header"],
                 "resource_name": "Jupyter kernels on this JupyterHub (mcp-notebook)",
-                "resource_documentation": self.site.hub_home,
+                "resource_documentation": self.site.jupyterhub_home,
             }
         )
 
@@ -135,7 +135,7 @@ class KeysHandler(_Base):
 
 
 class AuthorizeHandler(HubOAuthenticated, _Base):
-    """The authorization endpoint: validate, remember, and send the browser through the Hub."""
+    """The authorization endpoint: validate, remember, and send the browser through JupyterHub."""
 
     async def get(self) -> None:
         site = self.site
@@ -187,7 +187,7 @@ class ConsentHandler(HubOAuthenticated, _Base):
         token = self.hub_auth._get_token_cookie(self)
         model = await self.hub_auth.user_for_token(token, use_cache=False, sync=False) if token else None
         if not model or model.get("kind", "user") != "user":
-            self.refuse_page(403, "Sign in to the Hub first: start again from your assistant.")
+            self.refuse_page(403, "Sign in to JupyterHub first: start again from your assistant.")
             return None
         return pending, model["name"], token, found[1]
 
@@ -216,7 +216,7 @@ class ConsentHandler(HubOAuthenticated, _Base):
             "servers on this hub: their variables, data frames, executed cells and their outputs, and the "
             "notebook documents, and to be told when they change.</p>"
             "<p>It cannot run code, start or stop servers, or see other users' servers. The access lasts until "
-            "you or an administrator revoke it, or your Hub sign-in ends.</p>"
+            "you or an administrator revoke it, or your JupyterHub sign-in ends.</p>"
             f"<p>After you answer, you go back to <b>{e(back_to)}</b>.</p>"
             "<form method='post'>"
             f"<input type='hidden' name='pending' value='{e(pending)}'>"
@@ -232,19 +232,19 @@ class ConsentHandler(HubOAuthenticated, _Base):
         ctx = await self._context()
         if ctx is None:
             return
-        pending, user, hub_token, query = ctx
+        pending, user, jupyterhub_token, query = ctx
         if not hmac.compare_digest(self.get_body_argument("csrf", ""), self.site.csrf(pending, user)):
             return self.refuse_page(403, "The form's CSRF token is missing or wrong: nothing was granted.")
         self.site.pending.pop(pending, None)
         self.clear_cookie(CONSENT_COOKIE, path=self.site.prefix)
-        self.hub_auth.clear_cookie(self)  # the grant keeps the Hub token (sealed); the browser needs it no more
+        self.hub_auth.clear_cookie(self)  # the grant keeps the JupyterHub token (sealed); the browser needs it no more
         try:
             req, grant = self._grant(query)
         except OAuth2Error as error:
             return self.refuse_page(400, f"{error.error}: {error.description}")
         allowed = self.get_body_argument("decision", "") == "allow"
         resp = self.site.server.create_authorization_response(
-            req, grant_user=HubUser(user, hub_token) if allowed else None, grant=grant
+            req, grant_user=JupyterHubUser(user, jupyterhub_token) if allowed else None, grant=grant
         )
         _send(self, resp)
 
@@ -271,18 +271,18 @@ class TokenHandler(_Base):
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, site.server.fetch_client_metadata, req.payload.client_id)
         if req.payload.grant_type == "refresh_token" and not await self._hub_still_agrees(req):
-            resp = Response(400, {"error": "invalid_grant", "error_description": "the Hub sign-in ended"}, {})
+            resp = Response(400, {"error": "invalid_grant", "error_description": "the JupyterHub sign-in ended"}, {})
         else:
             resp = site.server.create_token_response(req)
         self._cors()
         _send(self, resp)
 
     async def _hub_still_agrees(self, req: FormRequest) -> bool:
-        """A refresh is refused when the Hub no longer accepts the grant's user."""
+        """A refresh is refused when JupyterHub no longer accepts the grant's user."""
         cred = self.site.server.refresh_credential(req.form.get("refresh_token", ""), None)
         if cred is None:
             return True  # authlib refuses it with the right error (and revokes a reused one)
-        model = await HubOAuth.instance().user_for_token(cred.user.hub_token, use_cache=False, sync=False)
+        model = await HubOAuth.instance().user_for_token(cred.user.jupyterhub_token, use_cache=False, sync=False)
         if model is None or model.get("name") != cred.user.name:
             self.site.server.revoke(cred.family)
             return False
@@ -318,14 +318,14 @@ class RegisterHandler(TokenHandler):
 
 class GrantsHandler(HubOAuthenticated, _Base):
     """``GET {prefix}api/grants``: the signed-in MCP clients (yours; every user's for an admin);
-    ``DELETE {prefix}api/grants/{id}``: revoke one. A Hub API token in ``Authorization: token …``."""
+    ``DELETE {prefix}api/grants/{id}``: revoke one. A JupyterHub API token in ``Authorization: token …``."""
 
     def check_xsrf_cookie(self) -> None:
         """Token-authenticated only (see prepare)."""
 
     def prepare(self) -> None:
         if not (self.request.headers.get("Authorization") or "").lower().startswith("token "):
-            raise web.HTTPError(403, "use a Hub API token: Authorization: token …")
+            raise web.HTTPError(403, "use a JupyterHub API token: Authorization: token …")
 
     def _admin(self, model: dict[str, Any]) -> bool:
         return bool(model.get("admin")) or bool(self.hub_auth.check_scopes({self.site.admin_scope}, model))

@@ -1,5 +1,5 @@
 """An MCP client that knows only the service URL: the official Python SDK's OAuth support, with a
-"browser" (httpx and a cookie jar) that signs in on the Hub's login form and answers the consent
+"browser" (httpx and a cookie jar) that signs in on JupyterHub's login form and answers the consent
 page the way a person would."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 import anyio
 import httpx
 import httpx2
-from jhub import PASSWORD, Hub
+from jhub import PASSWORD, LocalJupyterHub
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -44,7 +44,7 @@ def _action(html: str, base: str) -> str:
 
 
 class Browser:
-    """A person at a browser, signed in (or not yet) to the Hub as ``user``."""
+    """A person at a browser, signed in (or not yet) to JupyterHub as ``user``."""
 
     def __init__(self, public: str, user: str, password: str = PASSWORD):
         self.public, self.user, self.password = public, user, password
@@ -52,7 +52,7 @@ class Browser:
         self.pages: list[str] = []  # the consent pages seen
 
     def authorize(self, url: str, decision: str = "allow", answer: bool = True) -> httpx.Response:
-        """From the authorization URL to the response that leaves the hub (the redirect back to the
+        """From the authorization URL to the response that leaves JupyterHub (the redirect back to the
         client), or the first page that is neither the login form nor the consent page."""
         r = self.http.get(url)
         for _ in range(25):
@@ -219,47 +219,49 @@ def pkce() -> tuple[str, str]:
     return verifier, challenge
 
 
-def register(hub: Hub, name: str = "Raw client", redirect: str = REDIRECT) -> str:
+def register(jupyterhub: LocalJupyterHub, name: str = "Raw client", redirect: str = REDIRECT) -> str:
     body = {"client_name": name, "redirect_uris": [redirect], "token_endpoint_auth_method": "none"}
-    r = httpx.post(hub.service_url + "oauth/register", json=body, timeout=30)
+    r = httpx.post(jupyterhub.service_url + "oauth/register", json=body, timeout=30)
     assert r.status_code == 201, r.text
     assert "client_secret" not in r.json()  # a public client gets no secret
     return r.json()["client_id"]
 
 
-def authorize_url(hub: Hub, client_id: str, challenge: str | None, **extra: str) -> str:
+def authorize_url(jupyterhub: LocalJupyterHub, client_id: str, challenge: str | None, **extra: str) -> str:
     params = {
         "response_type": "code",
         "client_id": client_id,
         "redirect_uri": REDIRECT,
         "state": "st-1",
-        "resource": hub.mcp_url,
+        "resource": jupyterhub.mcp_url,
         "scope": "kernels:read",
     }
     if challenge is not None:
         params |= {"code_challenge": challenge, "code_challenge_method": "S256"}
     params |= extra
-    return hub.service_url + "oauth/authorize?" + urlencode({k: v for k, v in params.items() if v is not None})
+    return jupyterhub.service_url + "oauth/authorize?" + urlencode({k: v for k, v in params.items() if v is not None})
 
 
-def exchange(hub: Hub, client_id: str, code: str, verifier: str | None, **extra: str) -> httpx.Response:
+def exchange(
+    jupyterhub: LocalJupyterHub, client_id: str, code: str, verifier: str | None, **extra: str
+) -> httpx.Response:
     form = {"grant_type": "authorization_code", "code": code, "client_id": client_id, "redirect_uri": REDIRECT}
     if verifier is not None:
         form["code_verifier"] = verifier
-    return httpx.post(hub.service_url + "oauth/token", data=form | extra, timeout=30)
+    return httpx.post(jupyterhub.service_url + "oauth/token", data=form | extra, timeout=30)
 
 
-def refresh(hub: Hub, client_id: str, token: str) -> httpx.Response:
+def refresh(jupyterhub: LocalJupyterHub, client_id: str, token: str) -> httpx.Response:
     form = {"grant_type": "refresh_token", "refresh_token": token, "client_id": client_id}
-    return httpx.post(hub.service_url + "oauth/token", data=form, timeout=30)
+    return httpx.post(jupyterhub.service_url + "oauth/token", data=form, timeout=30)
 
 
-def sign_in(hub: Hub, user: str) -> tuple[str, dict[str, Any]]:
-    """A registered client's tokens for ``user`` (through the Hub's login and the consent page)."""
-    client_id = register(hub)
+def sign_in(jupyterhub: LocalJupyterHub, user: str) -> tuple[str, dict[str, Any]]:
+    """A registered client's tokens for ``user`` (through JupyterHub's login and the consent page)."""
+    client_id = register(jupyterhub)
     verifier, challenge = pkce()
-    q = code_of(Browser(hub.public, user).authorize(authorize_url(hub, client_id, challenge)))
-    assert q["state"] == "st-1" and q["iss"] == hub.service_url.rstrip("/")
-    r = exchange(hub, client_id, q["code"], verifier)
+    q = code_of(Browser(jupyterhub.public, user).authorize(authorize_url(jupyterhub, client_id, challenge)))
+    assert q["state"] == "st-1" and q["iss"] == jupyterhub.service_url.rstrip("/")
+    r = exchange(jupyterhub, client_id, q["code"], verifier)
     assert r.status_code == 200, r.text
     return client_id, r.json()

@@ -1,7 +1,7 @@
 """What the service remembers, in one small sqlite file: clients, grants, codes and tokens.
 
 No secret is stored as it is. Codes and tokens are kept as a hash (their SHA-256: they are 256
-random bits). The user's Hub token, which a grant needs to reach the user's servers, is sealed
+random bits). The user's JupyterHub token, which a grant needs to reach the user's servers, is sealed
 (AES-GCM) under a key derived from the code or token that carries it, so only a client holding
 that code or token can have it opened; the file alone reveals nothing usable. Client secrets of
 registered clients are hashed too.
@@ -119,7 +119,7 @@ class Store:
         return (rows[0][0], json.loads(rows[0][1]), rows[0][2]) if rows else None
 
     # -- codes -----------------------------------------------------------------------------
-    def save_code(self, code: str, fields: dict[str, Any], hub_token: str, expires: float) -> None:
+    def save_code(self, code: str, fields: dict[str, Any], jupyterhub_token: str, expires: float) -> None:
         self._run(
             "INSERT INTO codes (hash, client_id, user, scope, redirect_uri, resource, challenge, method, sealed, "
             "expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -132,7 +132,7 @@ class Store:
                 fields["resource"],
                 fields["challenge"],
                 fields["method"],
-                seal(code, hub_token),
+                seal(code, jupyterhub_token),
                 expires,
             ),
         )
@@ -143,7 +143,7 @@ class Store:
         if not rows:
             return None
         out = dict(zip(cols.split(", "), rows[0], strict=True))
-        out["hub_token"] = unseal(code, out.pop("sealed"))
+        out["jupyterhub_token"] = unseal(code, out.pop("sealed"))
         return out
 
     def use_code(self, code: str, family: str | None) -> bool:
@@ -190,10 +190,10 @@ class Store:
             self.revoke(family)
         return families
 
-    def save_token(self, token: str, family: str, kind: str, hub_token: str, expires: float) -> None:
+    def save_token(self, token: str, family: str, kind: str, jupyterhub_token: str, expires: float) -> None:
         self._run(
             "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, 0)",
-            (digest(token), family, kind, seal(token, hub_token), expires),
+            (digest(token), family, kind, seal(token, jupyterhub_token), expires),
         )
 
     def token(self, token: str) -> TokenRow | None:
