@@ -26,6 +26,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the browser stops at the redirect
+# What a browser says of a page it opens itself (a link followed, a redirect) and of a form the
+# person submits with a click: the service accepts its sign-in pages only so (browser.py)
+NAVIGATE = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+CLICK = NAVIGATE | {"Sec-Fetch-User": "?1"}
+SECRETS: set[str] = set()  # every code, token and client secret the tests were given (none may be logged)
 
 
 def _inputs(html: str) -> dict[str, str]:
@@ -54,20 +59,20 @@ class Browser:
     def authorize(self, url: str, decision: str = "allow", answer: bool = True) -> httpx.Response:
         """From the authorization URL to the response that leaves JupyterHub (the redirect back to the
         client), or the first page that is neither the login form nor the consent page."""
-        r = self.http.get(url)
+        r = self.http.get(url, headers=NAVIGATE | {"Sec-Fetch-Site": "cross-site"})
         for _ in range(25):
             if r.is_redirect:
                 target = urljoin(str(r.url), r.headers["location"])
                 if not target.startswith(self.public):
                     return r
-                r = self.http.get(target)
+                r = self.http.get(target, headers=NAVIGATE)
             elif r.status_code == 200 and 'name="password"' in r.text.replace("'", '"'):
                 form = _inputs(r.text) | {"username": self.user, "password": self.password}
-                r = self.http.post(_action(r.text, str(r.url)), data=form)
+                r = self.http.post(_action(r.text, str(r.url)), data=form, headers=CLICK)
             elif r.status_code == 200 and "name='csrf'" in r.text and answer:
                 self.pages.append(r.text)
                 form = _inputs(r.text) | {"decision": decision}
-                r = self.http.post(str(r.url), data=form)
+                r = self.http.post(str(r.url), data=form, headers=CLICK)
             else:
                 return r
         raise AssertionError("the sign-in did not end")
@@ -76,7 +81,21 @@ class Browser:
 def code_of(resp: httpx.Response) -> dict[str, str]:
     """The query of the redirect back to the client."""
     assert resp.is_redirect, (resp.status_code, resp.text[:500])
-    return {k: v[0] for k, v in parse_qs(urlsplit(resp.headers["location"]).query).items()}
+    query = {k: v[0] for k, v in parse_qs(urlsplit(resp.headers["location"]).query).items()}
+    if "code" in query:
+        SECRETS.add(query["code"])
+    return query
+
+
+def remember(resp: httpx.Response) -> httpx.Response:
+    """Note the secrets of a token or registration response."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp
+    if isinstance(body, dict):
+        SECRETS.update(str(body[k]) for k in ("access_token", "refresh_token", "client_secret") if body.get(k))
+    return resp
 
 
 class Storage:
@@ -93,6 +112,7 @@ class Storage:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         self.tokens = tokens
         self.history.append(tokens)
+        SECRETS.update(t for t in (tokens.access_token, tokens.refresh_token) if t)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return self.client
@@ -248,12 +268,12 @@ def exchange(
     form = {"grant_type": "authorization_code", "code": code, "client_id": client_id, "redirect_uri": REDIRECT}
     if verifier is not None:
         form["code_verifier"] = verifier
-    return httpx.post(jupyterhub.service_url + "oauth/token", data=form | extra, timeout=30)
+    return remember(httpx.post(jupyterhub.service_url + "oauth/token", data=form | extra, timeout=30))
 
 
 def refresh(jupyterhub: LocalJupyterHub, client_id: str, token: str) -> httpx.Response:
     form = {"grant_type": "refresh_token", "refresh_token": token, "client_id": client_id}
-    return httpx.post(jupyterhub.service_url + "oauth/token", data=form, timeout=30)
+    return remember(httpx.post(jupyterhub.service_url + "oauth/token", data=form, timeout=30))
 
 
 def sign_in(jupyterhub: LocalJupyterHub, user: str) -> tuple[str, dict[str, Any]]:

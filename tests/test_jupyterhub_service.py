@@ -10,16 +10,19 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx
 import pytest
-from jhub import CHP, LocalJupyterHub
+from jhub import CHP, PASSWORD, LocalJupyterHub, service_db
 from jserver import run
 from sdk import connect as sdk_connect
 from service_oauth import (
     REDIRECT,
+    SECRETS,
     Browser,
     MetadataHost,
     Storage,
@@ -66,6 +69,7 @@ def jupyterhub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> 
         "--JupyterHubService.cimd_allow_hosts=localhost",  # tests only: the default refuses loopback
         f"--JupyterHubService.cimd_ca_file={cimd.ca_file}",
         "--JupyterHubService.clients=" + json.dumps([PRECONF]),
+        "--JupyterHubServiceApp.log_level=DEBUG",  # every library's DEBUG lines: none may hold a secret
     )
     h = LocalJupyterHub(tmp_path_factory.mktemp("jhub"), args)
     try:
@@ -85,27 +89,27 @@ def jupyterhub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> 
 
 
 def test_the_documented_config_block_is_what_the_tests_run():
-    """The docs' jupyterhub_config.py block (docs/start/jupyterhub.md) loads as it stands and sets
-    what this file's JupyterHub uses."""
-    from pathlib import Path
-
+    """The docs' jupyterhub_config.py block (docs/start/jupyterhub.md) is pasted as it stands into
+    this file's JupyterHub config (tests/jhub.py), and asks for least privilege: the service's
+    JupyterHub tokens carry the mcp-notebook scope and read:servers, never access:servers."""
+    from jhub import CONFIG, docs_config_block
     from traitlets.config import Config
 
-    page = (Path(__file__).resolve().parents[1] / "docs" / "start" / "jupyterhub.md").read_text()
-    section = page.split("## One URL for every user of a JupyterHub", 1)[1]
-    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    from mcp_notebook.protocol.security import JUPYTERHUB_SCOPE
+
+    block = docs_config_block()
     config = Config()
     exec(compile(block, "jupyterhub_config.py", "exec"), {"get_config": lambda: config})
     (service,) = config.JupyterHub.services
     assert service["command"][1:3] == ["-m", "mcp_notebook.jupyterhub_service"]
     assert service["command"][3].startswith("--JupyterHubService.upstream_url=http://")
-    assert service["oauth_client_allowed_scopes"] == ["access:servers!user", "read:servers!user"]
+    assert service["oauth_client_allowed_scopes"] == [f"{JUPYTERHUB_SCOPE}!user", "read:servers!user"]
     assert service["oauth_no_confirm"] is True
+    assert list(config.JupyterHub.custom_scopes) == [JUPYTERHUB_SCOPE]
     assert config.JupyterHub.load_roles == [
-        {"name": "user", "scopes": ["self", "access:services!service=mcp-notebook"]}
+        {"name": "user", "scopes": ["self", "access:services!service=mcp-notebook", f"{JUPYTERHUB_SCOPE}!user"]}
     ]
-    jhub_text = (Path(__file__).resolve().parent / "jhub.py").read_text()
-    assert '"oauth_client_allowed_scopes": ["access:servers!user", "read:servers!user"]' in jhub_text
+    assert "{docs_block}" in CONFIG  # the running JupyterHub reads this very block
 
 
 def listing(text: str) -> list[dict[str, Any]]:
@@ -291,12 +295,15 @@ def test_tokens_are_not_interchangeable(jupyterhub):
 def test_pkce_is_required_and_s256_only(jupyterhub):
     client_id = register(jupyterhub)
     browser = Browser(jupyterhub.public, "alice")
-    r = browser.authorize(authorize_url(jupyterhub, client_id, None))  # no challenge
+    # a configured client gets the error at its redirect URI, with the issuer (RFC 9207)
+    r = browser.authorize(authorize_url(jupyterhub, PRECONF["client_id"], None))  # no challenge
     assert code_of(r)["error"] == "invalid_request" and "code" not in code_of(r)
-    assert code_of(r)["iss"] == jupyterhub.service_url.rstrip("/")  # RFC 9207, on errors too
+    assert code_of(r)["iss"] == jupyterhub.service_url.rstrip("/")
+    # a registered one, before its user has seen consent, gets a page here: no open redirect
+    for challenge, method in ((None, None), (pkce()[1], "plain")):
+        r = browser.authorize(authorize_url(jupyterhub, client_id, challenge, code_challenge_method=method))
+        assert r.status_code == 400 and "location" not in r.headers and "invalid_request" in r.text
     _, challenge = pkce()
-    r = browser.authorize(authorize_url(jupyterhub, client_id, challenge, code_challenge_method="plain"))
-    assert code_of(r)["error"] == "invalid_request"
     _, challenge = pkce()
     code = code_of(browser.authorize(authorize_url(jupyterhub, client_id, challenge)))["code"]
     missing = exchange(jupyterhub, client_id, code, None)
@@ -537,3 +544,302 @@ def test_typescript_sdk_client_signs_in_reads_and_refreshes(jupyterhub):
     assert "bob-42" in result["reads"]["nb://kernels/bob_nb/vars/mine"] and "bob-42" in result["after"]
     assert {k["label"] for k in listing(result["reads"]["nb://kernels"])} == {"bob_nb"}
     assert result["client_id"] and result["tokens"] >= 2 and result["rotated"]
+
+
+# -- issue #41: least privilege, the shared origin, logs -------------------------------------------
+def stored_credential(jupyterhub: LocalJupyterHub, access_token: str) -> str:
+    """The exact JupyterHub token the service keeps for a grant (opened as the service opens it)."""
+    from mcp_notebook.jupyterhub_service.store import Store, unseal
+
+    store = Store(str(service_db(jupyterhub)))
+    try:
+        row = store.token(access_token)
+        assert row is not None and row.sealed
+        return unseal(access_token, row.sealed)
+    finally:
+        store.close()
+
+
+WS_HEADERS = {
+    "Connection": "Upgrade",
+    "Upgrade": "websocket",
+    "Sec-WebSocket-Version": "13",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+}
+
+
+def test_the_stored_credential_reaches_only_the_mcp_routes(jupyterhub):
+    """With the very JupyterHub token the service stores for alice: every route of her server but
+    the MCP ones answers 403 (kernels, the kernel websocket, contents, terminals, sessions, the
+    pages, the focus); the MCP routes serve; bob's server refuses it; a URL or cookie copy of it
+    admits nothing."""
+    _, alice = sign_in(jupyterhub, "alice")
+    credential = stored_credential(jupyterhub, alice["access_token"])
+    auth = {"Authorization": f"token {credential}"}
+    model = httpx.get(jupyterhub.public + "hub/api/user", headers=auth, timeout=30).json()
+    assert not [s for s in model["scopes"] if s.split("!")[0] == "access:servers"], model["scopes"]
+    base = jupyterhub.public + "user/alice/"
+    kid = jupyterhub.kids["alice"]
+    refused = [
+        ("GET", "api/kernels", None),
+        ("POST", "api/kernels", {"name": "python3"}),
+        ("GET", f"api/kernels/{kid}", None),
+        ("POST", f"api/kernels/{kid}/interrupt", {}),
+        ("GET", "api/sessions", None),
+        ("POST", "api/sessions", {"path": "x.ipynb", "type": "notebook", "kernel": {"name": "python3"}}),
+        ("GET", "api/contents", None),
+        ("GET", "api/contents/alice_nb.ipynb", None),
+        ("PUT", "api/contents/planted.txt", {"type": "file", "format": "text", "content": "x"}),
+        ("GET", "api/terminals", None),
+        ("POST", "api/terminals", {}),
+        ("GET", "api/kernelspecs", None),
+        ("GET", "api/status", None),
+        ("GET", "api/me", None),
+        ("GET", "api/config/notebook", None),
+        ("GET", "lab/api/settings", None),
+        ("GET", "lab/api/workspaces", None),
+        ("GET", "files/alice_nb.ipynb", None),
+        ("GET", "lab", None),
+        ("GET", "api/nbconvert", None),
+        ("POST", "mcp-notebook/focus", {"kernel_id": kid}),
+    ]
+    for method, path, body in refused:
+        r = httpx.request(method, base + path, headers=auth, json=body, timeout=30, follow_redirects=False)
+        assert r.status_code == 403, (method, path, r.status_code, r.text[:200])
+    ws = httpx.get(base + f"api/kernels/{kid}/channels", headers=auth | WS_HEADERS, timeout=30)
+    assert ws.status_code == 403, ws.status_code
+    assert not (jupyterhub.base / "home" / "alice" / "planted.txt").exists()
+    # the MCP routes serve it: the kernel list, one kernel, every kernel
+    kernels = httpx.get(base + "mcp-notebook/kernels", headers=auth, timeout=30)
+    assert kernels.status_code == 200 and kid in kernels.text
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+    mcp = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+    for path in (f"mcp-notebook/kernels/{kid}/mcp", "mcp-notebook/mcp"):
+        r = httpx.post(base + path, headers=auth | mcp, json=ping, timeout=30)
+        assert r.status_code in (200, 400), (path, r.status_code, r.text[:200])  # 400: no session yet
+        assert r.status_code != 403
+    # not on bob's server, not from a URL, not from a cookie
+    assert httpx.get(jupyterhub.public + "user/bob/mcp-notebook/kernels", headers=auth).status_code == 403
+    assert httpx.get(base + f"mcp-notebook/kernels?token={credential}", timeout=30).status_code in (302, 403)
+    cookies = {"jupyterhub-user-alice": credential}
+    assert httpx.get(base + "mcp-notebook/kernels", cookies=cookies, timeout=30).status_code in (302, 403)
+
+
+def test_a_grant_ending_destroys_its_jupyterhub_token(jupyterhub):
+    """Revoked by its client (or refresh-token reuse, an admin, the user deleted): no sealed copy
+    of the JupyterHub token stays in the service's file; the service never sends it again."""
+    import sqlite3
+
+    client_id, alice = sign_in(jupyterhub, "alice")
+    assert read(jupyterhub, alice["access_token"], "nb://kernels").status_code == 200
+    db = sqlite3.connect(service_db(jupyterhub))
+    try:
+        (family,) = db.execute("SELECT family FROM grants WHERE client_id = ? AND revoked = 0", (client_id,)).fetchone()
+        r = refresh(jupyterhub, client_id, alice["refresh_token"])
+        assert r.status_code == 200
+        (live,) = db.execute("SELECT count(*) FROM tokens WHERE family = ? AND sealed != ''", (family,)).fetchone()
+        assert live >= 2  # the new pair (the used refresh token kept only as a hash, to recognise reuse)
+        again = refresh(jupyterhub, client_id, alice["refresh_token"])  # reuse: someone has a copy
+        assert again.status_code == 400
+        assert db.execute("SELECT count(*) FROM tokens WHERE family = ?", (family,)).fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM codes WHERE family = ? AND sealed != ''", (family,)).fetchone() == (0,)
+        assert db.execute("SELECT revoked FROM grants WHERE family = ?", (family,)).fetchone() == (1,)
+    finally:
+        db.close()
+    assert read(jupyterhub, r.json()["access_token"], "nb://kernels").status_code == 401
+
+
+def test_the_grants_api_takes_a_header_token_and_decides_admin_by_its_scopes(jupyterhub):
+    """No cookie (a junk header with the service's sign-in cookie is refused), a token that may
+    not use the service is refused, and an admin's token without admin:users is not an admin's."""
+    sign_in(jupyterhub, "alice")
+    url = jupyterhub.service_url + "api/grants"
+    browser = Browser(jupyterhub.public, "alice")
+    browser.authorize(authorize_url(jupyterhub, register(jupyterhub), pkce()[1]), answer=False)  # cookies set
+    assert browser.http.get(url, headers={"Authorization": "token junk"}).status_code == 403
+    assert browser.http.get(url).status_code == 403
+    jupyterhub.api.post("users/root")
+    narrow = jupyterhub.api.post(
+        "users/root/tokens", json={"scopes": ["access:services!service=mcp-notebook"], "expires_in": 600}
+    ).json()["token"]
+    mine = httpx.get(url, headers={"Authorization": f"token {narrow}"}, timeout=30)  # root's, without admin:users
+    assert mine.status_code == 200 and "alice" not in {g["user"] for g in mine.json()["grants"]}
+    unrelated = jupyterhub.api.post("users/alice/tokens", json={"scopes": ["read:users:name!user=alice"]}).json()[
+        "token"
+    ]
+    assert httpx.get(url, headers={"Authorization": f"token {unrelated}"}, timeout=30).status_code == 403
+    full = {"Authorization": f"token {jupyterhub.user_token('root')}"}
+    assert {"alice"} <= {g["user"] for g in httpx.get(url, headers=full, timeout=30).json()["grants"]}
+
+
+def test_a_user_whose_servers_are_stopped_is_told_where_to_start_one(jupyterhub):
+    """Every read says it in one sentence with JupyterHub's URL: nb://kernels (a note beside the
+    empty list) as much as a kernel's URI and a bare one."""
+    jupyterhub.api.post("users/dave")
+    jupyterhub.api.post("users/dave/tokens")
+    _, dave = sign_in(jupyterhub, "dave")
+    home = jupyterhub.public + "hub/home"
+    listing_doc = json.loads(text_of(read(jupyterhub, dave["access_token"], "nb://kernels")))
+    assert listing_doc["kernels"] == [] and home in listing_doc["note"] and "no running server" in listing_doc["note"]
+    for uri in ("nb://kernels/some_nb/vars", "nb://vars"):
+        message = read(jupyterhub, dave["access_token"], uri).json()["error"]["message"]
+        assert home in message and "no running server" in message, message
+
+
+ATTACK_PAGE = """<!doctype html><html><body><h1>Nice plots</h1><script>
+const AUTH = %(auth)s, SVC = %(svc)s, FAMILY = %(family)s;
+const results = {};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const field = (text, name) => (text.match(new RegExp("name='" + name + "' value='([^']*)'")) || [])[1] || "";
+async function viaFetch() {
+  try {
+    const r = await fetch(AUTH, {credentials: "include"});
+    const text = await r.text();
+    const pending = (r.url.match(/pending=([^&]+)/) || [])[1];
+    results.fetch = {status: r.status, url: r.url, consent: text.includes("name='csrf'")};
+    if (pending) {
+      const body = new URLSearchParams({pending, csrf: field(text, "csrf"), _xsrf: field(text, "_xsrf"), decision: "allow"});
+      const p = await fetch(SVC + "oauth/consent?pending=" + pending, {method: "POST", body, credentials: "include", redirect: "manual"});
+      results.fetchAnswer = {status: p.status, type: p.type};
+    }
+  } catch (e) { results.fetch = {error: String(e)}; }
+}
+async function viaFrame() {
+  const f = document.createElement("iframe");
+  f.src = AUTH;
+  document.body.appendChild(f);
+  await sleep(4000);
+  try {
+    const d = f.contentDocument;
+    results.frame = {form: !!(d && d.querySelector("input[name=csrf]"))};
+    if (results.frame.form) { d.querySelector("button[value=allow]").click(); results.frame.clicked = true; }
+  } catch (e) { results.frame = {error: String(e)}; }
+}
+async function viaPopup() {
+  const w = window.open(AUTH, "consent", "width=600,height=600");
+  results.popup = {opened: !!w};
+  for (let i = 0; i < 50 && w; i++) {
+    await sleep(200);
+    try {
+      if (w.closed) { results.popup.lost = true; break; }
+      const d = w.document;
+      if (d && d.querySelector && d.querySelector("input[name=csrf]")) {
+        results.popup.form = true;
+        d.querySelector("button[value=allow]").click();
+        results.popup.clicked = true;
+        break;
+      }
+    } catch (e) { results.popup.error = String(e); break; }
+  }
+}
+async function viaGrants() {
+  results.list = (await fetch(SVC + "api/grants", {credentials: "include"})).status;
+  results.revoke = (await fetch(SVC + "api/grants/" + FAMILY, {method: "DELETE", credentials: "include"})).status;
+}
+(async () => {
+  await viaFetch(); await viaFrame(); await viaPopup(); await viaGrants(); await sleep(3000);
+  window.results = results; window.done = true;
+})();
+</script></body></html>"""
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    return path if Path(path).exists() else None
+
+
+def test_no_page_on_the_shared_origin_obtains_consent_lists_or_revokes(jupyterhub):
+    """Another user's (bob's) own server serves a page on JupyterHub's origin; alice, signed in to
+    JupyterHub in a real Chromium, opens it. It tries fetch, an iframe and a popup it scripts: no
+    code is issued, its redirect URI is never reached, nothing is listed or revoked. The same
+    consent, opened by alice in a normal navigation and clicked, works."""
+    import sqlite3
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip("no chromium (scripts/test.sh installs it)")
+    alice_client, alice = sign_in(jupyterhub, "alice")
+    db = sqlite3.connect(service_db(jupyterhub))
+    family = db.execute("SELECT family FROM grants WHERE user = 'alice' AND revoked = 0").fetchall()[-1][0]
+    attacker = register(jupyterhub, name="Plot helper")
+    verifier, challenge = pkce()
+    auth = authorize_url(jupyterhub, attacker, challenge)
+    page_text = ATTACK_PAGE % {
+        "auth": json.dumps(auth),
+        "svc": json.dumps(jupyterhub.service_url),
+        "family": json.dumps(family),
+    }
+    (jupyterhub.base / "static" / "plots.html").write_text(page_text)
+    reached: list[str] = []
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            context = browser.new_context()
+
+            def redirect_target(route: Any) -> None:
+                reached.append(route.request.url)
+                route.fulfill(status=200, body="ok")
+
+            context.route("http://127.0.0.1:9/**", redirect_target)
+            page = context.new_page()
+            page.goto(jupyterhub.public + "hub/login")
+            page.fill("input[name=username]", "alice")
+            page.fill("input[name=password]", PASSWORD)
+            page.press("input[name=password]", "Enter")
+            page.wait_for_url(lambda url: "/hub/login" not in url, timeout=30_000)
+            bob_page = jupyterhub.public + "user/bob/static/plots.html"
+            page.goto(bob_page)
+            assert "Nice plots" in page.content(), page.content()[:500]
+            page.wait_for_function("window.done === true", timeout=90_000)
+            results = page.evaluate("window.results")
+            # the page got nothing: no code, no grant, its redirect URI never reached
+            assert reached == [], (reached, results)
+            assert db.execute("SELECT count(*) FROM codes WHERE client_id = ?", (attacker,)).fetchone() == (0,)
+            assert results["list"] == 403 and results["revoke"] == 403, results
+            assert not results["fetch"].get("consent"), results
+            assert not results.get("frame", {}).get("form"), results
+            assert not results["popup"].get("form"), results
+            assert db.execute("SELECT revoked FROM grants WHERE family = ?", (family,)).fetchone() == (0,)
+            renewed = refresh(jupyterhub, alice_client, alice["refresh_token"])  # (access tokens live 8 s here)
+            assert renewed.status_code == 200
+            assert read(jupyterhub, renewed.json()["access_token"], "nb://kernels").status_code == 200
+            # alice herself, in a normal navigation, clicks Allow: that works
+            own = context.new_page()
+            own.goto(auth)
+            own.click("button[value=allow]")
+            deadline = time.monotonic() + 30
+            while not reached and time.monotonic() < deadline:
+                own.wait_for_timeout(200)
+        finally:
+            browser.close()
+            db.close()
+    assert len(reached) == 1, reached
+    code = parse_qs(urlsplit(reached[0]).query)["code"][0]
+    SECRETS.add(code)
+    assert exchange(jupyterhub, attacker, code, verifier).status_code == 200
+
+
+def test_nothing_secret_in_any_log(jupyterhub):
+    """After every test above (sign-ins, refreshes, revocations, refusals, the browser attacks) with
+    the service at DEBUG, authlib's and tornado's loggers included: no code, token, JupyterHub token
+    or client secret the tests saw is in the log, and none of the service's tokens at all."""
+    client_id, alice = sign_in(jupyterhub, "alice")
+    SECRETS.add(stored_credential(jupyterhub, alice["access_token"]))
+    r = refresh(jupyterhub, client_id, alice["refresh_token"])
+    assert r.status_code == 200
+    revoke = httpx.post(
+        jupyterhub.service_url + "oauth/revoke", data={"token": r.json()["refresh_token"], "client_id": client_id}
+    )
+    assert revoke.status_code == 200
+    bad = httpx.get(jupyterhub.service_url + "oauth_callback?code=leaky-code-123456789&state=leaky-state-987654321")
+    assert bad.status_code >= 400
+    SECRETS.update({"leaky-code-123456789", "leaky-state-987654321"})
+    time.sleep(1)
+    log = jupyterhub.log_text()
+    assert "DEBUG" in log or "[D " in log  # the service did log at DEBUG
+    leaked = sorted(s for s in SECRETS if s and s in log)
+    assert leaked == [], f"{len(leaked)} secrets in the log"
+    assert "mcpnb_at_" not in log and "mcpnb_rt_" not in log

@@ -25,8 +25,8 @@ pytest.importorskip("authlib")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _service(module: str, prefix: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    public = f"http://127.0.0.1:{port}/services/mcp-notebook/"
+def _service(module: str, prefix: str, port: int, log: Path, public: str = "") -> subprocess.Popen[bytes]:
+    public = public or f"http://127.0.0.1:{port}/services/mcp-notebook/"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
     env |= {
         "PYTHONPATH": str(ROOT),
@@ -101,3 +101,21 @@ def test_the_service_sends_the_endpoints_cors_fields(service):
     assert refused.status_code == 401
     assert refused.headers["Access-Control-Expose-Headers"] == cors_headers(origin)["Access-Control-Expose-Headers"]
     assert httpx.options(url + "mcp", headers={"Origin": "http://evil.example"}).status_code == 403
+
+
+def test_a_plain_http_public_url_is_said_at_start(tmp_path):
+    """Over plain http (not loopback) browsers send no fetch metadata: the service says what is lost."""
+    port = free_port()
+    log = tmp_path / "service.log"
+    public = "http://hub.example.test/services/mcp-notebook/"
+    proc = _service("mcp_notebook.jupyterhub_service", "JupyterHubService", port, log, public)
+    try:
+        deadline = time.monotonic() + 60
+        while "one MCP endpoint" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+        text = log.read_text()
+        assert "is plain http: browsers send no Sec-Fetch headers" in text and "subdomain_host" in text
+    finally:
+        proc.terminate()
+        proc.wait(20)

@@ -8,13 +8,15 @@ import os
 import secrets
 from urllib.parse import urlsplit
 
-from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
+from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets import Instance
 from traitlets.config import Application, Config
 
 from ..version import __version__
+from . import log_redaction
+from .browser import plain_http_warning
 from .cimd import MetadataFetcher
 from .config import JupyterHubService
 from .endpoint import Fronts, McpHandler
@@ -25,6 +27,7 @@ from .web import (
     ConsentHandler,
     GrantsHandler,
     KeysHandler,
+    OAuthCallbackHandler,
     ProtectedResourceHandler,
     RegisterHandler,
     RevokeHandler,
@@ -97,7 +100,7 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
         (prefix + "oauth/token", TokenHandler, kw),
         (prefix + "oauth/register", RegisterHandler, kw),
         (prefix + "oauth/revoke", RevokeHandler, kw),
-        (prefix + "oauth_callback", HubOAuthCallbackHandler),
+        (prefix + "oauth_callback", OAuthCallbackHandler),
         (prefix + r"api/grants/?", GrantsHandler, kw),
         (prefix + r"api/grants/(?P<family>[\w-]+)", GrantsHandler, kw),
     ]
@@ -110,6 +113,7 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
         login_url=hub_auth.login_url,
         xsrf_cookies=False,
         log_function=log_request,
+        mcp_notebook_public=public,
     )
     return app, fronts
 
@@ -145,9 +149,24 @@ class JupyterHubServiceApp(Application):
     service = Instance(JupyterHubService)
 
     def start(self) -> None:
+        logging.getLogger().setLevel(self.log_level)  # --JupyterHubServiceApp.log_level=DEBUG: every library's
+        log_redaction.install(self.log)
         adopt_old_settings(self.config, self.log)
         self.service = JupyterHubService(parent=self)
-        hub_auth = HubOAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=5)
+        public = self.service.resolved_public_url()
+        warning = plain_http_warning(public)
+        if warning:
+            self.log.warning(warning)
+        hub_auth = HubOAuth.instance(
+            api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+            cache_max_age=5,
+            # Secure over https; scoped to the service's path (a __Host- cookie would reach every path of
+            # the origin, other users' servers included, and this one holds a JupyterHub token):
+            # __Host- only when JupyterHub enables it (per-user subdomains), which HubOAuth reads itself
+            cookie_options={"secure": True, "samesite": "Lax"}
+            if public.startswith("https://")
+            else {"samesite": "Lax"},
+        )
         app, fronts = build(self.service, hub_auth)
         port = self.service.resolved_port()
 
@@ -170,6 +189,7 @@ class JupyterHubServiceApp(Application):
 
 def main(renamed_from: str = "") -> None:
     logging.basicConfig(level=logging.INFO)
+    log_redaction.install()
     if renamed_from:
         logging.getLogger(__name__).warning(
             "mcp-notebook: python -m %s is deprecated and will be removed in the next release: "

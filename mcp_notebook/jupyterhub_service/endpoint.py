@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tornado import web
 
@@ -35,7 +35,7 @@ IDLE_SECONDS = 1800.0  # a front nobody used for this long (and with no stream o
 class GrantAccess:
     family: str
     user: str
-    jupyterhub_token: str
+    jupyterhub_token: str = field(repr=False)
     expires: float
 
 
@@ -124,6 +124,7 @@ class Fronts:
             for key in [k for k, a in self._access.items() if a.family == family]:
                 del self._access[key]
         if found is not None:
+            found.link.jupyterhub_token = ""  # the grant's JupyterHub token is never used again
             threading.Thread(target=found.front.close, daemon=True).start()  # streams get their end
 
     def sweep(self) -> None:

@@ -119,7 +119,7 @@ class Response:
 class Client(ClientMixin):
     client_id: str
     metadata: dict[str, Any]
-    secret_hash: str | None = None
+    secret_hash: str | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -161,14 +161,14 @@ class JupyterHubUser:
     """The signed-in user, the JupyterHub token the grant uses, and (once issued) the grant's family."""
 
     name: str
-    jupyterhub_token: str
+    jupyterhub_token: str = field(repr=False)  # never in a log, whoever prints this
     family: str | None = None
 
 
 @dataclass
 class Code:
-    code: str
-    row: dict[str, Any]
+    code: str = field(repr=False)
+    row: dict[str, Any] = field(repr=False)
     user: JupyterHubUser = field(init=False)
 
     def __post_init__(self) -> None:
@@ -191,7 +191,7 @@ class Code:
 
 @dataclass
 class RefreshCredential:
-    token: str
+    token: str = field(repr=False)
     family: str
     client_id: str
     user: JupyterHubUser

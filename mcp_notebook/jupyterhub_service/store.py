@@ -143,14 +143,15 @@ class Store:
         if not rows:
             return None
         out = dict(zip(cols.split(", "), rows[0], strict=True))
-        out["jupyterhub_token"] = unseal(code, out.pop("sealed"))
+        sealed = out.pop("sealed")
+        out["jupyterhub_token"] = unseal(code, sealed) if sealed else ""  # "": used or expired, the token gone
         return out
 
     def use_code(self, code: str, family: str | None) -> bool:
         """Mark a code used (once: False when it already was)."""
         with self._lock:
             cur = self._db.execute(
-                "UPDATE codes SET used = 1, family = ? WHERE hash = ? AND used = 0", (family, digest(code))
+                "UPDATE codes SET used = 1, family = ?, sealed = '' WHERE hash = ? AND used = 0", (family, digest(code))
             )
             return cur.rowcount == 1
 
@@ -179,16 +180,11 @@ class Store:
         self._run("UPDATE grants SET last_used = ? WHERE family = ?", (time.time(), family))
 
     def revoke(self, family: str) -> None:
-        """End a grant: its tokens are deleted, its codes can no longer be exchanged."""
+        """End a grant: its tokens are deleted (and with them every sealed copy of its JupyterHub
+        token), its codes can no longer be exchanged."""
         self._run("UPDATE grants SET revoked = 1 WHERE family = ?", (family,))
         self._run("DELETE FROM tokens WHERE family = ?", (family,))
-        self._run("UPDATE codes SET used = 1 WHERE family = ?", (family,))
-
-    def revoke_user(self, user: str) -> list[str]:
-        families = [r[0] for r in self._run("SELECT family FROM grants WHERE user = ? AND revoked = 0", (user,))]
-        for family in families:
-            self.revoke(family)
-        return families
+        self._run("UPDATE codes SET used = 1, sealed = '' WHERE family = ?", (family,))
 
     def save_token(self, token: str, family: str, kind: str, jupyterhub_token: str, expires: float) -> None:
         self._run(
@@ -204,7 +200,8 @@ class Store:
         """Mark a refresh token used (once: False when it already was)."""
         with self._lock:
             cur = self._db.execute(
-                "UPDATE tokens SET used = 1 WHERE hash = ? AND kind = 'refresh' AND used = 0", (digest(token),)
+                "UPDATE tokens SET used = 1, sealed = '' WHERE hash = ? AND kind = 'refresh' AND used = 0",
+                (digest(token),),
             )
             return cur.rowcount == 1
 
@@ -213,6 +210,7 @@ class Store:
         must still be recognized)."""
         now = time.time()
         self._run("DELETE FROM tokens WHERE expires < ?", (now - 60,))
+        self._run("UPDATE codes SET sealed = '' WHERE expires < ? OR used = 1", (now,))
         self._run("DELETE FROM codes WHERE expires < ?", (now - 3600,))
         self._run("DELETE FROM grants WHERE revoked = 1 AND last_used < ?", (now - 7 * 24 * 3600,))
 

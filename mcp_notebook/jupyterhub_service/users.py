@@ -20,11 +20,12 @@ from typing import Any
 from urllib.parse import quote
 
 from ..allkernels.directory import KernelEntry
+from ..allkernels.naming import KERNELS_URI
 from ..allkernels.provider import KernelsProvider
 from ..hubclient.address import HubAddress
 from ..hubclient.blocking import server_kernels
 from ..hubclient.rules import UpstreamError
-from ..types import ResourceReadError
+from ..types import Contents, ResourceNotFound, ResourceReadError
 
 log = logging.getLogger(__name__)
 LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
@@ -171,8 +172,8 @@ class UserServers:
             return self.error
         if not self.servers:
             return (
-                f"{user} has no running server on this hub: start one at {self.jupyterhub_home} "
-                "(reading through MCP never starts a server)"
+                f"{user} has no running server on this JupyterHub: start one at {self.jupyterhub_home} "
+                "(reading through MCP never starts a server)."
             )
         names = ", ".join(repr(n or "default") for n in sorted(self.servers))
         return (
@@ -182,7 +183,8 @@ class UserServers:
 
 
 class UserKernels(KernelsProvider):
-    """The kernels front's provider, with an error that says where to start a server."""
+    """The kernels front's provider: a user whose servers are all stopped is told, on every read
+    (``nb://kernels`` as much as a kernel's URI), where on JupyterHub to start one."""
 
     directory: UserServers
 
@@ -191,3 +193,17 @@ class UserKernels(KernelsProvider):
             return super()._route(uri, fresh)
         except ResourceReadError:
             raise ResourceReadError(self.directory.why_empty()) from None
+        except ResourceNotFound:
+            if self.directory.servers:  # a kernel not found among running servers: the usual answer
+                raise
+            raise ResourceReadError(self.directory.why_empty()) from None
+
+    def read(self, uri: str) -> list[Contents]:
+        found = super().read(uri)
+        if uri != KERNELS_URI or self.directory.servers or len(found) != 1:
+            return found
+        listing = json.loads(found[0].text or "{}")
+        if listing.get("kernels"):
+            return found
+        listing["note"] = self.directory.why_empty()  # the sentence a person reads: where to start one
+        return [Contents(uri=uri, mime_type="application/json", text=json.dumps(listing))]
