@@ -2,7 +2,7 @@
 (``/user/{name}/mcp-notebook/kernels/{id}/mcp`` with the user's JupyterHub token, through the proxy) and
 through ``/services/mcp-notebook/mcp`` (an MCP access token from the OAuth flow).
 
-    .venv/bin/python bench/hubservice.py [--reads 500] [--cells 30] [--clients 20]
+    .venv/bin/python bench/jupyterhub_service.py [--reads 500] [--cells 30] [--clients 20]
 
 Reads: 2026-07-28 ``resources/read`` of a small variable, one keep-alive connection per client,
 p50/p99, and the service's CPU per read (robust to other load, unlike latency); first one
@@ -10,7 +10,7 @@ client, then ``--clients`` signed-in clients reading at once (each its own
 grant, so its own front in the service: the service sees as many users; the upstream servers are
 the two test users'). Notifications: cell end (stamped in the kernel) to
 ``notifications/resources/updated`` at the official SDK client (bench/notify.py), both eras.
-Prints a table and writes bench/results/hubservice.json.
+Prints a table and writes bench/results/jupyterhub_service.json.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def main() -> int:
             jupyterhub.stop()
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / "hubservice.json").write_text(json.dumps(out, indent=2))
+    (results / "jupyterhub_service.json").write_text(json.dumps(out, indent=2))
     print("| case | user's server | through the service | added |")
     print("|---|---|---|---|")
     for label, a, b in (

@@ -21,6 +21,8 @@ from jhub import CHP, PASSWORD, LocalJupyterHub, service_db
 from jserver import run
 from sdk import connect as sdk_connect
 from service_oauth import (
+    CLICK,
+    NAVIGATE,
     REDIRECT,
     SECRETS,
     Browser,
@@ -415,7 +417,16 @@ def test_consent_is_csrf_protected(jupyterhub):
     mallory.authorize(authorize_url(jupyterhub, client_id, challenge), answer=False)
     stolen = mallory.http.post(str(page.url), data=form | {"decision": "allow"})
     assert stolen.status_code in (400, 403) and "location" not in stolen.headers
-    ok = alice.http.post(str(page.url), data=form | {"decision": "allow"})
+    # fetch metadata sent: only the person's own click on the page itself counts
+    for scripted in (
+        NAVIGATE,  # a script's submit(): no user activation
+        CLICK | {"Sec-Fetch-Dest": "iframe"},  # in a frame
+        CLICK | {"Sec-Fetch-Mode": "cors"},  # fetch()
+        CLICK | {"Sec-Fetch-Site": "cross-site"},  # another site's form
+    ):
+        r = alice.http.post(str(page.url), data=form | {"decision": "allow"}, headers=scripted)
+        assert r.status_code == 403 and "location" not in r.headers, scripted
+    ok = alice.http.post(str(page.url), data=form | {"decision": "allow"}, headers=CLICK)
     assert ok.is_redirect and "code" in code_of(ok)
 
 
@@ -795,13 +806,14 @@ def test_no_page_on_the_shared_origin_obtains_consent_lists_or_revokes(jupyterhu
             assert "Nice plots" in page.content(), page.content()[:500]
             page.wait_for_function("window.done === true", timeout=90_000)
             results = page.evaluate("window.results")
+            print("the page's attempts:", json.dumps(results))
             # the page got nothing: no code, no grant, its redirect URI never reached
             assert reached == [], (reached, results)
             assert db.execute("SELECT count(*) FROM codes WHERE client_id = ?", (attacker,)).fetchone() == (0,)
             assert results["list"] == 403 and results["revoke"] == 403, results
-            assert not results["fetch"].get("consent"), results
+            assert results["fetch"].get("status") == 403 and not results["fetch"].get("consent"), results
             assert not results.get("frame", {}).get("form"), results
-            assert not results["popup"].get("form"), results
+            assert results["popup"]["opened"] and not results["popup"].get("form"), results  # opened, not scripted
             assert db.execute("SELECT revoked FROM grants WHERE family = ?", (family,)).fetchone() == (0,)
             renewed = refresh(jupyterhub, alice_client, alice["refresh_token"])  # (access tokens live 8 s here)
             assert renewed.status_code == 200

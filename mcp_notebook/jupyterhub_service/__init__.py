@@ -1,6 +1,6 @@
 """The JupyterHub service: one MCP endpoint for every user of a hub, with MCP authorization.
 
-``python -m mcp_notebook.hubservice`` (started by JupyterHub, one entry of ``c.JupyterHub.services``)
+``python -m mcp_notebook.jupyterhub_service`` (started by JupyterHub, one entry of ``c.JupyterHub.services``)
 serves ``{hub}/services/mcp-notebook/mcp``. A client that knows only that URL discovers the
 authorization server (this service), registers (Client ID Metadata Document, Dynamic Client
 Registration, or a client from the config), sends its user through JupyterHub's own sign-in and a

@@ -1,4 +1,4 @@
-"""``python -m mcp_notebook.hubservice``: what JupyterHub runs."""
+"""``python -m mcp_notebook.jupyterhub_service``: what JupyterHub runs."""
 
 from .app import main
 
