@@ -119,3 +119,15 @@ def test_a_plain_http_public_url_is_said_at_start(tmp_path):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_cookies_over_https_are_host_prefixed_and_secure():
+    """Over https the consent cookie is __Host- and Secure (its path /, so its value is a nonce, never
+    the pending id); over plain http it stays on the service's path."""
+    from mcp_notebook.jupyterhub_service.browser import consent_cookie
+
+    name, attributes = consent_cookie(True)
+    assert name.startswith("__Host-") and attributes["secure"] is True and attributes["path"] == "/"
+    assert attributes["httponly"] is True and attributes["samesite"] == "Lax"
+    name, attributes = consent_cookie(False)
+    assert not name.startswith("__Host-") and "path" not in attributes  # the caller's: the service's prefix

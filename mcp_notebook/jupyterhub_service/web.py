@@ -95,7 +95,7 @@ class QuietSummary:
         return f"{self.request.method} {self.request.path} ({self.request.remote_ip})"
 
 
-class _Base(QuietSummary, web.RequestHandler):
+class _ServiceHandler(QuietSummary, web.RequestHandler):
     site: Site
 
     def initialize(self, site: Site) -> None:
@@ -118,7 +118,7 @@ class _Base(QuietSummary, web.RequestHandler):
         self.page(status, "Cannot sign in", f"<p>{xhtml_escape(message)}</p>")
 
 
-class ProtectedResourceHandler(_Base):
+class ProtectedResourceHandler(_ServiceHandler):
     """RFC 9728 metadata of the MCP endpoint."""
 
     def get(self) -> None:
@@ -135,7 +135,7 @@ class ProtectedResourceHandler(_Base):
         )
 
 
-class ServerMetadataHandler(_Base):
+class ServerMetadataHandler(_ServiceHandler):
     """RFC 8414 metadata, also at the OpenID discovery path clients try for an issuer with a path."""
 
     def get(self) -> None:
@@ -143,7 +143,7 @@ class ServerMetadataHandler(_Base):
         self.finish(self.site.server.metadata(self.site.public))
 
 
-class KeysHandler(_Base):
+class KeysHandler(_ServiceHandler):
     """The (empty) key set the discovery document names: this server signs nothing."""
 
     def get(self) -> None:
@@ -151,7 +151,7 @@ class KeysHandler(_Base):
         self.finish({"keys": []})
 
 
-class AuthorizeHandler(HubOAuthenticated, _Base):
+class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
     """The authorization endpoint: validate, remember, and send the browser through JupyterHub."""
 
     async def get(self) -> None:
@@ -220,7 +220,7 @@ class OAuthCallbackHandler(QuietSummary, HubOAuthCallbackHandler):
         await super().get()
 
 
-class ConsentHandler(HubOAuthenticated, _Base):
+class ConsentHandler(HubOAuthenticated, _ServiceHandler):
     """The consent page (GET) and its answer (POST)."""
 
     async def _context(self) -> tuple[str, str, str, str] | None:
@@ -308,7 +308,7 @@ class ConsentHandler(HubOAuthenticated, _Base):
         _send(self, resp)
 
 
-class TokenHandler(_Base):
+class TokenHandler(_ServiceHandler):
     """The token endpoint (authorization code, refresh token)."""
 
     def check_xsrf_cookie(self) -> None:
@@ -375,7 +375,7 @@ class RegisterHandler(TokenHandler):
         _send(self, self.site.server.create_endpoint_response("client_registration", req))
 
 
-class GrantsHandler(_Base):
+class GrantsHandler(_ServiceHandler):
     """``GET {prefix}api/grants``: the signed-in MCP clients (yours; every user's for an admin);
     ``DELETE {prefix}api/grants/{id}``: revoke one. A JupyterHub API token in the ``Authorization``
     header and nothing else (no cookie, no URL: no page can use a browser's sign-in here), with
