@@ -131,3 +131,27 @@ def test_cookies_over_https_are_host_prefixed_and_secure():
     assert attributes["httponly"] is True and attributes["samesite"] == "Lax"
     name, attributes = consent_cookie(False)
     assert not name.startswith("__Host-") and "path" not in attributes  # the caller's: the service's prefix
+
+
+def test_a_sign_in_whose_token_reaches_more_than_the_mcp_routes_is_refused():
+    """The scopes a sign-in's JupyterHub token carries, checked with JupyterHub's own check_scopes:
+    the mcp-notebook scope for the user is needed, access:servers in any form is refused."""
+    from jupyterhub.services.auth import check_scopes
+
+    from mcp_notebook.jupyterhub_service.web import scopes_problem
+
+    class Scopes:
+        """What scopes_problem asks of HubOAuth: its check_scopes over a user model."""
+
+        def check_scopes(self, required: set[str], model: dict) -> set[str]:
+            return check_scopes(required, set(model["scopes"]))
+
+    def problem(*scopes: str) -> str | None:
+        return scopes_problem(Scopes(), {"name": "alice", "scopes": list(scopes)})
+
+    assert problem("custom:mcp-notebook:kernels!user=alice", "read:servers!user=alice") is None
+    assert problem("custom:mcp-notebook:kernels") is None
+    for old in ("access:servers!user=alice", "access:servers!server=alice/", "access:servers"):
+        assert "full access" in problem("custom:mcp-notebook:kernels!user=alice", old)
+    assert "did not give" in problem("read:servers!user=alice")
+    assert "did not give" in problem("custom:mcp-notebook:kernels!user=bob")

@@ -238,6 +238,7 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
             return None
         problem = scopes_problem(self.hub_auth, model)
         if problem:
+            self.hub_auth.clear_cookie(self)  # the browser keeps no token the service refused to use
             self.refuse_page(403, problem)
             return None
         return pending, model["name"], token, found[1]
