@@ -834,6 +834,30 @@ def test_no_page_on_the_shared_origin_obtains_consent_lists_or_revokes(jupyterhu
     assert exchange(jupyterhub, attacker, code, verifier).status_code == 200
 
 
+def test_a_grant_from_an_earlier_configuration_ends_at_its_next_use(jupyterhub):
+    """A grant whose JupyterHub token carries access:servers (made before the mcp-notebook scope)
+    is refused and ended the first time it is used: the assistant signs in again."""
+    import secrets
+
+    from mcp_notebook.jupyterhub_service.store import Store
+
+    wide = jupyterhub.api.post(
+        "users/alice/tokens", json={"scopes": ["access:servers!user=alice", "read:servers!user=alice"]}
+    ).json()["token"]
+    SECRETS.add(wide)
+    token = "mcpnb_at_" + secrets.token_urlsafe(32)
+    SECRETS.add(token)
+    store = Store(str(service_db(jupyterhub)))
+    try:
+        family = store.new_grant("alice", "old-client", "Old assistant", "kernels:read", jupyterhub.mcp_url)
+        store.save_token(token, family, "access", wide, time.time() + 600)
+        r = read(jupyterhub, token, "nb://kernels")
+        assert r.status_code == 401 and "opens all of the user's servers" in r.headers["WWW-Authenticate"]
+        assert store.grant(family).revoked
+    finally:
+        store.close()
+
+
 def test_nothing_secret_in_any_log(jupyterhub):
     """After every test above (sign-ins, refreshes, revocations, refusals, the browser attacks) with
     the service at DEBUG, authlib's and tornado's loggers included: no code, token, JupyterHub token

@@ -71,6 +71,12 @@ class JupyterHubLink:
             if not isinstance(model, dict) or model.get("name") != self.user:
                 self.refused = "the JupyterHub token belongs to someone else"
                 raise JupyterHubRefused(self.refused)
+            if any(str(s).split("!", 1)[0] == "access:servers" for s in model.get("scopes") or ()):
+                self.refused = (  # a grant from before the mcp-notebook scope: it reaches too much
+                    "this sign-in's JupyterHub token opens all of the user's servers (an earlier configuration): "
+                    "sign in again"
+                )
+                raise JupyterHubRefused(self.refused)
             self._model, self._checked = model, time.monotonic()
             return model
 
