@@ -5,7 +5,9 @@ The sign-in is JupyterHub's: ``/oauth/authorize`` validates the client's request
 server-side under a random id bound to the browser by a signed cookie, and sends the browser
 through JupyterHub's OAuth (``HubOAuth``) so the service gets a fresh token of the signed-in user;
 the consent page names the client and what it will read, and only a form carrying that page's
-CSRF token (an HMAC of the pending id and the user) issues a code.
+CSRF token (an HMAC of the pending id and the user) issues a code. No page on JupyterHub's shared
+origin can act for the person signed in (browser.py: navigation only, a click for the answer,
+JupyterHub's own cookie rules); the grants API takes a token from the ``Authorization`` header only.
 """
 
 from __future__ import annotations
