@@ -111,7 +111,7 @@ def test_a_plain_http_public_url_is_said_at_start(tmp_path):
     proc = _service("mcp_notebook.jupyterhub_service", "JupyterHubService", port, log, public)
     try:
         deadline = time.monotonic() + 60
-        while "one MCP endpoint" not in log.read_text() and time.monotonic() < deadline:
+        while "plain http" not in log.read_text() and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()
             time.sleep(0.2)
         text = log.read_text()
