@@ -142,6 +142,7 @@ class FocusHandler(_Base):
     """``POST {base_url}mcp-notebook/focus`` ``{"kernel_id": ...}``: the notebook the user looks at."""
 
     _track_activity = False
+    accepts_jupyterhub_scope = False  # the user's own panel moves the focus, never the JupyterHub service
 
     @web.authenticated
     @authorized(action="write")
