@@ -72,6 +72,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("inkernel.lifecycle",),
     ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
     ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier"),
+    ("serverside",),  # kernels without a hub, served from the Jupyter server's side (issue #43)
     ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "hubservice", "bridge"),
     ("", "commands.cli", "__main__", "commands"),  # "": the package itself (the public API)
 ]

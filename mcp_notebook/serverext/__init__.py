@@ -13,12 +13,14 @@ A jupyter_server ``ExtensionApp`` (extension.py: ``MCPNotebookExtension``), enab
 or ``--ServerApp.jpserver_extensions=mcp_notebook=True``. Its stop (the server's shutdown, before
 the kernels are shut down) closes what it opened: the front and its upstream listens, the
 connections to hubs, the kernels' control channels and their wires.
-Settings: ``c.MCPNotebookProxy.max_body_bytes``, ``c.MCPNotebookProxy.carrier``.
+Settings: ``c.MCPNotebookProxy.max_body_bytes``, ``c.MCPNotebookProxy.carrier``; for kernels without
+a hub (served from the server's side, mcp_notebook.serverside): ``serve_without_hub``,
+``variable_snippets`` (off by default), ``snippet_seconds``.
 """
 
 from __future__ import annotations
 
-from traitlets import Enum, Int
+from traitlets import Bool, Enum, Float, Int
 from traitlets.config import LoggingConfigurable
 
 KERNEL_ID = r"(?P<kernel_id>\w+-\w+-\w+-\w+-\w+)"  # the server's own kernel id pattern
@@ -36,4 +38,19 @@ class MCPNotebookProxy(LoggingConfigurable):
         help="How the server reaches a kernel's hub: auto (loopback TCP when the hub's runtime file is on this "
         "host, else the kernel's control channel: a kernel gateway, a non-local provisioner), tcp only, or "
         "control only (e.g. kernels in containers that share the server's provisioner).",
+    ).tag(config=True)
+    serve_without_hub = Bool(
+        True,
+        help="Serve kernels that have no mcp-notebook hub (R, xeus-python, Julia, a Python kernel without "
+        "%load_ext) from the server's side: their cells and outputs as the server sees them on IOPub, their "
+        "notebook, and R variables through inspect_request. Nothing is loaded into the kernel.",
+    ).tag(config=True)
+    variable_snippets = Bool(
+        False,
+        help="Opt in to the read-only snippets that list an R kernel's variables (nb://vars) and page its data "
+        "frames (nb://frames/{name}): run silently while the kernel is idle, bounded by setTimeLimit inside R, "
+        "assigning nothing, moving no execution count, printing nothing (docs/kernels.md shows them).",
+    ).tag(config=True)
+    snippet_seconds = Float(
+        2.0, help="The longest a variable snippet may run inside the kernel (R's setTimeLimit), in seconds."
     ).tag(config=True)

@@ -1,0 +1,226 @@
+"""Kernels without the hub, served from the Jupyter server's side (issue #43): a real IRkernel beside a
+Python kernel with the hub, in one real ``jupyter server``; cells run by a client of their own (not
+the server's), read through the official SDK client in both eras, per kernel and through the front."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from jserver import JupyterServer, load_hub, run
+from sdk import connect
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("R") is None or not Path("/usr/share/jupyter/kernels/ir/kernel.json").exists(),
+    reason="R and IRkernel are not installed (scripts/test.sh installs r-base-core, r-cran-irkernel, "
+    "r-cran-tibble where apt-get exists)",
+)
+AUTH = "test-jupyter-token"
+
+
+def execute(kc: Any, code: str, timeout: float = 60) -> dict[str, Any]:
+    """Run code in the kernel through this client; the reply and its IOPub messages."""
+    got: list[dict[str, Any]] = []
+    reply = kc.execute_interactive(code, timeout=timeout, output_hook=got.append)
+    return {"reply": reply["content"], "iopub": got}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    base = tmp_path_factory.mktemp("served")
+    args = ("--MCPNotebookProxy.variable_snippets=True", "--MCPNotebookProxy.snippet_seconds=1")
+    s = JupyterServer(base, extra_args=args)
+    try:
+        r = s.http.post("api/sessions", json={"path": "stats.ipynb", "type": "notebook", "kernel": {"name": "ir"}})
+        assert r.status_code == 201, r.text
+        rid = r.json()["kernel"]["id"]
+        pid = s.start_session("py.ipynb")
+        rkc, pkc = s.client(rid), s.client(pid)
+        load_hub(pkc)
+        run(pkc, "x = 41")
+        yield {"server": s, "rid": rid, "pid": pid, "rkc": rkc, "pkc": pkc, "front": f"{s.url}mcp-notebook/mcp"}
+    finally:
+        s.stop()
+
+
+def info(url: str) -> dict[str, Any]:
+    return {"url": url}
+
+
+class Jupyter:
+    """The SDK's connect, with the Jupyter token as the server wants it."""
+
+    def __init__(self, url: str, mode: str):
+        self.url, self.mode = url, mode
+
+    def __call__(self) -> Any:
+        return connect({"url": self.url}, self.mode, token=None, extensions=None)
+
+
+def sdk(url: str, mode: str) -> Any:
+    import contextlib
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from sdk import Inbox
+
+    @contextlib.asynccontextmanager
+    async def opened() -> Any:
+        inbox = Inbox()
+        headers = {"Authorization": f"token {AUTH}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+            async with Client(streamable_http_client(url, http_client=http), message_handler=inbox.handle, mode=mode, cache=None) as client:
+                yield client, inbox
+
+    return opened()
+
+
+async def text(client: Any, uri: str) -> Any:
+    return json.loads((await client.read_resource(uri)).contents[0].text)
+
+
+def wait_listed(server: dict[str, Any]) -> None:
+    """The R kernel is watched once it is listed (the watch looks every 0.5 s)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        rows = server["server"].http.get("mcp-notebook/kernels").json()
+        if any(r["kernel_id"] == server["rid"] and r.get("carrier") == "server" for r in rows):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the R kernel was never listed: {rows}")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_every_kernel_listed_with_language_and_r_cells_read(server, mode):
+    wait_listed(server)
+    rkc = server["rkc"]
+    df = execute(rkc, 'library(tibble); df <- data.frame(a = 1:3, b = c("x", "y", "z")); tb <- tibble(n = 1:25); print(df)')
+    assert df["reply"]["status"] == "ok", df
+    plot = execute(rkc, "plot(1:10)")
+    png = [m["content"]["data"]["image/png"] for m in plot["iopub"] if m["msg_type"] == "display_data"]
+    assert png, plot
+    err = execute(rkc, 'stop("boom")')
+    assert err["reply"]["status"] == "error"
+
+    async def go() -> None:
+        async with sdk(server["front"], mode) as (client, _):
+            kernels = (await text(client, "nb://kernels"))["kernels"]
+            by_label = {k["label"]: k for k in kernels}
+            assert by_label["stats"]["language"] == "R" and by_label["stats"]["served_by"] == "jupyter-server"
+            assert by_label["stats"]["display_name"] == "R"
+            assert by_label["py"]["served_by"] == "hub" and by_label["py"]["language"] == "python"
+            cells = (await text(client, "nb://kernels/stats/cells"))["cells"]
+            sources = [c["source"] if "source" in c else c.get("first_line") for c in cells]
+            assert any("data.frame" in (s or "") for s in sources), cells
+            last = cells[-1]
+            assert last["status"] == "error", last
+            seq_plot = cells[-2]["seq"]
+            blob = (await client.read_resource(f"nb://kernels/stats/cells/{seq_plot}/outputs/0")).contents[0]
+            assert base64.b64decode(blob.blob) == base64.b64decode(png[0])  # the exact bytes
+            cell = await text(client, f"nb://kernels/stats/cells/{last['seq']}")
+            assert "boom" in json.dumps(cell)
+            # the Python kernel with the hub keeps what it has
+            assert "41" in (await client.read_resource("nb://kernels/py/vars/x")).contents[0].text
+
+    anyio.run(go)
+
+
+def r_state(rkc: Any) -> dict[str, Any]:
+    """The R kernel's names, execution count and .Last.value as a cell sees them."""
+    out = execute(rkc, 'cat(jsonlite::toJSON(list(names = ls(), last = deparse(.Last.value)), auto_unbox = TRUE))')
+    text = "".join(m["content"].get("text", "") for m in out["iopub"] if m["msg_type"] == "stream")
+    return {**json.loads(text), "count": out["reply"]["execution_count"]}
+
+
+def test_r_variables_read_only(server):
+    wait_listed(server)
+    rkc = server["rkc"]
+    execute(rkc, 'library(tibble); df <- data.frame(a = 1:3, b = c("x", "y", "z")); tb <- tibble(n = 1:25)')
+    execute(rkc, "42L")
+    before = r_state(rkc)
+
+    async def go() -> None:
+        async with sdk(server["front"], "auto") as (client, _):
+            listing = await text(client, "nb://kernels/stats/vars")
+            rows = {r["name"]: r for r in listing["variables"]}
+            assert rows["df"]["dim"] == [3, 2] and "data.frame" in rows["df"]["class"]
+            assert rows["tb"]["class"][0] == "tbl_df"
+            var = await text(client, "nb://kernels/stats/vars/df")
+            assert var["class"] == ["data.frame"] and "x" in var["printed"]
+            page = (await client.read_resource("nb://kernels/stats/frames/tb?offset=20&limit=10")).contents[0]
+            assert page.text.splitlines() == ['"n"', "21", "22", "23", "24", "25"]
+            with pytest.raises(Exception, match="not a syntactic R name"):
+                await client.read_resource("nb://kernels/stats/vars/a%28%29")
+
+    anyio.run(go)
+    after = r_state(rkc)
+    assert after["names"] == before["names"]
+    assert after["last"] == before["last"]
+    assert after["count"] == before["count"] + 1  # only the checking cell itself moved it
+
+
+def test_a_long_cell_reads_still_answer_and_variables_wait(server):
+    wait_listed(server)
+    rkc = server["rkc"]
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (execute(rkc, 'cat("start\\n"); Sys.sleep(4); cat("end\\n")'), done.set()))
+    thread.start()
+
+    async def go() -> None:
+        async with sdk(server["front"], "legacy") as (client, inbox):
+            await client.subscribe_resource("nb://kernels/stats/cells")
+            with anyio.fail_after(10):
+                while True:
+                    cells = (await text(client, "nb://kernels/stats/cells"))["cells"]
+                    if cells[-1]["status"] == "running":
+                        break
+                    await anyio.sleep(0.1)
+            with pytest.raises(Exception, match="idle"):
+                await client.read_resource("nb://kernels/stats/vars/df")
+            await inbox.wait_for(lambda i: "nb://kernels/stats/cells" in i.updated, timeout=20)
+
+    anyio.run(go)
+    thread.join(30)
+    assert done.is_set()
+
+
+def test_snippet_timeout_and_other_kernels_unaffected(server):
+    wait_listed(server)
+    rkc = server["rkc"]
+    execute(rkc, 'delayedAssign("slow", {x <- 0; for (i in 1:1e9) x <- x + 1; x})')
+
+    async def go() -> None:
+        async with sdk(server["front"], "auto") as (client, _):
+            with pytest.raises(Exception, match="longer than 1 s"):
+                await client.read_resource("nb://kernels/stats/vars")
+            assert "41" in (await client.read_resource("nb://kernels/py/vars/x")).contents[0].text
+            assert (await text(client, "nb://kernels/stats/cells"))["cells"]
+
+    anyio.run(go)
+    assert execute(rkc, "rm(slow); 1 + 1")["reply"]["status"] == "ok"
+
+
+def test_per_kernel_route_and_listing(server):
+    wait_listed(server)
+    s = server["server"]
+    rows = {r["kernel_id"]: r for r in s.http.get("mcp-notebook/kernels").json()}
+    assert rows[server["rid"]]["language"] == "R" and rows[server["pid"]]["carrier"] == "tcp"
+
+    async def go() -> None:
+        async with sdk(s.mcp_url(server["rid"]), "auto") as (client, _):
+            summary = await text(client, "nb://kernel")
+            assert summary["language"] == "R" and summary["served_by"] == "jupyter-server"
+
+    anyio.run(go)
+    r = httpx.post(s.mcp_url(server["rid"]), json={}, timeout=10)
+    assert r.status_code == 403  # Jupyter's auth first
