@@ -17,7 +17,6 @@ import anyio
 import httpx
 import pytest
 from jserver import JupyterServer, load_hub, run
-from sdk import connect
 
 pytestmark = pytest.mark.skipif(
     shutil.which("R") is None or not Path("/usr/share/jupyter/kernels/ir/kernel.json").exists(),
@@ -52,20 +51,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         s.stop()
 
 
-def info(url: str) -> dict[str, Any]:
-    return {"url": url}
-
-
-class Jupyter:
-    """The SDK's connect, with the Jupyter token as the server wants it."""
-
-    def __init__(self, url: str, mode: str):
-        self.url, self.mode = url, mode
-
-    def __call__(self) -> Any:
-        return connect({"url": self.url}, self.mode, token=None, extensions=None)
-
-
 def sdk(url: str, mode: str) -> Any:
     import contextlib
 
@@ -79,7 +64,9 @@ def sdk(url: str, mode: str) -> Any:
         inbox = Inbox()
         headers = {"Authorization": f"token {AUTH}"}
         async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
-            async with Client(streamable_http_client(url, http_client=http), message_handler=inbox.handle, mode=mode, cache=None) as client:
+            async with Client(
+                streamable_http_client(url, http_client=http), message_handler=inbox.handle, mode=mode, cache=None
+            ) as client:
                 yield client, inbox
 
     return opened()
@@ -104,7 +91,9 @@ def wait_listed(server: dict[str, Any]) -> None:
 def test_every_kernel_listed_with_language_and_r_cells_read(server, mode):
     wait_listed(server)
     rkc = server["rkc"]
-    df = execute(rkc, 'library(tibble); df <- data.frame(a = 1:3, b = c("x", "y", "z")); tb <- tibble(n = 1:25); print(df)')
+    df = execute(
+        rkc, 'library(tibble); df <- data.frame(a = 1:3, b = c("x", "y", "z")); tb <- tibble(n = 1:25); print(df)'
+    )
     assert df["reply"]["status"] == "ok", df
     plot = execute(rkc, "plot(1:10)")
     png = [m["content"]["data"]["image/png"] for m in plot["iopub"] if m["msg_type"] == "display_data"]
@@ -137,7 +126,7 @@ def test_every_kernel_listed_with_language_and_r_cells_read(server, mode):
 
 def r_state(rkc: Any) -> dict[str, Any]:
     """The R kernel's names, execution count and .Last.value as a cell sees them."""
-    out = execute(rkc, 'cat(jsonlite::toJSON(list(names = ls(), last = deparse(.Last.value)), auto_unbox = TRUE))')
+    out = execute(rkc, "cat(jsonlite::toJSON(list(names = ls(), last = deparse(.Last.value)), auto_unbox = TRUE))")
     text = "".join(m["content"].get("text", "") for m in out["iopub"] if m["msg_type"] == "stream")
     return {**json.loads(text), "count": out["reply"]["execution_count"]}
 
@@ -146,8 +135,8 @@ def test_r_variables_read_only(server):
     wait_listed(server)
     rkc = server["rkc"]
     execute(rkc, 'library(tibble); df <- data.frame(a = 1:3, b = c("x", "y", "z")); tb <- tibble(n = 1:25)')
-    execute(rkc, "42L")
     before = r_state(rkc)
+    count = execute(rkc, "43L")["reply"]["execution_count"]  # .Last.value is 43L from here on
 
     async def go() -> None:
         async with sdk(server["front"], "auto") as (client, _):
@@ -164,9 +153,9 @@ def test_r_variables_read_only(server):
 
     anyio.run(go)
     after = r_state(rkc)
-    assert after["names"] == before["names"]
-    assert after["last"] == before["last"]
-    assert after["count"] == before["count"] + 1  # only the checking cell itself moved it
+    assert after["names"] == before["names"]  # nothing assigned in the global environment
+    assert after["last"] == "43L"  # .Last.value is still the user's last value
+    assert after["count"] == count + 1  # the reads moved no execution count (only this cell did)
 
 
 def test_a_long_cell_reads_still_answer_and_variables_wait(server):
@@ -224,3 +213,30 @@ def test_per_kernel_route_and_listing(server):
     anyio.run(go)
     r = httpx.post(s.mcp_url(server["rid"]), json={}, timeout=10)
     assert r.status_code == 403  # Jupyter's auth first
+
+
+def test_a_restart_keeps_the_history_and_says_so(server):
+    wait_listed(server)
+    s = server["server"]
+    execute(server["rkc"], 'gone <- 1; cat("before restart\\n")')
+    assert s.http.post(f"api/kernels/{server['rid']}/restart").status_code == 200
+    server["rkc"].wait_for_ready(timeout=60)
+
+    async def go() -> None:
+        async with sdk(server["front"], "auto") as (client, _):
+            with anyio.fail_after(15):
+                while (await text(client, "nb://kernels/stats/kernel"))["restarts"] < 1:
+                    await anyio.sleep(0.2)
+            cells = (await text(client, "nb://kernels/stats/cells"))["cells"]
+            assert cells, "the history outlives the restart"
+            with anyio.fail_after(15):  # the restarted kernel answers once it is idle again
+                while True:
+                    try:
+                        await client.read_resource("nb://kernels/stats/vars/gone")
+                    except Exception as exc:
+                        if "no R variable 'gone'" in str(exc):
+                            break  # gone with the restart
+                    await anyio.sleep(0.2)
+
+    anyio.run(go)
+    assert execute(server["rkc"], "1 + 1")["reply"]["status"] == "ok"

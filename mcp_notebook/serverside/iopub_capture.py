@@ -129,7 +129,7 @@ class IopubCapture(CellCapture):
     def restarted(self, how: str) -> bool:
         """The kernel restarted (``how``: restarted, died): a cell it was running ends with a note."""
         self.restarts += 1
-        self.state = "restarting" if how == "restarted" else "dead"
+        self.state = "unknown" if how == "restarted" else "dead"  # (its next status says; the server's count too)
         return self._close(f"the kernel {how} while this cell ran")
 
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-MARGIN_SECONDS = 3.0  # beyond a snippet's own limit inside the language: the reply's way back
+SETTLE_SECONDS = 1.0  # how long a read waits for a kernel that is finishing a cell to say idle
 
 
 class KernelBusy(Exception):
@@ -55,8 +55,11 @@ class ShellAsker:
         if not self._one.acquire(timeout=timeout):
             raise KernelBusy("another read of this kernel is running")
         try:
-            if not self.idle():
-                raise KernelBusy("the kernel is running a cell")
+            settle = time.monotonic() + SETTLE_SECONDS  # a cell's idle comes a moment after its reply
+            while not self.idle():
+                if time.monotonic() > settle:
+                    raise KernelBusy("the kernel is running a cell")
+                time.sleep(0.02)
             info = self.connection()
             sock = zmq.Context.instance().socket(zmq.DEALER)
             sock.linger = 0

@@ -170,10 +170,9 @@ class ServedVariables(Provider):
         reply, _ = self._ask(
             "inspect_request", {"code": name, "cursor_pos": len(name), "detail_level": 0}, INSPECT_SECONDS, uri
         )
-        if not reply.get("found"):
+        sections = _sections(str((reply.get("data") or {}).get("text/plain") or ""))
+        if not reply.get("found") or "Class attribute" not in sections:  # (IRkernel finds a help page alone)
             raise ResourceNotFound(uri, f"no R variable {name!r} in the kernel's global environment")
-        text = str((reply.get("data") or {}).get("text/plain") or "")
-        sections = _sections(text)
         printed = sections.get("Printed form", "")
         doc = {
             "name": name,
