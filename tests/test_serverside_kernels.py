@@ -43,10 +43,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         assert r.status_code == 201, r.text
         rid = r.json()["kernel"]["id"]
         pid = s.start_session("py.ipynb")
+        x = s.http.post("api/sessions", json={"path": "xeus.ipynb", "type": "notebook", "kernel": {"name": "xpython"}})
+        xid = x.json()["kernel"]["id"] if x.status_code == 201 else None  # xeus-python: the kernels extra
         rkc, pkc = s.client(rid), s.client(pid)
         load_hub(pkc)
         run(pkc, "x = 41")
-        yield {"server": s, "rid": rid, "pid": pid, "rkc": rkc, "pkc": pkc, "front": f"{s.url}mcp-notebook/mcp"}
+        front = f"{s.url}mcp-notebook/mcp"
+        yield {"server": s, "rid": rid, "pid": pid, "xid": xid, "rkc": rkc, "pkc": pkc, "front": front}
     finally:
         s.stop()
 
@@ -240,3 +243,78 @@ def test_a_restart_keeps_the_history_and_says_so(server):
 
     anyio.run(go)
     assert execute(server["rkc"], "1 + 1")["reply"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_cell_of_r_is_notified_in_both_eras(server, mode):
+    wait_listed(server)
+    uri = "nb://kernels/stats/cells"
+
+    async def go() -> None:
+        async with sdk(server["front"], mode) as (client, inbox):
+            if mode == "legacy":
+                await client.subscribe_resource(uri)
+                await anyio.sleep(0.3)
+                await anyio.to_thread.run_sync(execute, server["rkc"], f'cat("{mode}\\n")')
+                await inbox.wait_for(lambda i: uri in i.updated, timeout=15)
+                return
+            async with client.listen(resource_subscriptions=[uri]) as sub:
+                await anyio.sleep(0.3)
+                await anyio.to_thread.run_sync(execute, server["rkc"], f'cat("{mode}\\n")')
+                with anyio.fail_after(15):
+                    async for event in sub:
+                        if getattr(event, "uri", None) == uri:
+                            break
+
+    anyio.run(go)
+
+
+def test_xeus_python_served_without_a_hub(server):
+    if server["xid"] is None:
+        pytest.skip("xeus-python is not installed (pip install mcp-notebook[kernels])")
+    s = server["server"]
+    xkc = s.client(server["xid"])
+    assert execute(xkc, "y = 6 * 7\nprint('from xeus', y)")["reply"]["status"] == "ok"
+    assert execute(xkc, "1 / 0")["reply"]["status"] == "error"
+
+    async def go() -> None:
+        async with sdk(server["front"], "auto") as (client, _):
+            with anyio.fail_after(15):
+                while True:
+                    cells = (await text(client, "nb://kernels/xeus/cells"))["cells"]
+                    if len(cells) >= 2 and cells[-1]["status"] == "error":
+                        break
+                    await anyio.sleep(0.2)
+            first = await text(client, f"nb://kernels/xeus/cells/{cells[-2]['seq']}")
+            assert "from xeus 42" in json.dumps(first)
+            with pytest.raises(Exception, match="xeus-python.*inspectVariables"):
+                await client.read_resource("nb://kernels/xeus/vars/y")  # one sentence: why, what works
+            kernels = {k["label"]: k for k in (await text(client, "nb://kernels"))["kernels"]}
+            assert kernels["xeus"]["served_by"] == "jupyter-server" and kernels["xeus"]["language"] == "python"
+
+    anyio.run(go)
+
+
+def test_a_flood_is_bounded_and_a_dying_kernel_says_so(server):
+    wait_listed(server)
+    rkc = server["rkc"]
+    flood = execute(rkc, 'for (i in 1:20000) cat("line", i, strrep("x", 100), "\\n")', timeout=120)
+    assert flood["reply"]["status"] == "ok"
+
+    async def go() -> None:
+        async with sdk(server["front"], "auto") as (client, _):
+            cells = (await text(client, "nb://kernels/stats/cells"))["cells"]
+            flooded = await text(client, f"nb://kernels/stats/cells/{cells[-1]['seq']}")
+            assert "truncated" in json.dumps(flooded)  # kept to MCPHub.max_output_chars, cut with a note
+            before = (await text(client, "nb://kernels/stats/kernel"))["restarts"]
+            rkc.execute("tools::pskill(Sys.getpid(), 9)")  # the kernel dies mid-cell; Jupyter restarts it
+            with anyio.fail_after(30):
+                while (await text(client, "nb://kernels/stats/kernel"))["restarts"] <= before:
+                    await anyio.sleep(0.2)
+            last = (await text(client, "nb://kernels/stats/cells"))["cells"][-1]
+            assert last["status"] == "error" and "pskill" in json.dumps(last)
+            assert "41" in (await client.read_resource("nb://kernels/py/vars/x")).contents[0].text
+
+    anyio.run(go)
+    rkc.wait_for_ready(timeout=60)
+    assert execute(rkc, "1 + 1")["reply"]["status"] == "ok"
