@@ -287,7 +287,7 @@ def test_xeus_python_served_without_a_hub(server):
                     await anyio.sleep(0.2)
             first = await text(client, f"nb://kernels/xeus/cells/{cells[-2]['seq']}")
             assert "from xeus 42" in json.dumps(first)
-            with pytest.raises(Exception, match="xeus-python.*inspectVariables"):
+            with pytest.raises(Exception, match=r"xeus-python.*inspectVariables"):
                 await client.read_resource("nb://kernels/xeus/vars/y")  # one sentence: why, what works
             kernels = {k["label"]: k for k in (await text(client, "nb://kernels"))["kernels"]}
             assert kernels["xeus"]["served_by"] == "jupyter-server" and kernels["xeus"]["language"] == "python"
@@ -318,3 +318,29 @@ def test_a_flood_is_bounded_and_a_dying_kernel_says_so(server):
     anyio.run(go)
     rkc.wait_for_ready(timeout=60)
     assert execute(rkc, "1 + 1")["reply"]["status"] == "ok"
+
+
+def test_the_bridge_pointed_at_the_server_reads_r(server):
+    """``mcp-notebook bridge --server``: the all-kernels bridge over stdio, the official SDK's stdio client."""
+    import os
+    import sys
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    wait_listed(server)
+    execute(server["rkc"], 'bridged <- data.frame(k = 1:2); cat("for the bridge\\n")')
+    env = {**os.environ, "MCP_NOTEBOOK_SERVER_TOKEN": AUTH}
+    args = ["-m", "mcp_notebook", "bridge", "--server", server["server"].url]
+    params = StdioServerParameters(command=sys.executable, args=args, env=env)
+
+    async def bridged() -> None:
+        async with Client(params, cache=None) as client:
+            listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
+            assert {k["label"]: k["language"] for k in listed}["stats"] == "R"
+            cells = json.loads((await client.read_resource("nb://kernels/stats/cells")).contents[0].text)["cells"]
+            assert "for the bridge" in json.dumps(cells[-1]) or "bridged" in json.dumps(cells[-1])
+            read = await client.call_tool("read_resource", {"uri": "nb://kernels/stats/vars/bridged"})
+            assert not read.is_error and "data.frame" in read.content[0].text
+
+    anyio.run(bridged)
