@@ -93,6 +93,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "varied",
         "apps",
         "kernels",
+        "serverside",
         "typed",
         "probe",
         "fuzz",
