@@ -344,3 +344,40 @@ def test_the_bridge_pointed_at_the_server_reads_r(server):
             assert not read.is_error and "data.frame" in read.content[0].text
 
     anyio.run(bridged)
+
+
+def test_the_notebook_from_disk_then_the_live_document_through_the_server_route(server):
+    wait_listed(server)
+    s = server["server"]
+    saved = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "ir", "language": "R"}},
+        "cells": [
+            {
+                "cell_type": "code",
+                "id": "c1",
+                "source": "saved <- 1",
+                "metadata": {},
+                "outputs": [],
+                "execution_count": 1,
+            }
+        ],
+    }
+    (s.root / "stats.ipynb").write_text(json.dumps(saved))
+    live = {
+        **saved,
+        "cells": [*saved["cells"], {"cell_type": "markdown", "id": "m1", "source": "# unsaved edit", "metadata": {}}],
+    }
+    route = f"mcp-notebook/kernels/{server['rid']}/document"
+
+    async def read_notebook() -> str:
+        async with sdk(server["front"], "auto") as (client, _):
+            return json.dumps(await text(client, "nb://kernels/stats/notebook"))
+
+    assert "saved <- 1" in anyio.run(read_notebook)
+    assert httpx.post(s.url + route, json={"nb": live}, timeout=10).status_code == 403  # Jupyter's auth
+    assert s.http.post(route, json={"nb": "not a notebook"}).status_code == 400
+    assert s.http.post(f"mcp-notebook/kernels/{server['pid']}/document", json={"nb": live}).status_code == 409
+    assert s.http.post(route, json={"nb": live}).status_code == 204
+    assert "unsaved edit" in anyio.run(read_notebook)

@@ -91,12 +91,14 @@ class MCPNotebookExtension(ExtensionApp):
     def initialize_handlers(self) -> None:
         from .front import FocusHandler, FrontHandler
         from .handlers import KernelsHandler
+        from .served import DocumentHandler
         from .served import KernelMcpHandler as McpProxyHandler
 
         self.handlers.extend(
             [
                 ("mcp-notebook/kernels/?", KernelsHandler),
                 (f"mcp-notebook/kernels/{KERNEL_ID}/mcp/?", McpProxyHandler),
+                (f"mcp-notebook/kernels/{KERNEL_ID}/document/?", DocumentHandler),
                 ("mcp-notebook/mcp/?", FrontHandler),
                 ("mcp-notebook/focus/?", FocusHandler),
             ]

@@ -55,7 +55,7 @@ class ServedKernel:
         implementation = "xeus-python" if "xpython" in self.kernel_name or "xeus" in self.kernel_name else None
         reason = why_not(self.language, implementation)
         self.variables = ServedVariables(self.language, asker if reason is None else None, opted_in, seconds, reason)
-        notebook_provider = NotebookProvider(notebook, limits, executed=self.capture.seq_for_cell_id)
+        self.notebook = notebook_provider = NotebookProvider(notebook, limits, executed=self.capture.seq_for_cell_id)
         self.resources = Resources(
             [
                 KernelProvider(self.summary),
