@@ -34,6 +34,7 @@ def served_kernels(app: Any, serverapp: Any, proxy: MCPNotebookProxy, finder: An
         lambda: bool(proxy.variable_snippets),
         lambda: float(proxy.snippet_seconds),
         lambda kernel_id: not finder.gateway and finder.remote_reason(kernel_id) is None,
+        lambda kernel_id: finder.record(kernel_id) is not None,
     )
     return watch
 

@@ -44,6 +44,7 @@ class ServerDirectory:
         self.paths_at = 0.0
         self.focus: tuple[str, float] | None = None
         self._entries: list[KernelEntry] = []
+        self._specs: dict[str, dict[str, Any]] = {}  # kernel id -> its kernelspec's language and display name
         self._looked = 0.0
 
     def entries(self, fresh: bool = False) -> list[KernelEntry]:
@@ -77,7 +78,7 @@ class ServerDirectory:
                     out.append(served_entry(served, self.paths.get(kernel_id), state))
                 continue
             notebook = record.notebook_path or self.paths.get(kernel_id)
-            spec = spec_of(finder.kernel_manager, _kernel(finder, kernel_id))
+            spec = self._spec(kernel_id)
             hub = HubAddress(record.url, record.token)
             out.append(
                 KernelEntry(
@@ -91,6 +92,15 @@ class ServerDirectory:
                 )
             )
         return sorted(out, key=lambda e: e.started_at)
+
+    def _spec(self, kernel_id: str) -> dict[str, Any]:
+        """A kernel's language and display name (its kernelspec read once per kernel)."""
+        found = self._specs.get(kernel_id)
+        if found is None:
+            if len(self._specs) > 1024:
+                self._specs.clear()
+            found = self._specs[kernel_id] = spec_of(self.finder.kernel_manager, _kernel(self.finder, kernel_id))
+        return found
 
     def focused(self) -> tuple[str, float] | None:
         return self.focus

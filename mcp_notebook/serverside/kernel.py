@@ -47,6 +47,7 @@ class ServedKernel:
         self.kernel_name = str(spec.get("name") or "")
         self.notebook_path = notebook
         self.watched_since = time.time()
+        self.hub_loaded = False  # set by the watch: a hub of its own serves it (its messages are not recorded)
         limits = MCPHub()
         self.capture = IopubCapture(limits)
         if asker is not None:
@@ -97,6 +98,8 @@ class ServedKernel:
             if isinstance(data, dict) and SNIPPET_MIME in data:
                 self.asker.deliver(parent, data[SNIPPET_MIME])
             return
+        if self.hub_loaded and (msg.get("header") or {}).get("msg_type") != "status":
+            return  # its hub serves it: only its state is followed here (no second copy of its outputs)
         if self.capture.feed(msg):
             self.resources.after_cell()
 

@@ -35,6 +35,7 @@ class KernelWatch:
         opted_in: Callable[[], bool],
         seconds: Callable[[], float],
         local: Callable[[str], bool],
+        has_hub: Callable[[str], bool] = lambda kernel_id: False,
     ):
         self.kernel_manager = kernel_manager
         self.notebook_paths = notebook_paths
@@ -42,6 +43,7 @@ class KernelWatch:
         self.opted_in = opted_in
         self.seconds = seconds
         self.local = local  # whether a kernel's sockets are reachable from here (not behind a gateway)
+        self.has_hub = has_hub  # whether a kernel's own hub serves it (its runtime file is here)
         self.served: dict[str, ServedKernel] = {}
         self._streams: dict[str, Any] = {}
         self._pids: dict[str, Any] = {}
@@ -62,6 +64,9 @@ class KernelWatch:
                 self._attach(kernel_id)
             else:
                 self._check_restart(kernel_id)
+            served = self.served.get(kernel_id)
+            if served is not None:
+                served.hub_loaded = self.has_hub(kernel_id)
 
     def _attach(self, kernel_id: str) -> None:
         if not self.local(kernel_id):
