@@ -6,10 +6,12 @@ kernels in both eras and across a token refresh; every attack in the issue is re
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,6 +35,7 @@ from hub_oauth import (
 )
 from jhub import CHP, Hub
 from jserver import run
+from jupyter_client import BlockingKernelClient
 from sdk import connect as sdk_connect
 
 pytestmark = [
@@ -525,3 +528,36 @@ def test_typescript_sdk_client_signs_in_reads_and_refreshes(hub):
     assert "bob-42" in result["reads"]["nb://kernels/bob_nb/vars/mine"] and "bob-42" in result["after"]
     assert {k["label"] for k in listing(result["reads"]["nb://kernels"])} == {"bob_nb"}
     assert result["client_id"] and result["tokens"] >= 2 and result["rotated"]
+
+
+@pytest.mark.skipif(
+    shutil.which("R") is None or not Path("/usr/share/jupyter/kernels/ir/kernel.json").exists(),
+    reason="R and IRkernel are not installed (scripts/test.sh installs them where apt-get exists)",
+)
+def test_an_r_kernel_without_a_hub_through_the_service(hub):
+    """Issue #43: a kernel without the hub (IRkernel) on a user's server, served from that server's
+    side, reaches the user through the service like any other (listed with its language; its cells)."""
+    _, alice = sign_in(hub, "alice")
+    token = alice["access_token"]
+    url = hub.public.rstrip("/") + hub.start_server("alice")
+    r = hub.api.post(url + "api/sessions", json={"path": "alice_r.ipynb", "type": "notebook", "kernel": {"name": "ir"}})
+    assert r.status_code == 201, r.text
+    kid = r.json()["kernel"]["id"]
+    try:
+        conn = hub.base / "run" / "alice-default" / f"kernel-{kid}.json"
+        until(conn.exists)
+        kc = BlockingKernelClient(connection_file=str(conn))
+        kc.load_connection_file()
+        kc.start_channels(hb=False)
+        kc.wait_for_ready(timeout=90)
+        hub.clients.append(kc)
+
+        def listed() -> bool:
+            rows = json.loads(text_of(read(hub, token, "nb://kernels")))["kernels"]
+            return any(k["label"] == "alice_r" and k["language"] == "R" for k in rows)
+
+        until(listed)
+        kc.execute_interactive('cat("from R for alice\\n")', timeout=60)
+        until(lambda: "from R for alice" in text_of(read(hub, token, "nb://kernels/alice_r/cells")))
+    finally:
+        hub.api.delete(url + f"api/kernels/{kid}")

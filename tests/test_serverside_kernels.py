@@ -381,3 +381,40 @@ def test_the_notebook_from_disk_then_the_live_document_through_the_server_route(
     assert s.http.post(f"mcp-notebook/kernels/{server['pid']}/document", json={"nb": live}).status_code == 409
     assert s.http.post(route, json={"nb": live}).status_code == 204
     assert "unsaved edit" in anyio.run(read_notebook)
+
+
+def test_a_python_kernel_without_the_hub_lists_variables_through_its_debugger(server):
+    s = server["server"]
+    r = s.http.post("api/sessions", json={"path": "plain.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+    kid = r.json()["kernel"]["id"]
+    try:
+        kc = s.client(kid)
+        assert execute(kc, "z = 7 * 6\nz")["reply"]["status"] == "ok"
+
+        def seen() -> list[str]:  # the last result, the history's length and the count, as a cell sees them
+            out = execute(kc, "print(repr(_), len(In), get_ipython().execution_count)")
+            return "".join(m["content"].get("text", "") for m in out["iopub"] if m["msg_type"] == "stream").split()
+
+        execute(kc, "'last'")
+        before = seen()
+        execute(kc, "'last'")
+
+        async def go() -> None:
+            async with sdk(server["front"], "auto") as (client, _):
+                with anyio.fail_after(20):
+                    while "plain" not in {k["label"] for k in (await text(client, "nb://kernels"))["kernels"]}:
+                        await anyio.sleep(0.2)
+                listing = await text(client, "nb://kernels/plain/vars")
+                assert {"name": "z", "type": "int", "value": "42"}.items() <= next(
+                    r for r in listing["variables"] if r["name"] == "z"
+                ).items()
+                assert (await text(client, "nb://kernels/plain/vars/z"))["value"] == "42"
+                with pytest.raises(Exception, match="%load_ext mcp_notebook"):
+                    await client.read_resource("nb://kernels/plain/frames/z")
+
+        anyio.run(go)
+        after = seen()
+        # one more cell ('last') and this one: no history, count or result of ours in between
+        assert after == [before[0], str(int(before[1]) + 2), str(int(before[2]) + 2)], (before, after)
+    finally:
+        s.http.delete(f"api/kernels/{kid}")

@@ -67,6 +67,7 @@ def test_iopub_messages_become_cells_and_ours_are_left_out():
 
 def test_unconfigured_languages_say_why_in_one_sentence():
     assert why_not("R") is None
-    assert "%load_ext mcp_notebook" in (why_not("python") or "")
+    assert "%load_ext mcp_notebook" in (why_not("python") or "")  # a Python kernel with no debugger to ask
+    assert why_not("python", "ipykernel") is None  # its debugger's inspectVariables
     assert "inspectVariables" in (why_not("python", "xeus-python") or "")
     assert "julia" in (why_not("julia") or "")

@@ -53,7 +53,7 @@ class ServedKernel:
         if asker is not None:
             asker.mark_ours = self.capture.mark_ours
         self.asker = asker
-        implementation = "xeus-python" if "xpython" in self.kernel_name or "xeus" in self.kernel_name else None
+        implementation = _implementation(self.kernel_name, spec.get("argv") or [])
         reason = why_not(self.language, implementation)
         self.variables = ServedVariables(self.language, asker if reason is None else None, opted_in, seconds, reason)
         self.notebook = notebook_provider = NotebookProvider(notebook, limits, executed=self.capture.seq_for_cell_id)
@@ -154,6 +154,16 @@ def spec_of(kernel_manager: Any, kernel: Any) -> dict[str, Any]:
     name = getattr(kernel, "kernel_name", "") or ""
     try:
         spec = kernel_manager.kernel_spec_manager.get_kernel_spec(name)
-        return {"name": name, "language": spec.language, "display_name": spec.display_name}
+        return {"name": name, "language": spec.language, "display_name": spec.display_name, "argv": list(spec.argv)}
     except Exception:
         return {"name": name, "language": "", "display_name": name}
+
+
+def _implementation(name: str, argv: list[str]) -> str | None:
+    """Which kernel implements the language, when it matters for variables (xeus-python, ipykernel)."""
+    words = [name, *(str(a) for a in argv[:4])]
+    if any("xpython" in w or "xeus" in w for w in words):
+        return "xeus-python"
+    if any("ipykernel" in w for w in words):
+        return "ipykernel"
+    return None

@@ -1,4 +1,5 @@
-"""Requests of our own to a kernel's shell (an ``inspect_request``, an opted-in snippet), from a
+"""Requests of our own to a kernel (an ``inspect_request`` or an opted-in snippet on shell, a debugger
+``inspectVariables`` on control), from a
 worker thread: a DEALER socket of our own per request (the kernel routes the reply to it alone),
 signed with the kernel's session, only while the kernel is idle, one at a time, bounded in time.
 
@@ -48,8 +49,11 @@ class ShellAsker:
             slot[1].append(data)
             slot[0].set()
 
-    def ask(self, msg_type: str, content: dict[str, Any], timeout: float, published: bool = False) -> tuple[dict, Any]:
-        """(the shell reply's content, what IOPub brought for it when ``published``)."""
+    def ask(
+        self, msg_type: str, content: dict[str, Any], timeout: float, published: bool = False, channel: str = "shell"
+    ) -> tuple[dict, Any]:
+        """(the reply's content, what IOPub brought for it when ``published``); ``channel``: shell, or
+        control for a debug_request."""
         import zmq
 
         if not self._one.acquire(timeout=timeout):
@@ -64,7 +68,7 @@ class ShellAsker:
             sock = zmq.Context.instance().socket(zmq.DEALER)
             sock.linger = 0
             try:
-                sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info['shell_port']}")
+                sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info[channel + '_port']}")
                 return self._exchange(sock, msg_type, content, timeout, published)
             finally:
                 sock.close(0)

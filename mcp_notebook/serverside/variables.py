@@ -32,6 +32,8 @@ def why_not(language: str, implementation: str | None = None) -> str | None:
     lang = language.lower()
     if lang == "r":
         return None
+    if lang == "python" and implementation == "ipykernel":
+        return None  # the debugger's inspectVariables (debugpy's bounded reprs)
     if lang == "python" and implementation == "xeus-python":
         return (
             "variables of a xeus-python kernel are not read from the server: its debugger's inspectVariables "
@@ -40,8 +42,8 @@ def why_not(language: str, implementation: str | None = None) -> str | None:
         )
     if lang == "python":
         return (
-            "this Python kernel has no mcp-notebook hub: run %load_ext mcp_notebook in it for its variables "
-            "and frames (cells, outputs and the notebook are served already)"
+            "this Python kernel has no mcp-notebook hub and no debugger to ask: run %load_ext mcp_notebook in "
+            "it for its variables and frames (cells, outputs and the notebook are served already)"
         )
     return (
         f"variables of a {language or 'unknown'}-language kernel are not served: no read-only snippet is "
@@ -110,6 +112,8 @@ class ServedVariables(Provider):
     def read(self, uri: str) -> list[Contents]:
         if self.reason is not None or self.asker is None:
             raise ResourceReadError(f"{uri[:200]}: {self.reason or 'this kernel cannot be asked'}")
+        if self.language.lower() == "python":
+            return [self._python(uri)]
         params = _INDEX.match(uri)
         if params is not None:
             return [self._listing(uri, params)]
@@ -143,10 +147,12 @@ class ServedVariables(Provider):
             raise ResourceReadError(f"{uri[:200]}: {error[:500]}")
         return doc
 
-    def _ask(self, msg_type: str, content: dict, timeout: float, uri: str, published: bool = False) -> tuple[dict, Any]:
+    def _ask(
+        self, msg_type: str, content: dict, timeout: float, uri: str, published: bool = False, channel: str = "shell"
+    ) -> tuple[dict, Any]:
         assert self.asker is not None
         try:
-            return self.asker.ask(msg_type, content, timeout, published)
+            return self.asker.ask(msg_type, content, timeout, published, channel)
         except KernelBusy as exc:
             raise ResourceReadError(
                 f"{uri[:200]}: {exc}; variables of this kernel are read only while it is idle (cells and outputs answer now)"
@@ -155,6 +161,40 @@ class ServedVariables(Provider):
             raise ResourceReadError(f"{uri[:200]}: {exc}") from None
         except (OSError, KeyError, ValueError) as exc:
             raise ResourceReadError(f"{uri[:200]}: the kernel's shell could not be reached ({exc})") from None
+
+    def _python(self, uri: str) -> Contents:
+        """ipykernel without the hub: its debugger's ``inspectVariables`` on control (debugpy's
+        bounded reprs; no cell, no history, no output), only while idle."""
+        params, var = _INDEX.match(uri), _VAR.match(uri)
+        if params is None and var is None:
+            raise ResourceReadError(
+                f"{uri[:200]}: pages of frames need the mcp-notebook hub in this kernel (run %load_ext mcp_notebook)"
+            )
+        request = {"type": "request", "seq": 1, "command": "inspectVariables", "arguments": {}}
+        reply, _ = self._ask("debug_request", request, INSPECT_SECONDS, uri, channel="control")
+        found = (reply.get("body") or {}).get("variables") if reply.get("success") else None
+        if not isinstance(found, list):
+            raise ResourceReadError(f"{uri[:200]}: the kernel's debugger did not list its variables")
+        rows = [
+            {"name": v.get("name"), "type": v.get("type"), "value": str(v.get("value") or "")[:PRINTED_CHARS]}
+            | {"uri": f"nb://vars/{v.get('name')}"}
+            for v in found
+            if isinstance(v, dict) and v.get("type") and str(v.get("name", "")).isidentifier()
+        ]
+        source = "the kernel's debugger (inspectVariables)"
+        if var is not None:
+            row = next((r for r in rows if r["name"] == var["name"]), None)
+            if row is None:
+                raise ResourceNotFound(uri, f"no variable {var['name'][:100]!r} in the kernel's namespace")
+            return Contents(uri=uri, mime_type="application/json", text=json.dumps({**row, "source": source}))
+        offset, limit = int_param(params or {}, "offset", 0), int_param(params or {}, "limit", 500)
+        page = {
+            "variables": rows[offset : offset + max(1, limit)],
+            "total": len(rows),
+            "offset": offset,
+            "source": source,
+        }
+        return Contents(uri=uri, mime_type="application/json", text=json.dumps(page))
 
     def _listing(self, uri: str, params: dict[str, str]) -> Contents:
         offset, limit = int_param(params, "offset", 0), int_param(params, "limit", 500)
