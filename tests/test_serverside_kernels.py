@@ -137,7 +137,8 @@ def r_state(rkc: Any) -> dict[str, Any]:
 def test_r_variables_read_only(server):
     wait_listed(server)
     rkc = server["rkc"]
-    execute(rkc, 'library(tibble); df <- data.frame(a = 1:3, b = c("x", "y", "z")); tb <- tibble(n = 1:25)')
+    setup = 'library(tibble); df <- data.frame(a = 1:3, b = c("x", "y", "z")); tb <- tibble(n = 1:25)'
+    execute(rkc, setup + '; api_token <- "tok-5ecret-value-0001"')
     before = r_state(rkc)
     count = execute(rkc, "43L")["reply"]["execution_count"]  # .Last.value is 43L from here on
 
@@ -151,6 +152,9 @@ def test_r_variables_read_only(server):
             assert var["class"] == ["data.frame"] and "x" in var["printed"]
             page = (await client.read_resource("nb://kernels/stats/frames/tb?offset=20&limit=10")).contents[0]
             assert page.text.splitlines() == ['"n"', "21", "22", "23", "24", "25"]
+            assert rows["api_token"]["hidden"] is True and "5ecret" not in json.dumps(listing)
+            hidden = await text(client, "nb://kernels/stats/vars/api_token")
+            assert hidden["hidden"] is True and "5ecret" not in json.dumps(hidden)
             with pytest.raises(Exception, match="not a syntactic R name"):
                 await client.read_resource("nb://kernels/stats/vars/a%28%29")
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..providers.base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
+from ..redact import DEFAULT_SECRET_WORDS, NameFilter, mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .shell import KernelBusy, NoAnswer, ShellAsker, snippet_request
@@ -25,6 +26,13 @@ _FRAME = compile_template("nb://frames/{name}{?offset,limit}")
 PRINTED_CHARS = 4000  # of IRkernel's printed form kept in a read
 INSPECT_SECONDS = 10.0
 OPT_IN = "c.MCPNotebookProxy.variable_snippets = True"
+SECRET_NAMES = NameFilter(DEFAULT_SECRET_WORDS, (), ())  # the hub's default: a secret-looking name is hidden
+HIDDEN = "hidden: the name looks like a secret (as a hub hides it)"
+
+
+def _masked(name: str, text: str) -> str:
+    """A value's printed form as a client may see it: hidden for a secret-looking name, else masked."""
+    return HIDDEN if SECRET_NAMES.looks_secret(name) else mask_secrets(text)
 
 
 def why_not(language: str, implementation: str | None = None) -> str | None:
@@ -176,7 +184,11 @@ class ServedVariables(Provider):
         if not isinstance(found, list):
             raise ResourceReadError(f"{uri[:200]}: the kernel's debugger did not list its variables")
         rows = [
-            {"name": v.get("name"), "type": v.get("type"), "value": str(v.get("value") or "")[:PRINTED_CHARS]}
+            {
+                "name": v.get("name"),
+                "type": v.get("type"),
+                "value": _masked(str(v.get("name")), str(v.get("value") or "")[:PRINTED_CHARS]),
+            }
             | {"uri": f"nb://vars/{v.get('name')}"}
             for v in found
             if isinstance(v, dict) and v.get("type") and str(v.get("name", "")).isidentifier()
@@ -207,6 +219,9 @@ class ServedVariables(Provider):
     def _variable(self, uri: str, name: str) -> Contents:
         if not R_NAME.match(name):
             raise InvalidResourceParams(f"{name[:100]!r} is not a syntactic R name (letters, digits, '.', '_')")
+        if SECRET_NAMES.looks_secret(name):
+            doc = {"name": name, "hidden": True, "reason": HIDDEN, "source": "not asked"}
+            return Contents(uri=uri, mime_type="application/json", text=json.dumps(doc))
         reply, _ = self._ask(
             "inspect_request", {"code": name, "cursor_pos": len(name), "detail_level": 0}, INSPECT_SECONDS, uri
         )
@@ -221,7 +236,7 @@ class ServedVariables(Provider):
                 for c in sections.get("Class attribute", "").replace("[1]", " ").split()
                 if c.strip()
             ],
-            "printed": printed[:PRINTED_CHARS],
+            "printed": mask_secrets(printed[:PRINTED_CHARS]),
             "truncated": len(printed) > PRINTED_CHARS,
             "source": "IRkernel inspect_request",
         }
@@ -231,6 +246,8 @@ class ServedVariables(Provider):
         name = params["name"]
         if not R_NAME.match(name):
             raise InvalidResourceParams(f"{name[:100]!r} is not a syntactic R name (letters, digits, '.', '_')")
+        if SECRET_NAMES.looks_secret(name):
+            raise ResourceReadError(f"{uri[:200]}: {HIDDEN}")
         offset, limit = int_param(params, "offset", 0), int_param(params, "limit", 100)
         if not 0 < limit <= 10_000:
             raise InvalidResourceParams("limit must be between 1 and 10000")
@@ -250,6 +267,8 @@ def _list(value: Any) -> list[Any]:
 
 
 def _row(row: dict[str, Any]) -> dict[str, Any]:
+    if SECRET_NAMES.looks_secret(str(row.get("name"))):
+        return {"name": row.get("name"), "hidden": True, "reason": HIDDEN}
     return {
         "name": row.get("name"),
         "class": _list(row.get("class")),
