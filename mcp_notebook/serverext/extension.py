@@ -136,9 +136,9 @@ class MCPNotebookExtension(ExtensionApp):
         tick = getattr(self, "_watch_tick", None)
         if tick is not None:
             tick.stop()
-        if self.kernel_watch is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.to_thread(self.kernel_watch.close), STOP_SECONDS)
+        if self.kernel_watch is not None:  # on this loop: the IOPub streams belong to it (each kernel's
+            with contextlib.suppress(Exception):  # own server closes on a thread of its own)
+                self.kernel_watch.close()
         finder = settings.get("mcp_notebook_finder")
         channels = list(finder.channels.values()) if finder is not None else []
         if finder is not None:
