@@ -73,6 +73,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("inkernel.lifecycle",),
     ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
     ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier"),
+    ("serverside",),  # kernels without a hub, served from the Jupyter server's side (issue #43)
     ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "jupyterhub_service", "bridge"),
     # "": the package itself (the public API); hubservice: the deprecated name of jupyterhub_service
     ("", "commands.cli", "commands.changes", "__main__", "commands", "hubservice"),
@@ -94,6 +95,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "varied",
         "apps",
         "kernels",
+        "serverside",
         "typed",
         "probe",
         "fuzz",

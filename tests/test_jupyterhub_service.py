@@ -6,6 +6,7 @@ kernels in both eras and across a token refresh; every attack in the issue is re
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -19,6 +20,7 @@ import httpx
 import pytest
 from jhub import CHP, PASSWORD, LocalJupyterHub, service_db
 from jserver import run
+from jupyter_client import BlockingKernelClient
 from sdk import connect as sdk_connect
 from service_oauth import (
     CLICK,
@@ -856,6 +858,41 @@ def test_a_grant_from_an_earlier_configuration_ends_at_its_next_use(jupyterhub):
         assert store.grant(family).revoked
     finally:
         store.close()
+
+
+@pytest.mark.skipif(
+    shutil.which("R") is None or not Path("/usr/share/jupyter/kernels/ir/kernel.json").exists(),
+    reason="R and IRkernel are not installed (scripts/test.sh installs them where apt-get exists)",
+)
+def test_an_r_kernel_without_a_hub_through_the_service(jupyterhub):
+    """Issue #43: a kernel without the hub (IRkernel) on a user's server, served from that server's
+    side, reaches the user through the service like any other (listed with its language; its cells)."""
+    _, alice = sign_in(jupyterhub, "alice")
+    token = alice["access_token"]
+    url = jupyterhub.public.rstrip("/") + jupyterhub.start_server("alice")
+    r = jupyterhub.api.post(
+        url + "api/sessions", json={"path": "alice_r.ipynb", "type": "notebook", "kernel": {"name": "ir"}}
+    )
+    assert r.status_code == 201, r.text
+    kid = r.json()["kernel"]["id"]
+    try:
+        conn = jupyterhub.base / "run" / "alice-default" / f"kernel-{kid}.json"
+        until(conn.exists)
+        kc = BlockingKernelClient(connection_file=str(conn))
+        kc.load_connection_file()
+        kc.start_channels(hb=False)
+        kc.wait_for_ready(timeout=90)
+        jupyterhub.clients.append(kc)
+
+        def listed() -> bool:
+            rows = json.loads(text_of(read(jupyterhub, token, "nb://kernels")))["kernels"]
+            return any(k["label"] == "alice_r" and k["language"] == "R" for k in rows)
+
+        until(listed)
+        kc.execute_interactive('cat("from R for alice\\n")', timeout=60)
+        until(lambda: "from R for alice" in text_of(read(jupyterhub, token, "nb://kernels/alice_r/cells")))
+    finally:
+        jupyterhub.api.delete(url + f"api/kernels/{kid}")
 
 
 def test_nothing_secret_in_any_log(jupyterhub):

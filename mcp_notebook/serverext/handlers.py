@@ -126,6 +126,9 @@ class KernelsHandler(_Base):
         base = self.base_url.rstrip("/")
         self.finder.loop = asyncio.get_running_loop()
         hubs = self.finder.hubs(paths, await self.finder.channel_hubs(self.finder.kernel_ids()))
+        from ..serverside.watch import served_rows  # the kernels without a hub, served from this side
+
+        hubs += served_rows(self.settings, self.finder, paths, {e["kernel_id"] for e in hubs})
         for entry in hubs:
             entry["mcp_path"] = f"{base}/mcp-notebook/kernels/{entry['kernel_id']}/mcp"
         self.finish(json.dumps(hubs))
