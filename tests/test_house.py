@@ -344,3 +344,19 @@ def test_bench_stays_readable():
                 if lines > BENCH_MAX_FUNCTION_LINES and key not in LONG_BENCH_FUNCTIONS:
                     long[key] = lines
     assert long == {}
+
+
+# Class names defined twice, waiting for their rename on branch h-sec (the JupyterHub service's room:
+# its Server, Registration and Access): delete this list when that branch lands.
+KNOWN_TWINS = {"Server", "Registration", "Access"}
+
+
+def test_no_class_name_is_defined_twice():
+    """One name, one thing: a reader who meets a class name finds one definition in the package."""
+    where: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(module)
+    twice = {name: modules for name, modules in where.items() if len(modules) > 1 and name not in KNOWN_TWINS}
+    assert twice == {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .. import budget
 from ..providers.base import Provider
@@ -42,6 +42,15 @@ REPLY_START = b'{"jsonrpc":"2.0","id":'
 
 Handler = Callable[[Ctx, dict[str, Any]], dict[str, Any]]
 ReadKey = tuple[str, str]  # (revision, uri): the revision also names the era
+
+
+class ReadAccess(NamedTuple):
+    """What an era's ``read_access`` grants a cached read: its revision, the reply's headers, and who
+    asked (the handshake era: the session id; the stateless era: the client's ``clientInfo``)."""
+
+    version: str
+    reply_headers: dict[str, str]
+    asker: Any
 
 
 class EraRules(Protocol):

@@ -12,13 +12,13 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..budget import META_SCALE
 from ..resources import LIST_CHANGED, UPDATED
 from ..revisions import ALL_VERSIONS, STATELESS_VERSIONS
 from . import jsonrpc as rpc
-from .core import Core, Handler
+from .core import Core, Handler, ReadAccess
 from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_SUB_ID, META_VERSION, STATELESS
 from .exchange import Ctx, HttpReply, HttpRequest, status_reply
 from .jsonrpc import RpcError
@@ -39,14 +39,6 @@ class Listen:
     sub_id: rpc.RequestId
     uris: frozenset[str]
     list_changed: bool
-
-
-class ReadAccess(NamedTuple):
-    """How a stateless cached read is answered, and by whom it was asked."""
-
-    version: str
-    reply_headers: dict[str, str]
-    client_info: Any
 
 
 class StatelessEra:
@@ -197,12 +189,12 @@ class StatelessEra:
 
     def after_read(self, access: ReadAccess) -> None:
         """Bookkeeping once a flat read is answered: the client was seen."""
-        self.seen(access.client_info, access.version)
+        self.seen(access.asker, access.version)
 
     def replay_checks(self, access: ReadAccess) -> tuple[None, Callable[[], None]]:
         """Nothing can end between stateless requests; once a replayed reply is written, the client
         was seen."""
-        return None, functools.partial(self.seen, access.client_info, access.version)
+        return None, functools.partial(self.seen, access.asker, access.version)
 
     # -- notifications --------------------------------------------------------------------
     def listens(self) -> list[Listen]:

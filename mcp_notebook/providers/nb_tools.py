@@ -3,7 +3,7 @@ words, and the tools of the MCP Apps views (listed only to clients that offer th
 
 They live beside the providers whose URIs they name and read: the protocol knows tools only as a
 table of specs and handlers. :func:`add_nb_tools` registers them where a server is composed (the
-kernel's hub, the all-kernels front, which the Hub service and the server extension use).
+kernel's hub, the all-kernels front, which the JupyterHub service and the server extension use).
 
 Each view tool names its view in ``_meta.ui.resourceUri`` and answers with ``structuredContent`` the view
 renders first (no round trip before the first paint) and a ``content`` text the model reads.

@@ -23,7 +23,7 @@ from ..allkernels.sse_replies import SseReplies
 from ..hubclient.address import HubAddress
 from ..protocol.exchange import HttpRequest
 from .control_client import LoopBridge
-from .handlers import McpProxyHandler, _Base
+from .handlers import McpProxyHandler, _ExtensionHandler
 from .hubs import HubFinder
 
 MAX_FOCUS_BODY = 4096  # {"kernel_id": "<uuid>"} is 50 bytes
@@ -63,7 +63,7 @@ class ServerDirectory:
             info = by_channel.get(kernel_id)
             if info is not None and finder.loop is not None:
                 bridge = LoopBridge(finder.channel(kernel_id), finder.loop)
-                hub = HubAddress(f"control://{kernel_id}", None, carrier=bridge)
+                hub = HubAddress(f"control://{kernel_id}", None, route=bridge)
                 notebook = info.get("notebook_path") or self.paths.get(kernel_id)
                 out.append(KernelEntry(kernel_id, notebook, hub, float(info.get("started_at") or 0), state))
                 continue
@@ -138,7 +138,7 @@ class FrontHandler(SseReplies, McpProxyHandler):
         self._wake_stream()
 
 
-class FocusHandler(_Base):
+class FocusHandler(_ExtensionHandler):
     """``POST {base_url}mcp-notebook/focus`` ``{"kernel_id": ...}``: the notebook the user looks at."""
 
     _track_activity = False

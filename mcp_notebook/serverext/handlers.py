@@ -20,7 +20,7 @@ from tornado.iostream import StreamClosedError
 from ..hubclient.aio import UpstreamResponse, request
 from ..hubclient.rules import HUB_SCHEME, LOOK_AGAIN_STATUS, LOOKUPS, REASON_HEADER, UpstreamError, authorization
 from .control_client import ChannelResponse, KernelChannel
-from .hubs import HubAddress, HubFinder, HubUnavailable
+from .hubs import HubFinder, HubUnavailable, LoopbackHub
 
 AUTH_RESOURCE = "kernels"
 # Request headers handed to the hub (everything else stays: cookies, Jupyter's Authorization, Origin).
@@ -40,7 +40,7 @@ def _forwarded(name: str, allowed: frozenset[str]) -> bool:
     return low in allowed or low.startswith("mcp-")
 
 
-class _Base(APIHandler):
+class _ExtensionHandler(APIHandler):
     """What both routes share: Jupyter's auth on every verb, the hub finder."""
 
     auth_resource = AUTH_RESOURCE
@@ -89,7 +89,7 @@ class _Base(APIHandler):
     head = put = patch = post = delete = _unsupported  # every verb authenticated, as the template asks
 
 
-class KernelsHandler(_Base):
+class KernelsHandler(_ExtensionHandler):
     """``GET {base_url}mcp-notebook/kernels``: the kernels of this server that have a hub."""
 
     _track_activity = False  # a panel polling the list must not keep an idle server from being culled
@@ -116,7 +116,7 @@ class KernelsHandler(_Base):
 
 
 @web.stream_request_body
-class McpProxyHandler(_Base):
+class McpProxyHandler(_ExtensionHandler):
     """``{base_url}mcp-notebook/kernels/{kernel_id}/mcp``: POST/GET/DELETE piped to the kernel's hub."""
 
     _body: bytearray
@@ -168,7 +168,7 @@ class McpProxyHandler(_Base):
         await self._proxy(kernel_id)
 
     # -- the pipe --------------------------------------------------------------------------------
-    def _hub_headers(self, hub: HubAddress) -> dict[str, str]:
+    def _hub_headers(self, hub: LoopbackHub) -> dict[str, str]:
         out = {name: value for name, value in self.request.headers.get_all() if _forwarded(name, FORWARD_REQUEST)}
         out["Host"] = hub.host_header  # the hub accepts only its loopback name (DNS-rebinding guard)
         return {**out, **authorization(hub.token, HUB_SCHEME)}
