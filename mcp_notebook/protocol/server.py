@@ -30,7 +30,7 @@ from .handshake import HandshakeEra, Session
 from .jsonrpc import RpcError
 from .params import MAX_URI
 from .security import host_allowed, origin_allowed, preflight_headers, token_valid
-from .stateless import Listen, StatelessEra
+from .stateless import CLIENTS_SEEN_SECONDS, Listen, StatelessEra
 from .streams import Stream
 from .tools import Tools
 
@@ -109,7 +109,7 @@ class McpServer:
     def listens(self) -> list[Listen]:
         return self.stateless.listens()
 
-    def stateless_clients(self, within: float = 300.0) -> list[tuple[str, str, str, float]]:
+    def stateless_clients(self, within: float = CLIENTS_SEEN_SECONDS) -> list[tuple[str, str, str, float]]:
         return self.stateless.clients(within)
 
     def log(self, level: str, data: Any, logger: str = "mcp-notebook") -> None:

@@ -27,6 +27,7 @@ from .streams import Stream, updated_events
 from .wire_stateless import NAMED_PARAM, decode_header_value
 
 MAX_CLIENTS = 50  # clients remembered by clientInfo (for the panel's list)
+CLIENTS_SEEN_SECONDS = 300.0  # a client seen this recently is listed (the panel's clients)
 # Results a client may cache (they carry ttlMs and cacheScope).
 CACHEABLE = frozenset({"server/discover", "resources/list", "resources/templates/list", "resources/read", "tools/list"})
 _NAMED = NAMED_PARAM  # (wire_stateless.py: the rules both ends share)
@@ -162,7 +163,7 @@ class StatelessEra:
         if new:
             self.core.touch()
 
-    def clients(self, within: float = 300.0) -> list[tuple[str, str, str, float]]:
+    def clients(self, within: float = CLIENTS_SEEN_SECONDS) -> list[tuple[str, str, str, float]]:
         """(name, version, revision, seconds idle) of the clients seen in the last ``within`` seconds."""
         now = time.monotonic()
         with self.core.lock:

@@ -39,10 +39,6 @@ def runs_uri(cell_id: str) -> str:
     return _RUNS.expand({"cell_id": cell_id})
 
 
-def cells_diff_uri(a: int, b: int) -> str:
-    return _CELLS.expand({"a": a, "b": b})
-
-
 class DiffsProvider(Provider):
     """Source and namespace diffs (see the module docstring)."""
 

@@ -8,32 +8,15 @@ Routes (all authenticated with the server's identity provider):
   when the hub is on another host (a kernel gateway, a non-local provisioner).
 - ``{base_url}mcp-notebook/mcp`` and ``…/focus``: every kernel behind one endpoint (front.py).
 
-A jupyter_server ``ExtensionApp`` (extension.py: ``MCPNotebookExtension``), enabled by
-``jupyter-config/server-config/mcp_notebook.json`` (installed into ``etc/jupyter/jupyter_server_config.d``)
-or ``--ServerApp.jpserver_extensions=mcp_notebook=True``. Its stop (the server's shutdown, before
-the kernels are shut down) closes what it opened: the front and its upstream listens, the
-connections to hubs, the kernels' control channels and their wires.
-Settings: ``c.MCPNotebookProxy.max_body_bytes``, ``c.MCPNotebookProxy.carrier``.
+A jupyter_server ``ExtensionApp`` (extension.py: ``MCPNotebookExtension``, its settings and its
+state), enabled by ``jupyter-config/server-config/mcp_notebook.json`` (installed into
+``etc/jupyter/jupyter_server_config.d``) or ``--ServerApp.jpserver_extensions=mcp_notebook=True``.
+Its stop (the server's shutdown, before the kernels are shut down) closes what it opened: the front
+and its upstream listens, the connections to hubs, the kernels' control channels and their wires.
+Settings: ``c.MCPNotebookExtension.max_body_bytes``, ``c.MCPNotebookExtension.route``
+(``c.MCPNotebookProxy.*`` and its ``carrier``: deprecated aliases, read for one more release).
 """
 
 from __future__ import annotations
 
-from traitlets import Enum, Int
-from traitlets.config import LoggingConfigurable
-
 KERNEL_ID = r"(?P<kernel_id>\w+-\w+-\w+-\w+-\w+)"  # the server's own kernel id pattern
-
-
-class MCPNotebookProxy(LoggingConfigurable):
-    """Settings of the mcp-notebook server extension."""
-
-    max_body_bytes = Int(1_000_000, help="Largest MCP request body the server passes to a hub (HTTP 413 above).").tag(
-        config=True
-    )
-    carrier = Enum(
-        ["auto", "tcp", "control"],
-        "auto",
-        help="How the server reaches a kernel's hub: auto (loopback TCP when the hub's runtime file is on this "
-        "host, else the kernel's control channel: a kernel gateway, a non-local provisioner), tcp only, or "
-        "control only (e.g. kernels in containers that share the server's provisioner).",
-    ).tag(config=True)

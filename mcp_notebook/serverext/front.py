@@ -18,7 +18,6 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from ..allkernels.directory import KernelEntry, write_focus
-from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
 from ..hubclient.address import HubAddress
 from ..protocol.exchange import HttpRequest
@@ -78,15 +77,6 @@ class ServerDirectory:
         return self.focus
 
 
-def front_of(settings: dict[str, Any]) -> tuple[KernelsFront, ServerDirectory]:
-    """The server's front, started on first use."""
-    found = settings.get("mcp_notebook_front")
-    if found is None:
-        directory = ServerDirectory(settings["mcp_notebook_finder"])
-        found = settings["mcp_notebook_front"] = (KernelsFront(directory), directory)
-    return found
-
-
 async def refresh_paths(handler: Any, directory: ServerDirectory) -> None:
     """The notebook paths of the server's sessions (looked up at most once a second)."""
     sessions = handler.settings.get("session_manager")
@@ -123,9 +113,8 @@ class FrontHandler(SseReplies, McpProxyHandler):
         if self._refusal is not None:
             raise self._refusal
         if self._overflow:
-            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
-            raise web.HTTPError(413, f"request body larger than {limit} bytes")
-        front, directory = front_of(self.settings)
+            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
+        front, directory = self.extensionapp.front()
         await refresh_paths(self, directory)
         headers = {name.lower(): value for name, value in self.request.headers.get_all()}
         headers.pop("authorization", None)  # Jupyter's credential: the front never sees it
@@ -156,7 +145,7 @@ class FocusHandler(_ExtensionHandler):
         kernel_id = doc.get("kernel_id") if isinstance(doc, dict) else None
         if not isinstance(kernel_id, str) or not self.finder.known(kernel_id):
             raise web.HTTPError(400, "kernel_id must name a kernel of this server")
-        _, directory = front_of(self.settings)
+        _, directory = self.extensionapp.front()
         directory.focus = (kernel_id, time.time())
         for d in self.finder.dirs[-1:]:  # the user's runtime dir: a local bridge follows the focus too
             try:

@@ -14,6 +14,7 @@ from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 from tornado.iostream import StreamClosedError
 
@@ -40,15 +41,17 @@ def _forwarded(name: str, allowed: frozenset[str]) -> bool:
     return low in allowed or low.startswith("mcp-")
 
 
-class _ExtensionHandler(APIHandler):
-    """What both routes share: Jupyter's auth on every verb, the hub finder."""
+class _ExtensionHandler(ExtensionHandlerMixin, APIHandler):
+    """What every route shares: Jupyter's auth on every verb; the extension's state and settings
+    (``extensionapp``: serverext.extension.MCPNotebookExtension), its hub finder."""
 
     auth_resource = AUTH_RESOURCE
     _refusal: web.HTTPError | None = None  # set by a handler that refuses only after reading the body
+    extensionapp: Any  # (ExtensionHandlerMixin's property, typed ExtensionApp there)
 
     @property
     def finder(self) -> HubFinder:
-        return self.settings["mcp_notebook_finder"]
+        return self.extensionapp.finder
 
     async def prepare(self) -> None:  # type: ignore[override]
         await self._admit()
@@ -134,7 +137,7 @@ class McpProxyHandler(_ExtensionHandler):
             await self._admit()
         except web.HTTPError as exc:
             self._refusal = exc
-        self._limit = 0 if self._refusal else int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
+        self._limit = 0 if self._refusal else int(self.extensionapp.max_body_bytes)
         self._body = bytearray()
         # beyond this, tornado answers 400 and drops the connection (no read of unbounded junk)
         self.request.connection.set_max_body_size(max(16 * self._limit, 1 << 20))
@@ -182,7 +185,7 @@ class McpProxyHandler(_ExtensionHandler):
             if isinstance(hub, KernelChannel):
                 return await self._over_channel(hub, method, body)
             try:
-                pool = self.settings.get("mcp_notebook_pool")
+                pool = self.extensionapp.pool
                 reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body, pool=pool)
             except UpstreamError as exc:
                 last = exc
@@ -219,12 +222,11 @@ class McpProxyHandler(_ExtensionHandler):
         if self._refusal is not None:
             raise self._refusal
         if self._overflow:
-            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
-            raise web.HTTPError(413, f"request body larger than {limit} bytes")
+            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
         method = self.request.method or "GET"
         body = bytes(self._body) if method == "POST" else None
         self._task = asyncio.ensure_future(self._pipe(kernel_id, method, body))
-        pipes: set[McpProxyHandler] = self.settings.setdefault("mcp_notebook_pipes", set())
+        pipes: set[McpProxyHandler] = self.extensionapp.pipes
         pipes.add(self)  # the extension's stop ends it (and so the hub's side of it)
         try:
             await self._task
