@@ -13,6 +13,8 @@ from typing import Any
 from .guard import call_guarded
 from .redact import mask_secrets
 
+_DOC_MARGIN = 512  # characters of a docstring masked past its cut, so a secret at the cut is masked whole
+
 # Types whose repr is our own C code: fast, bounded by our limits, no user code.
 SAFE_SCALARS = (type(None), bool, int, float, complex, str, bytes, bytearray)
 
@@ -61,3 +63,40 @@ def type_name(value: Any) -> str:
     if module == "builtins":
         return cls.__qualname__
     return f"{module.split('.')[0]}.{cls.__qualname__}"
+
+
+def callable_info(value: Any, timeout: float) -> dict[str, Any]:
+    """A function's signature and docstring (masked, the docstring cut at 2000 characters), guarded."""
+    import inspect
+
+    def info() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        try:  # defaults may hold credentials: masked here, before any cut
+            out["signature"] = mask_secrets(str(inspect.signature(value)))
+        except (TypeError, ValueError):
+            pass
+        doc = inspect.getdoc(value)
+        if doc:
+            out["doc"] = mask_secrets(doc[: 2000 + _DOC_MARGIN])[:2000]
+        return out
+
+    try:
+        return call_guarded(info, timeout, key=value)
+    except Exception:
+        return {}
+
+
+_SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
+_ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
+
+
+def cheap_shape(value: Any) -> tuple | int | None:
+    """len() of builtin containers or .shape of known array types; never runs user code."""
+    cls = type(value)
+    if cls in _SIZED_BUILTINS:
+        return len(value)
+    if cls.__module__.partition(".")[0] in _ARRAY_LIBS:
+        shape = getattr(value, "shape", None)
+        if isinstance(shape, tuple):
+            return shape
+    return None

@@ -411,7 +411,7 @@ def test_a_failing_lineage_recorder_never_costs_the_cell_its_notifications():
     def broken(delta: Any) -> None:
         raise RuntimeError("a recorder bug")
 
-    variables.on_delta = broken
+    variables.register_delta(broken)
     ns["x"] = [1, 2]
     ns["y"] = 2
     changes = variables.snapshot(frozenset())

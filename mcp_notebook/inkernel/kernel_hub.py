@@ -29,7 +29,7 @@ from ..providers.kernel_info import KernelProvider
 from ..providers.lineage import Lineage
 from ..providers.nb_tools import add_nb_tools
 from ..providers.notebook import NotebookProvider
-from ..providers.variables import VariablesProvider
+from ..providers.variables import EVERY_TYPE, VariablesProvider
 from ..providers.views import ViewsProvider
 from ..redact import REDACTOR, NameFilter
 from ..resources import Resources
@@ -94,8 +94,9 @@ class KernelHub:
         """Frames and databases over the variables, each adding its links to nb://vars rows."""
         frames = FramesProvider(self.variables, cfg)
         databases = DatabasesProvider(self.variables, cfg)
-        self.variables.row_extras += [frames.index_links, databases.index_links]
-        self.variables.repr_overrides.append(frames.engine_repr)  # a lazy frame's repr may run its query
+        self.variables.register_row(frames.rows_serve, frames.index_links)
+        self.variables.register_row(databases.rows_serve, databases.index_links)
+        self.variables.register_repr(frames.reprs_serve, frames.engine_repr)  # a lazy frame's repr may run its query
         self.resources.add_provider(frames)
         self.resources.add_provider(databases)
 
@@ -105,8 +106,8 @@ class KernelHub:
         self.lineage = Lineage(capture, self.variables, shell.user_ns, self.config, resources.variable_name)
         diffs = DiffsProvider(capture, self.lineage, self.config)
         self.history = HistoryProvider(shell, self.notebook_path, kernel_id, self.config)
-        self.variables.on_delta = self.lineage.record
-        self.variables.var_extras.append(self.lineage.var_fields)
+        self.variables.register_delta(self.lineage.record)
+        self.variables.register_read(EVERY_TYPE, self.lineage.var_fields)  # any variable has a history
         cells.cell_extras += [self.lineage.cell_fields, diffs.cell_fields]
         resources.cell_of = lambda: capture.last.seq if capture.last is not None else None
         resources.cell_uri = cell_uri

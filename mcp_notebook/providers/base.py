@@ -224,3 +224,14 @@ class Provider:
         """The exact check found namespace name ``name``'s value changed in place (no rebinding,
         ``d['k'] += 1``): move what says when it changed. True when that alters a rendering."""
         return False
+
+
+def rank_completions(candidates: list[str], prefix: str) -> list[str]:
+    """Prefix matches first (case-sensitive, then -insensitive), then substring matches."""
+    low = prefix.lower()
+    first = [c for c in candidates if c.startswith(prefix)]
+    seen = set(first)
+    second = [c for c in candidates if c not in seen and c.lower().startswith(low)]
+    seen.update(second)
+    third = [c for c in candidates if c not in seen and low in c.lower()]
+    return first + second + third

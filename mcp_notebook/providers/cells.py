@@ -18,8 +18,7 @@ from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
 from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, index_page, int_param
-from .variables import rank_completions
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, index_page, int_param, rank_completions
 
 PREFIX = "nb://cells"
 INDEX_URI = "nb://cells"

@@ -40,6 +40,8 @@ ENGINE_TYPES: dict[tuple[str, str], str] = {
     ("sqlframe", "DataFrame"): "sqlframe",
 }
 CONNECTION_TYPES = {("duckdb", "DuckDBPyConnection"), ("_duckdb", "DuckDBPyConnection")}
+ENGINE_LIBRARIES = frozenset(lib for lib, _ in ENGINE_TYPES)
+CONNECTION_LIBRARIES = frozenset(lib for lib, _ in CONNECTION_TYPES)
 _KIND = {
     "pyspark": "pyspark.DataFrame",
     "dask": "dask.DataFrame",

@@ -40,14 +40,22 @@ from ..redact import mask_secrets
 from ..render import safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
-from .engines import EngineFrame, engine_of_type, is_connection_type
+from .base import (
+    ChangeSet,
+    Facts,
+    InvalidResourceParams,
+    Provider,
+    ResourceNotFound,
+    ResourceReadError,
+    rank_completions,
+)
+from .engines import ENGINE_LIBRARIES, EngineFrame, engine_of_type, is_connection_type
 from .frame_order import OrderCache
 from .frame_pages import FORMATS, JSON, OLD_PAGE_TEMPLATE, PAGE_TEMPLATE, page_contents
 from .frame_schema import SCHEMA_TEMPLATE, schema_contents
 from .optional import missing_package
-from .tables import Table, adapter_for_type, quiet, table_for
-from .variables import rank_completions
+from .tables import LIBRARIES, Table, adapter_for_type, quiet, table_for
+from .variables import Serves
 
 PREFIX = "nb://frames/"
 _PAGE = compile_template(PAGE_TEMPLATE)
@@ -65,6 +73,11 @@ def schema_uri(name: str) -> str:
 
 class FramesProvider(Provider):
     """Pages and schemas of the tabular variables the VariablesProvider exposes."""
+
+    # The values whose nb://vars rows (index_links) and reprs (engine_repr) it extends, told from
+    # their types alone: any other value never enters this module.
+    rows_serve = Serves(libraries=LIBRARIES | ENGINE_LIBRARIES)
+    reprs_serve = Serves(libraries=ENGINE_LIBRARIES)
 
     def __init__(self, variables: Any, limits: Any):
         self._vars = variables

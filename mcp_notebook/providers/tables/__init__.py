@@ -33,6 +33,7 @@ _ADAPTERS: dict[tuple[str, str], type[Table]] = {
     ("numpy", "ndarray"): NumpyArray,
 }
 _LIBS = frozenset(lib for lib, _ in _ADAPTERS)
+LIBRARIES = _LIBS  # the libraries whose types an adapter may serve (the root module of a type or a base)
 _by_type: dict[type, type[Table] | None] = {}
 
 
