@@ -151,7 +151,7 @@ class Resources:
     def owner(self, uri: str) -> Provider | None:
         """The provider that serves ``uri``, or None."""
         for provider in self._providers:
-            if provider.owns(uri):
+            if uri.startswith(provider.uri_prefixes) and provider.owns(uri):
                 return provider
         return None
 

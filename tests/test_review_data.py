@@ -31,8 +31,8 @@ def _hub(ns: dict) -> tuple[Resources, VariablesProvider, list]:
     limits = MCPHub()
     variables = VariablesProvider(ns, {}, _filter, limits)
     frames = FramesProvider(variables, limits)
-    variables.register_row(frames.rows_serve, frames.index_links)  # wired as the kernel's hub wires them
-    variables.register_repr(frames.reprs_serve, frames.engine_repr)
+    variables.rows.register(frames.rows_serve, frames.index_links)  # wired as the kernel's hub wires them
+    variables.reprs.register(frames.reprs_serve, frames.engine_repr)
     hub = Resources([variables, frames])
     events: list = []
     hub.add_listener(lambda kind, uris: events.append((kind, uris)))

@@ -23,6 +23,7 @@ from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
 from ..providers.databases import DatabasesProvider
 from ..providers.diffs import DiffsProvider
+from ..providers.exposure import ConfiguredNames
 from ..providers.frames import FramesProvider
 from ..providers.history import HistoryProvider
 from ..providers.kernel_info import KernelProvider
@@ -31,7 +32,7 @@ from ..providers.nb_tools import add_nb_tools
 from ..providers.notebook import NotebookProvider
 from ..providers.variables import EVERY_TYPE, VariablesProvider
 from ..providers.views import ViewsProvider
-from ..redact import REDACTOR, NameFilter
+from ..redact import REDACTOR
 from ..resources import Resources
 from ..revisions import ALL_VERSIONS
 from ..runtime import log_path, remove_runtime_file, sweep, write_runtime_file
@@ -67,8 +68,9 @@ class KernelHub:
         self.cell_started: float | None = None  # while a cell runs (nb://kernel's state: busy)
         self.last_execution: float | None = None  # when the last cell finished
         self.resources = Resources()
-        self._filter_cache: tuple[tuple, NameFilter] | None = None  # before VariablesProvider uses it
-        self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
+        self.variables = VariablesProvider(
+            shell.user_ns, getattr(shell, "user_ns_hidden", {}), ConfiguredNames(cfg), cfg
+        )
         self.resources.add_provider(KernelProvider(self.summary, self.resources.facts, self.resources.variable_name))
         self.resources.add_provider(self.variables)
         self._add_tables(cfg)
@@ -94,9 +96,9 @@ class KernelHub:
         """Frames and databases over the variables, each adding its links to nb://vars rows."""
         frames = FramesProvider(self.variables, cfg)
         databases = DatabasesProvider(self.variables, cfg)
-        self.variables.register_row(frames.rows_serve, frames.index_links)
-        self.variables.register_row(databases.rows_serve, databases.index_links)
-        self.variables.register_repr(frames.reprs_serve, frames.engine_repr)  # a lazy frame's repr may run its query
+        self.variables.rows.register(frames.rows_serve, frames.index_links)
+        self.variables.rows.register(databases.rows_serve, databases.index_links)
+        self.variables.reprs.register(frames.reprs_serve, frames.engine_repr)  # a lazy frame's repr may run its query
         self.resources.add_provider(frames)
         self.resources.add_provider(databases)
 
@@ -106,8 +108,8 @@ class KernelHub:
         self.lineage = Lineage(capture, self.variables, shell.user_ns, self.config, resources.variable_name)
         diffs = DiffsProvider(capture, self.lineage, self.config)
         self.history = HistoryProvider(shell, self.notebook_path, kernel_id, self.config)
-        self.variables.register_delta(self.lineage.record)
-        self.variables.register_read(EVERY_TYPE, self.lineage.var_fields)  # any variable has a history
+        self.variables.deltas.append(self.lineage.record)
+        self.variables.reads.register(EVERY_TYPE, self.lineage.var_fields)  # any variable has a history
         cells.cell_extras += [self.lineage.cell_fields, diffs.cell_fields]
         resources.cell_of = lambda: capture.last.seq if capture.last is not None else None
         resources.cell_uri = cell_uri
@@ -130,14 +132,6 @@ class KernelHub:
             allowed_origins=tuple(cfg.allowed_origins),
             allowed_hosts=tuple(cfg.allowed_hosts) + (() if _is_loopback(cfg.host) else (cfg.host,)),
         )
-
-    def _name_filter(self) -> NameFilter:
-        cfg = self.config
-        key = (tuple(cfg.secret_words), tuple(cfg.include_names), tuple(cfg.exclude_names))
-        if self._filter_cache is None or self._filter_cache[0] != key:
-            self._filter_cache = (key, NameFilter(*key))
-            REDACTOR.set_name_check(self._filter_cache[1].looks_secret)
-        return self._filter_cache[1]
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:

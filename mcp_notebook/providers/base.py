@@ -149,6 +149,9 @@ class Provider:
     list_is_pure = False
     # True for the MCP Apps views: listed only to clients that offer the Apps extension.
     apps_only = False
+    # What every URI it may own begins with ("": any URI, ``owns`` decides): a URI that begins with
+    # none of them never calls into the provider (resources.Resources.owner).
+    uri_prefixes: tuple[str, ...] = ("",)
 
     def owns(self, uri: str) -> bool:
         raise NotImplementedError

@@ -102,6 +102,8 @@ def output_bytes(out: Output, mime: str) -> bytes:
 class CellsProvider(Provider):
     """Serves the history recorded by a :class:`~mcp_notebook.capture.CellCapture`."""
 
+    uri_prefixes = (PREFIX,)
+
     def __init__(self, capture: CellCapture, limits: Any):
         self.capture = capture
         self._limits = limits

@@ -42,6 +42,8 @@ def _key(entry: dict[str, Any]) -> str:
 class DatabasesProvider(Provider):
     """Tables and views of the DuckDB connections the VariablesProvider exposes."""
 
+    uri_prefixes = (PREFIX,)
+
     rows_serve = Serves(libraries=CONNECTION_LIBRARIES)  # the values whose nb://vars rows it extends
 
     def __init__(self, variables: Any, limits: Any):

@@ -42,6 +42,8 @@ def runs_uri(cell_id: str) -> str:
 class DiffsProvider(Provider):
     """Source and namespace diffs (see the module docstring)."""
 
+    uri_prefixes = (PREFIX,)
+
     list_is_pure = True
 
     def __init__(self, capture: CellCapture, lineage: Lineage, limits: Any):

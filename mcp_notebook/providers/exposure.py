@@ -12,6 +12,24 @@ from ..redact import REDACTOR, NameFilter, clearly_secret_name, contains_secret,
 _SECRET_SCAN_CHARS = 8192  # a string variable holding a credential shape in its first 8 KB is hidden
 
 
+class ConfiguredNames:
+    """The name filter of the hub's settings (secret words, include and exclude patterns), rebuilt
+    when they change (``%config`` while the hub runs); the redactor's name check follows it."""
+
+    def __init__(self, config: Any):
+        self._config = config
+        self._cache: tuple[tuple, NameFilter] | None = None
+
+    def __call__(self) -> NameFilter:
+        cfg = self._config
+        key = (tuple(cfg.secret_words), tuple(cfg.include_names), tuple(cfg.exclude_names))
+        cached = self._cache
+        if cached is None or cached[0] != key:
+            cached = self._cache = (key, NameFilter(*key))
+            REDACTOR.set_name_check(cached[1].looks_secret)
+        return cached[1]
+
+
 class ExposureRules:
     """Which names the hub exposes: not IPython's own, modules, names the user hid (``%mcp hide``),
     names the rules call secret, or strings with a credential's shape; what is hidden is remembered

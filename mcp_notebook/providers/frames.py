@@ -74,6 +74,8 @@ def schema_uri(name: str) -> str:
 class FramesProvider(Provider):
     """Pages and schemas of the tabular variables the VariablesProvider exposes."""
 
+    uri_prefixes = (PREFIX,)
+
     # The values whose nb://vars rows (index_links) and reprs (engine_repr) it extends, told from
     # their types alone: any other value never enters this module.
     rows_serve = Serves(libraries=LIBRARIES | ENGINE_LIBRARIES)

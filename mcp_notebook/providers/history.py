@@ -108,6 +108,8 @@ def _rows(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> tuple[li
 class HistoryProvider(Provider):
     """Earlier sessions' inputs of this kernel's notebook (see the module docstring)."""
 
+    uri_prefixes = (INDEX_URI,)
+
     list_is_pure = True
 
     def __init__(

@@ -78,6 +78,8 @@ def normalize(nb: Any) -> dict[str, Any]:
 class NotebookProvider(Provider):
     """Serves the notebook document, from disk or as pushed by a frontend."""
 
+    uri_prefixes = (PREFIX,)
+
     def __init__(
         self,
         locate: Callable[[], str | None],

@@ -64,12 +64,17 @@ _MISSING = object()
 @lru_cache(maxsize=4096)
 def _var_name(uri: str) -> str | None:
     """The name in ``nb://vars/{name}``, or None (cached: the inline-read check runs on every read)."""
+    rest = uri[len(PREFIX) + 1 :] if uri.startswith(PREFIX + "/") else ""
+    if rest.isidentifier() and rest.isascii():  # a plain Python name needs no template (no escapes)
+        return rest
     params = _VAR.match(uri)
     return None if params is None else params["name"]
 
 
 @lru_cache(maxsize=256)
 def _is_index(uri: str) -> bool:
+    if uri == INDEX_URI or uri.startswith(PREFIX + "/"):
+        return uri == INDEX_URI
     return _INDEX.match(uri) is not None
 
 
@@ -140,6 +145,8 @@ def _now() -> str:
 class VariablesProvider(base.ModifiedStamps, Provider):
     """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
 
+    uri_prefixes = (PREFIX,)
+
     list_is_pure = True  # listing reads names and types only: no user code, no live values
     index_uri = INDEX_URI
 
@@ -161,21 +168,21 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}
         self._fingerprints: dict[str, Any] = {}
-        # Extensions by the types they serve (register_row, register_repr, register_read):
-        # fields of an nb://vars index row (a model's kind and schema, a frame's page and schema URIs);
+        # Extensions, each registered with the types it serves (``rows.register(serves, fn)``):
+        # fields(name, value) of an nb://vars index row (a model's kind and schema, a frame's page and schema URIs);
         self.rows: ByType[Callable[[str, Any], dict[str, Any]]] = ByType()
         self.rows.register(STRUCTURED, self._structured_row)
-        # for values whose repr would run a query (a DuckDB relation's repr computes its rows), a
-        # function giving the text shown instead (None: not theirs);
+        # override(value) for values whose repr would run a query (a DuckDB relation's repr computes
+        # its rows): a function giving the text shown instead (None: not theirs);
         self.reprs: ByType[Callable[[Any], Callable[[], str] | None]] = ByType()
-        # fields of one variable's read (lineage: the cell that set it, its history).
+        # fields(name) of one variable's read (lineage: the cell that set it, its history).
         self.reads: ByType[Callable[[str], dict[str, Any]]] = ByType()
         # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
         self._names_cache: tuple[int, list[str]] | None = None
         # Told after every snapshot what the cell added, rebound, removed, changed in place (lineage).
-        self._deltas: list[Callable[[base.Delta], None]] = []
+        self.deltas: list[Callable[[base.Delta], None]] = []
         self.rebuild()
 
     # -- exposure -----------------------------------------------------------------------
@@ -224,29 +231,12 @@ class VariablesProvider(base.ModifiedStamps, Provider):
             self._check_watched(watched, changes, delta)
         if changes.updated:  # exposure, types or modification stamps may differ: listings are stale
             self._list_version += 1
-        for listener in self._deltas:
+        for listener in self.deltas:
             try:
                 listener(delta)  # lineage: O(changed names)
             except Exception:  # lineage must never cost the cell its notifications
                 pass
         return changes
-
-    # -- extensions -----------------------------------------------------------------------
-    def register_row(self, serves: Serves, fields: Callable[[str, Any], dict[str, Any]]) -> None:
-        """``fields(name, value)`` adds to the nb://vars row of a value of a type ``serves`` names."""
-        self.rows.register(serves, fields)
-
-    def register_repr(self, serves: Serves, override: Callable[[Any], Callable[[], str] | None]) -> None:
-        """``override(value)``: the text shown instead of the repr of such a value (None: the repr)."""
-        self.reprs.register(serves, override)
-
-    def register_read(self, serves: Serves, fields: Callable[[str], dict[str, Any]]) -> None:
-        """``fields(name)`` adds to the read of nb://vars/{name} of such a value."""
-        self.reads.register(serves, fields)
-
-    def register_delta(self, listener: Callable[[base.Delta], None]) -> None:
-        """``listener(delta)`` after every snapshot: what the cell added, rebound, removed, changed."""
-        self._deltas.append(listener)
 
     def _structured_row(self, name: str, value: Any) -> dict[str, Any]:
         return structured.index_fields(name, value, self._ns, f"{var_uri(name)}/schema")
@@ -443,6 +433,9 @@ class VariablesProvider(base.ModifiedStamps, Provider):
 
     # -- reading ------------------------------------------------------------------------
     def read(self, uri: str) -> list[Contents]:
+        name = _var_name(uri)
+        if name is not None:
+            return [self._read_var(uri, name)]
         params = _INDEX.match(uri)
         if params is not None:
             return [self._read_index(uri, params)]
