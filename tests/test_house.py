@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "revisions",
         "budget",
     ),
-    ("render", "inkernel.config", "commands.autoload", "guard"),
+    ("inkernel.config", "commands.autoload", "guard"),
     ("logs", "types"),
     (
         "providers",
@@ -51,7 +51,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("hubclient.rules",),
     ("hubclient.aio", "hubclient.blocking", "hubclient.address", "hubclient"),
     ("protocol.jsonrpc",),
-    ("protocol.params", "protocol.cursors", "protocol.streams", "protocol.security", "protocol.eras", "protocol.apps"),
+    ("protocol.cursors", "protocol.streams", "protocol.security", "protocol.apps"),
     ("protocol.exchange",),
     ("protocol.tool_watch",),
     ("protocol.tool_spec",),
@@ -64,8 +64,8 @@ LAYERS: list[tuple[str, ...]] = [
     # The tools over the nb:// resources (the Apps views' tools, the notebook's words for the generic
     # ones): registered where a server is composed; above the protocol room, which cannot import them.
     ("providers.nb_tools",),
-    ("transport.http11", "transport.busy_poll", "transport.loop", "transport.control_wire"),
-    ("transport.heads", "transport.driver", "transport.http11_state"),
+    ("transport.http11", "transport.control_wire"),
+    ("transport.latency", "transport.loop", "transport.driver", "transport.http11_state"),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),

@@ -21,8 +21,8 @@ from ..hubclient.address import VERSION, HubAddress
 from ..hubclient.aio import request
 from ..hubclient.blocking import exchange
 from ..hubclient.rules import CALL_SECONDS, LISTEN_OPEN_SECONDS, UpstreamError
-from ..protocol.eras import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
 from ..protocol.wire_sse import sse_data
+from ..revisions import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
 from ..version import __version__
 
 __all__ = ["HubError", "HubGone", "Listens", "call", "message"]

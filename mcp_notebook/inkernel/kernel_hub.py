@@ -23,7 +23,6 @@ from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
 from ..providers.databases import DatabasesProvider
 from ..providers.diffs import DiffsProvider
-from ..providers.exposure import ConfiguredNames
 from ..providers.frames import FramesProvider
 from ..providers.history import HistoryProvider
 from ..providers.kernel_info import KernelProvider
@@ -32,7 +31,7 @@ from ..providers.nb_tools import add_nb_tools
 from ..providers.notebook import NotebookProvider
 from ..providers.variables import EVERY_TYPE, VariablesProvider
 from ..providers.views import ViewsProvider
-from ..redact import REDACTOR
+from ..redact import REDACTOR, ConfiguredNames
 from ..resources import Resources
 from ..revisions import ALL_VERSIONS
 from ..runtime import log_path, remove_runtime_file, sweep, write_runtime_file

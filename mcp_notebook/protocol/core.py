@@ -24,8 +24,7 @@ from . import jsonrpc as rpc
 from .apps import server_capability
 from .cursors import decode_cursor, encode_cursor
 from .exchange import Ctx, HttpReply, ServerSettings
-from .jsonrpc import RpcError
-from .params import MAX_URI, check_params
+from .jsonrpc import MAX_URI, RpcError, check_params
 from .streams import Stream
 from .tools import Tools
 

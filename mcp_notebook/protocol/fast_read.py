@@ -22,11 +22,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
+from ..revisions import classify
 from . import jsonrpc as rpc
 from .core import REPLY_START, Core, ReadAccess, ReadKey
-from .eras import classify
 from .exchange import INLINE_BODY_LIMIT, HttpReply, HttpRequest
-from .params import MAX_URI, check_params
+from .jsonrpc import MAX_URI, check_params
 
 _ID_FIELD = re.compile(rb'"id"\s*:\s*([0-9]+)(?![0-9])')
 MAX_ID_DIGITS = 15

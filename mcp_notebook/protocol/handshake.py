@@ -15,15 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..resources import LIST_CHANGED, UPDATED
-from ..revisions import HANDSHAKE_VERSIONS, allows_batch, negotiate
+from ..revisions import HANDSHAKE, HANDSHAKE_VERSIONS, allows_batch, negotiate
 from ..types import ResourceNotFound
 from . import jsonrpc as rpc
 from .apps import offered
 from .core import Core, Handler, ReadAccess, uri_param
-from .eras import HANDSHAKE
 from .exchange import SESSION_NOT_FOUND, Ctx, HttpReply, HttpRequest, session_key, status_reply
-from .jsonrpc import RpcError
-from .params import LOG_LEVELS, check_params
+from .jsonrpc import LOG_LEVELS, RpcError, check_params
 from .streams import Stream, sse_event, updated_events
 
 

@@ -16,13 +16,21 @@ from typing import Any
 
 from ..budget import META_SCALE
 from ..resources import LIST_CHANGED, UPDATED
-from ..revisions import ALL_VERSIONS, STATELESS_VERSIONS
+from ..revisions import (
+    ALL_VERSIONS,
+    META_CAPS,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_SERVER_INFO,
+    META_SUB_ID,
+    META_VERSION,
+    STATELESS,
+    STATELESS_VERSIONS,
+)
 from . import jsonrpc as rpc
 from .core import Core, Handler, ReadAccess
-from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_SUB_ID, META_VERSION, STATELESS
 from .exchange import Ctx, HttpReply, HttpRequest, status_reply
-from .jsonrpc import RpcError
-from .params import LOG_LEVELS, check_params
+from .jsonrpc import LOG_LEVELS, RpcError, check_params
 from .streams import Stream, updated_events
 from .wire_stateless import NAMED_PARAM, decode_header_value
 

@@ -28,8 +28,7 @@ from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError, 
 from . import jsonrpc as rpc
 from .cursors import decode_cursor, encode_cursor
 from .exchange import Ctx
-from .jsonrpc import RpcError
-from .params import MAX_URI
+from .jsonrpc import MAX_URI, RpcError
 from .tool_spec import Handler, Tool, schema_of
 from .tool_watch import ClientWatches, ToolWatches
 

@@ -35,9 +35,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..guard import RenderTimeout, call_guarded
+from ..guard import RenderTimeout, call_guarded, safe_str, type_name
 from ..redact import mask_secrets
-from ..render import safe_str, type_name
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import (

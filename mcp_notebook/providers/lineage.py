@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..capture import CellCapture, CellRecord
-from ..render import cheap_shape
+from ..guard import cheap_shape
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import Delta, Provider, ResourceNotFound, index_page, rank_completions

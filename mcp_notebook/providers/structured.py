@@ -17,9 +17,8 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..guard import RenderTimeout, call_guarded
+from ..guard import RenderTimeout, call_guarded, safe_str
 from ..redact import MASK, mask_secrets
-from ..render import safe_str
 from ..types import Contents
 from .base import ResourceNotFound, ResourceReadError
 

@@ -16,10 +16,9 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
-from ..guard import RenderTimeout, call_guarded
+from ..guard import RenderTimeout, bounded_repr, call_guarded, callable_info, cheap_shape, safe_str, type_name
 from ..postcell.nswatch import NamespaceWatch
-from ..redact import REDACTOR, NameFilter, mask_secrets
-from ..render import bounded_repr, callable_info, cheap_shape, safe_str, type_name
+from ..redact import REDACTOR, ExposureRules, NameFilter, mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import base, structured
@@ -33,7 +32,6 @@ from .base import (
     index_page,
     rank_completions,
 )
-from .exposure import ExposureRules
 from .optional import missing_package
 
 PREFIX = "nb://vars"
