@@ -14,7 +14,7 @@ from mcp_notebook.inkernel.config import MCPHub
 from mcp_notebook.providers.base import ResourceReadError
 from mcp_notebook.providers.cells import CellsProvider
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.providers.frames import FramesProvider
+from mcp_notebook.providers.frames.provider import FramesProvider
 from mcp_notebook.providers.variables import VariablesProvider
 from mcp_notebook.redact import NameFilter
 from mcp_notebook.resources import UPDATED, Resources

@@ -80,7 +80,7 @@ class MCPHub(Configurable):
         "Resources of a live Jupyter kernel. Start with nb://vars (what is defined) and nb://kernel.",
         help="Instructions sent to clients.",
     ).tag(config=True)
-    # -- tables and arrays (providers/frames.py)
+    # -- tables and arrays (providers/frames/)
     frame_page_rows = Int(100, help="Rows of a nb://frames page when the URI gives no limit.").tag(config=True)
     frame_max_rows = Int(10_000, help="Largest limit a nb://frames page accepts.").tag(config=True)
     frame_max_columns = Int(100, help="Columns of a nb://frames page when the URI gives no columns=.").tag(config=True)

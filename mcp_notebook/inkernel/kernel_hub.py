@@ -18,16 +18,16 @@ from .. import portable
 from ..budget import Limits
 from ..capture import CellCapture
 from ..logs import HubLog, log
+from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
 from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
-from ..providers.databases import DatabasesProvider
-from ..providers.diffs import DiffsProvider
-from ..providers.frames import FramesProvider
-from ..providers.history import HistoryProvider
+from ..providers.frames.databases import DatabasesProvider
+from ..providers.frames.provider import FramesProvider
+from ..providers.history.diffs import DiffsProvider
+from ..providers.history.lineage import Lineage
+from ..providers.history.sessions import HistoryProvider
 from ..providers.kernel_info import KernelProvider
-from ..providers.lineage import Lineage
-from ..providers.nb_tools import add_nb_tools
 from ..providers.notebook import NotebookProvider
 from ..providers.variables import EVERY_TYPE, VariablesProvider
 from ..providers.views import ViewsProvider

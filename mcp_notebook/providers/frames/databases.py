@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..redact import mask_secrets
-from ..types import Contents, Resource, ResourceTemplate
-from ..uri import compile_template
-from .base import ChangeSet, Provider, ResourceNotFound, ResourceReadError, rank_completions
+from ...redact import mask_secrets
+from ...types import Contents, Resource, ResourceTemplate
+from ...uri import compile_template
+from ..base import ChangeSet, Provider, ResourceNotFound, ResourceReadError, rank_completions
+from ..variables import Serves
 from .engines import CONNECTION_LIBRARIES, EngineFrame, db_objects, db_relation, is_connection_type
-from .frame_pages import page_contents
-from .frame_schema import schema_contents
-from .variables import Serves
+from .pages import page_contents
+from .schema import schema_contents
 
 PREFIX = "nb://db/"
 DB_TEMPLATE = "nb://db/{name}"

@@ -13,14 +13,14 @@ import difflib
 import json
 from typing import Any
 
-from ..capture import CellCapture, CellRecord
-from ..redact import mask_secrets
-from ..types import Contents, ResourceTemplate
-from ..uri import compile_template
-from .base import InvalidResourceParams, Provider, ResourceNotFound, rank_completions, shape_text
-from .cells import cell_uri, iso
+from ...capture import CellCapture, CellRecord
+from ...redact import mask_secrets
+from ...types import Contents, ResourceTemplate
+from ...uri import compile_template
+from ..base import InvalidResourceParams, Provider, ResourceNotFound, rank_completions, shape_text
+from ..cells import cell_uri, iso
+from ..variables import var_uri
 from .lineage import ADDED, IN_PLACE, NOTE, REBOUND, REMOVED, Change, Lineage, facts_json
-from .variables import var_uri
 
 PREFIX = "nb://diff/"
 CELLS_TEMPLATE = "nb://diff/cells/{a}/{b}"

@@ -18,15 +18,15 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from .. import budget
-from ..protocol.tool_spec import Handler, Tool, schema_of
-from ..protocol.tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, Tools
-from ..redact import REDACTOR
-from ..resources import Resources
-from ..types import Contents, ResourceNotFound
-from .cells import cell_uri
-from .frame_pages import META_KEY
-from .views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
+from . import budget
+from .protocol.tool_spec import Handler, Tool, schema_of
+from .protocol.tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, Tools
+from .providers.cells import cell_uri
+from .providers.frames.pages import META_KEY
+from .providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
+from .redact import REDACTOR
+from .resources import Resources
+from .types import Contents, ResourceNotFound
 
 FIRST_PAGE_ROWS = 100
 LAST_CELLS = 50  # show_outputs without a cell: the newest cell with outputs among the last ones

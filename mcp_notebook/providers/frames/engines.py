@@ -23,9 +23,9 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..redact import mask_secrets
-from .base import ResourceReadError
-from .optional import MissingPackage, eager_backend, missing_package
+from ...redact import mask_secrets
+from ..base import ResourceReadError
+from ..optional import MissingPackage, eager_backend, missing_package
 from .tables import Table, table_for
 
 # (top-level module, class qualname) -> engine name. Type names only: nothing is imported.

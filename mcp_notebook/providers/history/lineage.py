@@ -21,13 +21,13 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..capture import CellCapture, CellRecord
-from ..guard import cheap_shape
-from ..types import Annotations, Contents, Resource, ResourceTemplate
-from ..uri import compile_template
-from .base import Delta, Provider, ResourceNotFound, index_page, rank_completions
-from .cells import cell_uri
-from .variables import VariablesProvider, var_uri
+from ...capture import CellCapture, CellRecord
+from ...guard import cheap_shape
+from ...types import Annotations, Contents, Resource, ResourceTemplate
+from ...uri import compile_template
+from ..base import Delta, Provider, ResourceNotFound, index_page, rank_completions
+from ..cells import cell_uri
+from ..variables import VariablesProvider, var_uri
 
 INDEX_URI = "nb://lineage"
 VAR_TEMPLATE = "nb://lineage/vars/{name}"
