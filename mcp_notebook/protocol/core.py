@@ -354,7 +354,7 @@ class Core:
 
 
 def uri_param(params: dict[str, Any]) -> str:
-    """The ``uri`` param, already checked by params.py for every method that takes one."""
+    """The ``uri`` param, already checked by jsonrpc.check_params for every method that takes one."""
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri:
         raise RpcError(rpc.INVALID_PARAMS, "Invalid params: uri (non-empty string) is required")

@@ -26,7 +26,7 @@ from .loop import bind_socket, new_loop
 HEAD_SECONDS = 10.0  # a request head must be complete this long after its first byte
 BODY_SECONDS = 60.0  # a body must be complete this long after its head
 MAX_CONNECTIONS = 256
-BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see busy_poll.py)
+BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see latency.py)
 
 
 class HttpTransport:
