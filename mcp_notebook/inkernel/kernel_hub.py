@@ -110,9 +110,9 @@ class KernelHub:
         self.variables.deltas.append(self.lineage.record)
         self.variables.reads.register(EVERY_TYPE, self.lineage.var_fields)  # any variable has a history
         cells.cell_extras += [self.lineage.cell_fields, diffs.cell_fields]
-        resources.cell_of = lambda: capture.last.seq if capture.last is not None else None
-        resources.cell_uri = cell_uri
-        resources.on_exact = self.lineage.in_place
+        resources.follow_cells(
+            lambda: capture.last.seq if capture.last is not None else None, cell_uri, self.lineage.in_place
+        )
         for provider in (self.lineage, diffs, self.history):
             resources.add_provider(provider)
 
