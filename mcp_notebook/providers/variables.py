@@ -123,7 +123,10 @@ class ByType(Generic[E]):
         self._of = {}
 
     def of(self, cls: type) -> tuple[E, ...]:
-        found = self._of.get(cls)
+        try:
+            found = self._of.get(cls)
+        except Exception:  # a metaclass's own __hash__ or __eq__ failed: decide without remembering
+            return tuple(ext for serves, ext in self._registered if serves.match(cls))
         if found is None:
             found = tuple(ext for serves, ext in self._registered if serves.match(cls))
             if len(self._of) >= _TYPES_KEPT:
