@@ -88,9 +88,9 @@ def main() -> None:
     a = ap.parse_args()
     results: dict[str, str] = {}
     cases = {
-        "cells, server side off": ("--MCPNotebookProxy.serve_without_hub=False",),
+        "cells, server side off": ("--MCPNotebookExtension.serve_without_hub=False",),
         "cells, served, snippets off": (),
-        "cells, served, snippets on": ("--MCPNotebookProxy.variable_snippets=True",),
+        "cells, served, snippets on": ("--MCPNotebookExtension.variable_snippets=True",),
     }
     for name, args in cases.items():
         with tempfile.TemporaryDirectory() as tmp:

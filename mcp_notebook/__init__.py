@@ -20,7 +20,7 @@ def load_ipython_extension(ipython: Any) -> None:
     from .inkernel.lab_comm import LAB_COMM
     from .inkernel.magics import register_magics
 
-    register_magics(ipython)
+    register_magics(ipython, {"panel": panel, "browse": browser})
     LAB_COMM.register(ipython)  # the JupyterLab extension's comm target; unused without it
     lifecycle.start(ipython)
 

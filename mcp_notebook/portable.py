@@ -8,7 +8,7 @@ Read once, when the package is first imported (set it before the kernel starts, 
 - ``/proc/<pid>/stat`` (runtime.py: is a hub's process a zombie?): not read;
 - ``TCP_QUICKACK`` on the server extension's gateway websocket (serverext/wires.py): not set;
 - uvloop (transport/loop.py): asyncio's own loop, without the polling selector;
-- busy polling after a reply (transport/busy_poll.py): the loop sleeps at once.
+- busy polling after a reply (transport/latency.py): the loop sleeps at once.
 
 Any value but empty, ``0``, ``false``, ``no`` or ``off`` turns it on. ``nb://kernel`` reports the
 paths in force (``fast_paths``).

@@ -97,14 +97,23 @@ class Resources:
         # Cells whose exact checks have not finished: changes_since settles on them before answering.
         self._unsettled = 0
         self._settled = threading.Condition()
-        # The hub's number of the cell that just ran (nb://cells/{seq}), for the journal; set by the hub.
+        # The cells the journal names (follow_cells): the number of the cell that just ran, its URI,
+        # and who is told of watched URIs an exact check found changed in place, with that cell.
         self.cell_of: Callable[[], int | None] = lambda: None
-        # The URI of such a number (the hub's nb://cells/{seq}), for the cells changes_since names; set by the hub.
         self.cell_uri: Callable[[int], str] = str
-        # Told of watched URIs an exact check found changed (in place), with the cell that changed them.
         self.on_exact: Callable[[tuple[str, ...], int | None], None] | None = None
 
     # -- registry -----------------------------------------------------------------------
+    def follow_cells(
+        self,
+        cell_of: Callable[[], int | None],
+        cell_uri: Callable[[int], str],
+        on_exact: Callable[[tuple[str, ...], int | None], None] | None = None,
+    ) -> None:
+        """Name cells in the journal: ``cell_of()`` the hub's number of the cell that just ran,
+        ``cell_uri(seq)`` its URI; ``on_exact(uris, seq)`` told of in-place changes (lineage)."""
+        self.cell_of, self.cell_uri, self.on_exact = cell_of, cell_uri, on_exact
+
     def add_provider(self, provider: Provider) -> None:
         self._providers.append(provider)
         self.generation = next(self._generations)
@@ -151,7 +160,7 @@ class Resources:
     def owner(self, uri: str) -> Provider | None:
         """The provider that serves ``uri``, or None."""
         for provider in self._providers:
-            if provider.owns(uri):
+            if uri.startswith(provider.uri_prefixes) and provider.owns(uri):
                 return provider
         return None
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mcp_notebook.inkernel.config import MCPHub
-from mcp_notebook.serverext import MCPNotebookProxy
+from mcp_notebook.serverext.extension import MCPNotebookExtension
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.timeout(600)
@@ -53,8 +53,8 @@ def test_the_site_builds_with_warnings_as_errors_and_its_links_check(tmp_path):
     assert (tmp_path / "html" / "DESIGN.html").is_file()  # docs/DESIGN.md is a page of the site
     # The configuration reference lists every configurable trait of both classes, read from the code.
     config = (tmp_path / "html" / "configuration.html").read_text()
-    for cls in (MCPHub, MCPNotebookProxy):
-        for name in cls.class_traits(config=True):
+    for cls in (MCPHub, MCPNotebookExtension):
+        for name in cls.class_own_traits(config=True):
             assert f"c.{cls.__name__}.{name}<" in config, f"{cls.__name__}.{name} missing from the reference"
     # A section moved from the README keeps its links pointing inside the site.
     laptop = (tmp_path / "html" / "start" / "laptop.html").read_text()

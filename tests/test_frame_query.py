@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_notebook.providers import frame_query
+from mcp_notebook.providers.frames import query as frame_query
 from mcp_notebook.types import InvalidResourceParams
 
 N = 20_000

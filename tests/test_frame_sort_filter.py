@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_notebook.providers import frame_query
+from mcp_notebook.providers.frames import query as frame_query
 from mcp_notebook.redact import mask_secrets
 from mcp_notebook.types import InvalidResourceParams
 
@@ -51,8 +51,8 @@ sf_icon.raw_sql("CREATE VIEW v AS SELECT range AS n, range % 97 AS m FROM range(
 sf_ibis = sf_icon.table('v')
 sf_dask = dd.from_pandas(sf, npartitions=4)
 
-import mcp_notebook.providers.engines as _eng
-import mcp_notebook.providers.frame_order as _ord
+import mcp_notebook.providers.frames.engines as _eng
+import mcp_notebook.providers.frames.order as _ord
 _seen = []
 _orig_columns, _orig_spark, _orig_dask, _orig_order = _eng._columns, _eng._spark_rows, _eng._dask_rows, _ord._pandas_order
 def _spy_columns(engine, page, names):

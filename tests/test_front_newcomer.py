@@ -244,7 +244,7 @@ def test_dropped_client_streams_through_a_server_over_the_control_channel(tmp_pa
     (a kernel on another host): 300 dropped streams once left ~30 listens with stale sets for good."""
     from jserver import JupyterServer, load_hub, run
 
-    server = JupyterServer(tmp_path, token="tk", extra_args=("--MCPNotebookProxy.carrier=control",))
+    server = JupyterServer(tmp_path, token="tk", extra_args=("--MCPNotebookExtension.route=control",))
     try:
         kc = server.client(server.start_session("alpha.ipynb"))
         load_hub(kc)

@@ -65,7 +65,7 @@ def test_the_gateway_shares_no_files_with_the_server(setup):
 def test_listing_names_the_kernel_and_its_carrier(setup):
     listed = setup["server"].http.get("mcp-notebook/kernels").json()
     ours = [k for k in listed if k["kernel_id"] == setup["id"]]
-    assert ours and ours[0]["carrier"] == "control" and ours[0]["notebook_path"] == "remote.ipynb"
+    assert ours and ours[0]["route"] == "control" and ours[0]["notebook_path"] == "remote.ipynb"
     assert setup["bare"] not in {k["kernel_id"] for k in listed}
     assert "token" not in json.dumps(listed)
 
@@ -307,7 +307,7 @@ def zmq_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
     from jserver import load_hub, run
 
     server = JupyterServer(
-        tmp_path_factory.mktemp("zmq"), token=TOKEN, extra_args=("--MCPNotebookProxy.carrier=control",)
+        tmp_path_factory.mktemp("zmq"), token=TOKEN, extra_args=("--MCPNotebookExtension.route=control",)
     )
     try:
         kid = server.start_session("boxed.ipynb")
@@ -355,7 +355,7 @@ def test_control_carrier_over_zeromq(zmq_server, mode):
 
     server = zmq_server["server"]
     listed = server.http.get("mcp-notebook/kernels").json()
-    assert [(k["kernel_id"], k["carrier"]) for k in listed] == [(zmq_server["id"], "control")]
+    assert [(k["kernel_id"], k["route"]) for k in listed] == [(zmq_server["id"], "control")]
     url = server.mcp_url(zmq_server["id"])
 
     async def go() -> None:

@@ -14,8 +14,8 @@ from kernel_harness import Kernel
 
 from mcp_notebook.allkernels.naming import qualify, split
 from mcp_notebook.inkernel.config import MCPHub
-from mcp_notebook.providers import history
-from mcp_notebook.providers.history import HistoryProvider, record_session
+from mcp_notebook.providers.history import sessions as history
+from mcp_notebook.providers.history.sessions import HistoryProvider, record_session
 from mcp_notebook.types import InvalidResourceParams, ResourceNotFound
 
 NOTEBOOK = "/work/analysis.ipynb"

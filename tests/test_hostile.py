@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from control_peer import ControlPeer, body_of, status_of
 
+from mcp_notebook.nb_tools import VIEW_TOOLS, add_nb_tools
 from mcp_notebook.protocol.server import HttpRequest, McpServer, ServerSettings
 from mcp_notebook.protocol.tools import TOOLS
-from mcp_notebook.providers.nb_tools import VIEW_TOOLS, add_nb_tools
 from mcp_notebook.resources import Resources
 from mcp_notebook.transport.control import MAX_IN_FLIGHT, MAX_STREAMS
 

@@ -66,7 +66,7 @@ def target(kernel, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     front.serve_http()
     state: dict[str, Any] = {}
     server = JupyterServer(
-        tmp_path_factory.mktemp("hostile-fuzz"), token=JTOKEN, extra_args=("--MCPNotebookProxy.carrier=control",)
+        tmp_path_factory.mktemp("hostile-fuzz"), token=JTOKEN, extra_args=("--MCPNotebookExtension.route=control",)
     )
     try:
         kid = server.start_session("fuzzed.ipynb")

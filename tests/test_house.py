@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
         "revisions",
         "budget",
     ),
-    ("render", "inkernel.config", "commands.autoload", "guard"),
+    ("inkernel.config", "commands.autoload", "guard"),
     ("logs", "types"),
     (
         "providers",
@@ -52,7 +52,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("hubclient.rules",),
     ("hubclient.aio", "hubclient.blocking", "hubclient.address", "hubclient"),
     ("protocol.jsonrpc",),
-    ("protocol.params", "protocol.cursors", "protocol.streams", "protocol.security", "protocol.eras", "protocol.apps"),
+    ("protocol.cursors", "protocol.streams", "protocol.security", "protocol.apps"),
     ("protocol.exchange",),
     ("protocol.tool_watch",),
     ("protocol.tool_spec",),
@@ -64,9 +64,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("protocol.server", "protocol"),
     # The tools over the nb:// resources (the Apps views' tools, the notebook's words for the generic
     # ones): registered where a server is composed; above the protocol room, which cannot import them.
-    ("providers.nb_tools",),
-    ("transport.http11", "transport.busy_poll", "transport.loop", "transport.control_wire"),
-    ("transport.heads", "transport.driver", "transport.http11_state"),
+    ("nb_tools",),
+    ("transport.http11", "transport.control_wire"),
+    ("transport.latency", "transport.loop", "transport.driver", "transport.http11_state"),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
@@ -247,7 +247,7 @@ def test_the_mcp_word_check_sees_a_leak():
 
 
 # The kernel's domain (its nb:// URIs, the providers that serve them) stays out of the protocol room:
-# the tools that name or read those URIs (providers/nb_tools.py) are registered where a server is
+# the tools that name or read those URIs (nb_tools.py) are registered where a server is
 # composed. Generic URI schemes (ui://, the Apps views' scheme) are protocol words.
 DOMAIN_URI = re.compile(r"nb://")
 
@@ -260,9 +260,7 @@ def test_protocol_knows_no_kernel_uri():
         if DOMAIN_URI.search(line)
     ]
     assert leaks == []
-    into_nb_tools = sorted(
-        m for m, targets in GRAPH.items() if m.startswith("protocol") and "providers.nb_tools" in targets
-    )
+    into_nb_tools = sorted(m for m, targets in GRAPH.items() if m.startswith("protocol") and "nb_tools" in targets)
     assert into_nb_tools == []
 
 
@@ -348,3 +346,68 @@ def test_bench_stays_readable():
                 if lines > BENCH_MAX_FUNCTION_LINES and key not in LONG_BENCH_FUNCTIONS:
                     long[key] = lines
     assert long == {}
+
+
+def test_no_class_name_is_defined_twice():
+    """One name, one thing: a reader who meets a class name finds one definition in the package."""
+    where: dict[str, list[str]] = {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(module)
+    twice = {name: modules for name, modules in where.items() if len(modules) > 1}
+    assert twice == {}
+
+
+def _room(module: str, depth: int) -> str:
+    """The room (folder) of ``module`` at ``depth`` folders (1: mcp_notebook/providers, 2:
+    mcp_notebook/providers/frames); a module outside any folder is a room of its own."""
+    parts = module.split(".")
+    folders = parts if module in PACKAGES else parts[:-1]
+    return ".".join(folders[:depth]) if folders else module
+
+
+PACKAGES = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+
+
+def _room_circles(depth: int, within: str = "") -> list[list[str]]:
+    edges: dict[str, set[str]] = {}
+    for module, targets in GRAPH.items():
+        if within and not module.startswith(within + "."):
+            continue
+        room = _room(module, depth)
+        for target in targets:
+            if within and not target.startswith(within + "."):
+                continue
+            other = _room(target, depth)
+            if other != room:
+                edges.setdefault(room, set()).add(other)
+    circles: list[list[str]] = []
+    seen: dict[str, int] = {}
+
+    def visit(room: str, path: list[str]) -> None:
+        seen[room] = 1
+        for other in sorted(edges.get(room, ())):
+            if seen.get(other) == 1:
+                circles.append([*path[path.index(other) :], other])
+            elif other not in seen:
+                visit(other, [*path, other])
+        seen[room] = 2
+
+    for room in sorted(edges):
+        if room not in seen:
+            visit(room, [room])
+    return circles
+
+
+def test_rooms_import_each_other_without_circles():
+    """Folders in layers too: no two rooms of the package (nor two sub-rooms of providers/) import
+    each other, directly or round a longer circle."""
+    assert _room_circles(1) == []
+    assert _room_circles(2, within="providers") == []
+
+
+def test_the_room_check_sees_a_circle():
+    assert _room("providers.frames.pages", 2) == "providers.frames"
+    assert _room("providers.variables", 2) == "providers"
+    assert _room("resources", 1) == "resources"

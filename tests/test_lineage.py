@@ -306,7 +306,7 @@ print(_json.dumps({"cells": len(_L.cells), "vars": len(_L.vars), "changes": len(
 
 
 def test_memory_stays_bounded_over_ten_thousand_cells(tmp_path):
-    from mcp_notebook.providers.lineage import MAX_CELL_CHANGES, MAX_EVENTS, MAX_VARS
+    from mcp_notebook.providers.history.lineage import MAX_CELL_CHANGES, MAX_EVENTS, MAX_VARS
 
     kernel = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"), "IPYTHONDIR": str(tmp_path / "ipython")})
     try:
@@ -345,7 +345,7 @@ def test_memory_stays_bounded_over_ten_thousand_cells(tmp_path):
 
 def _check_budgets(kernel: Kernel, info: dict[str, Any]) -> None:
     """A cell that changes 300 names: every new read stays within max_read_chars and says it was cut."""
-    from mcp_notebook.providers.lineage import MAX_CELL_CHANGES
+    from mcp_notebook.providers.history.lineage import MAX_CELL_CHANGES
 
     kernel.run("import mcp_notebook as _m; _m.hub().config.max_read_chars = 4000")
     before = seq_of(kernel)
@@ -411,7 +411,7 @@ def test_a_failing_lineage_recorder_never_costs_the_cell_its_notifications():
     def broken(delta: Any) -> None:
         raise RuntimeError("a recorder bug")
 
-    variables.on_delta = broken
+    variables.deltas.append(broken)
     ns["x"] = [1, 2]
     ns["y"] = 2
     changes = variables.snapshot(frozenset())

@@ -31,7 +31,7 @@ from sdk import connect
 from mcp_notebook import portable, runtime
 from mcp_notebook.allkernels.naming import notebook_stem
 from mcp_notebook.postcell import dict_table
-from mcp_notebook.transport import busy_poll, loop
+from mcp_notebook.transport import latency, loop
 
 LINUX_CPYTHON = sys.platform.startswith("linux") and sys.implementation.name == "cpython"
 
@@ -89,13 +89,13 @@ def test_without_the_switch_linux_takes_the_fast_paths(tmp_path):
 def test_each_fast_path_consults_the_switch_where_it_decides(monkeypatch):
     monkeypatch.setattr(portable, "ON", True)
     assert dict_table.new_reader() is None
-    made = loop.new_loop("uvloop", busy_poll.BusyPoll(1.0))
+    made = loop.new_loop("uvloop", latency.BusyPoll(1.0))
     try:
         assert type(made).__module__.startswith("asyncio"), type(made)
-        assert not isinstance(getattr(made, "_selector", None), busy_poll.PollingSelector)
+        assert not isinstance(getattr(made, "_selector", None), latency.PollingSelector)
     finally:
         made.close()
-    poll = busy_poll.BusyPoll(1.0)
+    poll = latency.BusyPoll(1.0)
 
     async def reply() -> None:
         poll.touch()

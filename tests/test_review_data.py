@@ -14,7 +14,7 @@ from mcp_notebook.inkernel.config import MCPHub
 from mcp_notebook.providers.base import ResourceReadError
 from mcp_notebook.providers.cells import CellsProvider
 from mcp_notebook.providers.custom import CustomProvider, make_registration
-from mcp_notebook.providers.frames import FramesProvider
+from mcp_notebook.providers.frames.provider import FramesProvider
 from mcp_notebook.providers.variables import VariablesProvider
 from mcp_notebook.redact import NameFilter
 from mcp_notebook.resources import UPDATED, Resources
@@ -31,8 +31,8 @@ def _hub(ns: dict) -> tuple[Resources, VariablesProvider, list]:
     limits = MCPHub()
     variables = VariablesProvider(ns, {}, _filter, limits)
     frames = FramesProvider(variables, limits)
-    variables.row_extras.append(frames.index_links)  # wired as the kernel's hub wires them
-    variables.repr_overrides.append(frames.engine_repr)
+    variables.rows.register(frames.rows_serve, frames.index_links)  # wired as the kernel's hub wires them
+    variables.reprs.register(frames.reprs_serve, frames.engine_repr)
     hub = Resources([variables, frames])
     events: list = []
     hub.add_listener(lambda kind, uris: events.append((kind, uris)))

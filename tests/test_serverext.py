@@ -538,7 +538,7 @@ def test_a_gateway_kernel_goes_over_the_control_channel(tmp_path):
     try:
         assert HubFinder(km, [tmp_path], gateway=True).by_channel(kid)
         assert not HubFinder(km, [tmp_path]).by_channel(kid)
-        assert HubFinder(km, [tmp_path], carrier="control").by_channel(kid)
+        assert HubFinder(km, [tmp_path], route="control").by_channel(kid)
         with pytest.raises(HubUnavailable) as caught:  # the same kernel on a plain server: no hub yet
             HubFinder(km, [tmp_path]).locate(kid)
         assert caught.value.reason == "no_hub"  # (what kernels/{id}/mcp answers with serve_without_hub off)

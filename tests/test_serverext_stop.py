@@ -69,13 +69,15 @@ def _wait(check: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("carrier", ["tcp", "control"])
-def test_stop_closes_the_front_its_listens_and_the_connections(tmp_path: Path, carrier: str) -> None:
+# control: set by its deprecated name (MCPNotebookProxy.carrier, until 0.1.x), which still works
+@pytest.mark.parametrize("route", ["tcp", "control"])
+def test_stop_closes_the_front_its_listens_and_the_connections(tmp_path: Path, route: str) -> None:
+    setting = "--MCPNotebookExtension.route=tcp" if route == "tcp" else "--MCPNotebookProxy.carrier=control"
     s = JupyterServer(
         tmp_path,
         token=TOKEN,
         # the kernel gets SIGTERM half this long after the shutdown_request: time for the probe's wait
-        extra_args=(f"--MCPNotebookProxy.carrier={carrier}", "--KernelManager.shutdown_wait_time=12"),
+        extra_args=(setting, "--KernelManager.shutdown_wait_time=12"),
         extra_env={"PYTHONWARNINGS": "always::ResourceWarning"},
     )
     record = tmp_path / "at-shutdown.json"
@@ -84,6 +86,8 @@ def test_stop_closes_the_front_its_listens_and_the_connections(tmp_path: Path, c
         kc = s.client(kid)
         hub_port = urlsplit(load_hub(kc)["url"]).port
         run(kc, "x = 1")
+        (listed,) = s.http.get("mcp-notebook/kernels").json()
+        assert listed["route"] == listed["carrier"] == route  # ("carrier": the key's deprecated name)
         # the per-kernel route leaves a pooled connection (tcp), the front reads and listens
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
         assert s.http.post(s.mcp_url(kid), json=init, headers=ACCEPT).status_code == 200
@@ -116,10 +120,12 @@ def test_stop_closes_the_front_its_listens_and_the_connections(tmp_path: Path, c
         assert record.exists(), "the kernel never got the server's shutdown_request: " + s.log_text()[-3000:]
         seen = json.loads(record.read_text())
         assert seen["listens"] == 0, f"the hub still had listens open when the server shut it down: {seen}"
-        if carrier == "tcp":  # (over the control channel the hub's port is never dialled)
+        if route == "tcp":  # (over the control channel the hub's port is never dialled)
             assert seen["connections"] == [], f"the server still held connections to the hub: {seen}"
         log = s.log_text()
         assert "mcp-notebook: stopped (front closed" in log, log[-3000:]
+        deprecated = "c.MCPNotebookProxy.carrier is deprecated: use c.MCPNotebookExtension.route"
+        assert (deprecated in log) == (route == "control"), log[-3000:]
         bad = [line for line in log.splitlines() if any(b in line for b in BAD_LOG_LINES)]
         assert not bad, "\n".join(bad)
     finally:

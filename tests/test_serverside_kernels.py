@@ -36,7 +36,7 @@ def execute(kc: Any, code: str, timeout: float = 60) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     base = tmp_path_factory.mktemp("served")
-    args = ("--MCPNotebookProxy.variable_snippets=True", "--MCPNotebookProxy.snippet_seconds=1")
+    args = ("--MCPNotebookExtension.variable_snippets=True", "--MCPNotebookExtension.snippet_seconds=1")
     s = JupyterServer(base, extra_args=args)
     try:
         r = s.http.post("api/sessions", json={"path": "stats.ipynb", "type": "notebook", "kernel": {"name": "ir"}})

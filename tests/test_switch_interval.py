@@ -1,4 +1,4 @@
-"""The shorter GIL switch interval (transport/switch.py): on only while a cell runs and a client is
+"""The shorter GIL switch interval (transport/latency.py): on only while a cell runs and a client is
 connected, never above the user's own setting, put back exactly, and off with a setting."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_notebook.transport.switch import CellSwitchInterval
+from mcp_notebook.transport.latency import CellSwitchInterval
 
 
 @pytest.fixture

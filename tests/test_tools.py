@@ -127,10 +127,10 @@ def test_tools_are_one_table_that_composition_sites_fill():
     words and no view tool, even to an Apps client; add_nb_tools (what the hub and the front call)
     gives the notebook's words and the views' tools; a taken name, or words that change a tool's
     arguments, are refused."""
+    from mcp_notebook.nb_tools import NB_WORDS, VIEW_TOOLS, add_nb_tools
     from mcp_notebook.protocol.exchange import Ctx
     from mcp_notebook.protocol.server import McpServer, ServerSettings
     from mcp_notebook.protocol.tool_spec import Tool, schema_of
-    from mcp_notebook.providers.nb_tools import NB_WORDS, VIEW_TOOLS, add_nb_tools
     from mcp_notebook.resources import Resources
 
     server = McpServer(Resources([]), ServerSettings(token="t"))

@@ -24,7 +24,7 @@ from mcp_notebook.protocol.server import HttpRequest
 from mcp_notebook.transport.server import HttpTransport
 
 NS: dict[str, Any] = {"n": 3, "s": "text", "obj": object()}
-for _i in range(300):  # more distinct heads than the transport remembers (heads.py HEADS_KEPT)
+for _i in range(300):  # more distinct heads than the transport remembers (latency.py HEADS_KEPT)
     NS[f"v{_i}"] = _i * 7 + 1000
 SERVER, _, _ = make_server(ns=NS)  # its own server: stopping the transport closes it
 SERVER.core.resources.after_cell()  # the names are exposed

@@ -35,9 +35,10 @@ def trait_type(trait: Any) -> str:
 
 
 def config_traits(cls: type) -> list[tuple[str, str, str, str]]:
-    """(name, type, default, help) of every ``config=True`` trait of ``cls``, by name."""
+    """(name, type, default, help) of every ``config=True`` trait ``cls`` defines, by name (not those
+    it inherits: a jupyter_server ``ExtensionApp``'s own knobs, not every application's)."""
     rows = []
-    for name, trait in sorted(cls.class_traits(config=True).items()):
+    for name, trait in sorted(cls.class_own_traits(config=True).items()):
         rows.append((name, trait_type(trait), trait.default_value_repr(), " ".join((trait.help or "").split())))
     return rows
 

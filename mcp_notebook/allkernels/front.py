@@ -6,9 +6,9 @@ from __future__ import annotations
 import secrets
 
 from ..instructions import FRONT
+from ..nb_tools import add_nb_tools
 from ..protocol.exchange import ServerSettings
 from ..protocol.server import McpServer
-from ..providers.nb_tools import add_nb_tools
 from ..providers.views import ViewsProvider
 from ..resources import Resources
 from ..transport.server import HttpTransport

@@ -26,7 +26,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from ..protocol.params import MAX_URI
+from ..protocol.jsonrpc import MAX_URI
 from .naming import KERNELS_URI, qualify, split
 
 FRONT_SCHEMES = frozenset({"ui"})  # the MCP Apps views: the front serves them itself

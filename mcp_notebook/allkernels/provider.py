@@ -22,8 +22,7 @@ from urllib.parse import quote
 
 from .. import budget
 from ..hubclient.address import HubAddress
-from ..protocol.jsonrpc import RpcError
-from ..protocol.params import MAX_LIST
+from ..protocol.jsonrpc import MAX_LIST, RpcError
 from ..providers.base import Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from .directory import Directory, KernelEntry

@@ -21,8 +21,8 @@ from ..hubclient.address import VERSION, HubAddress
 from ..hubclient.aio import request
 from ..hubclient.blocking import exchange
 from ..hubclient.rules import CALL_SECONDS, LISTEN_OPEN_SECONDS, UpstreamError
-from ..protocol.eras import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
 from ..protocol.wire_sse import sse_data
+from ..revisions import META_CAPS, META_CLIENT_INFO, META_SUB_ID, META_VERSION
 from ..version import __version__
 
 __all__ = ["HubError", "HubGone", "Listens", "call", "message"]
@@ -63,8 +63,8 @@ def call(hub: HubAddress, method: str, params: dict[str, Any], timeout: float = 
     body = json.dumps(message(method, params)).encode()
     headers = hub.headers(method, params)
     try:
-        if hub.carrier is not None:
-            status, kind, raw = hub.carrier.call(headers, body, timeout)
+        if hub.route is not None:
+            status, kind, raw = hub.route.call(headers, body, timeout)
         else:
             status, rheaders, raw = exchange(hub.endpoint, "POST", headers, body, timeout)
             kind = rheaders.get("content-type", "")
@@ -226,8 +226,8 @@ class Listens:
         params = {"notifications": {"resourcesListChanged": True, "resourceSubscriptions": sorted(uris)}}
         body = json.dumps(message("subscriptions/listen", params)).encode()
         headers = hub.headers("subscriptions/listen", params)
-        if hub.carrier is not None:
-            resp = await hub.carrier.open(headers, body, LISTEN_OPEN_SECONDS)
+        if hub.route is not None:
+            resp = await hub.route.open(headers, body, LISTEN_OPEN_SECONDS)
         else:
             resp = await request(hub.host, hub.port, "POST", hub.path, headers, body, LISTEN_OPEN_SECONDS)
         if self._wanted.get(key) != wish:

@@ -33,10 +33,10 @@ from ..hubclient.rules import (
     UpstreamError,
     authorization,
 )
-from ..protocol.eras import META_SUB_ID, META_VERSION, STATELESS, classify
 from ..protocol.jsonrpc import dumps
 from ..protocol.wire_sse import sse_data
 from ..protocol.wire_stateless import request_headers
+from ..revisions import META_SUB_ID, META_VERSION, STATELESS, classify
 from ..runtime import HubRecord
 from .claude_push import ClaudePush
 from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector

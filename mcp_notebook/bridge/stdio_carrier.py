@@ -25,7 +25,7 @@ control channel:
    what comes after (a 503), ends the streams still open, and waits (bounded) for every
    exchange's final call before it stops the loop; ``KernelsFront.close`` then closes the server.
 
-``--channel`` reaches the same server through the front's ``Carrier`` protocol (``address``).
+``--channel`` reaches the same server through the front's ``HubRoute`` protocol (``address``).
 """
 
 from __future__ import annotations
@@ -243,12 +243,12 @@ class StdioCarrier:
         return reading.status, reading.headers, replies
 
     def address(self) -> HubAddress:
-        """Where ``--channel`` watches: this server, through the front's ``Carrier`` protocol."""
-        return HubAddress("stdio://bridge/mcp", None, carrier=_ChannelCarrier(self))
+        """Where ``--channel`` watches: this server, through the front's ``HubRoute`` protocol."""
+        return HubAddress("stdio://bridge/mcp", None, route=_ChannelRoute(self))
 
 
-class _ChannelCarrier:
-    """``hubclient.address.Carrier`` over a :class:`StdioCarrier` (the channel's listen)."""
+class _ChannelRoute:
+    """``hubclient.address.HubRoute`` over a :class:`StdioCarrier` (the channel's listen)."""
 
     def __init__(self, carrier: StdioCarrier):
         self.carrier = carrier

@@ -417,7 +417,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _version() -> str:
-    from .. import __version__
+    from ..version import __version__
 
     return __version__
 

@@ -1,4 +1,4 @@
-"""Where a hub is and what reaches it: :class:`HubAddress` (a URL and token, or a :class:`Carrier`)
+"""Where a hub is and what reaches it: :class:`HubAddress` (a URL and token, or a :class:`HubRoute`)
 and :class:`Link`, the surface the bridge drives (``bridge.stdio.Upstream`` over HTTP, the stdio
 carrier in-process)."""
 
@@ -16,7 +16,7 @@ from .rules import HUB_SCHEME, Endpoint, authorization
 VERSION = STATELESS_VERSIONS[-1]
 
 
-class Carrier(Protocol):
+class HubRoute(Protocol):
     """Another way to a hub than HTTP (the server extension's control channel, the stdio carrier's
     ``--channel``): one exchange at a time, usable from any thread or loop."""
 
@@ -52,12 +52,12 @@ class Link(Protocol):
 
 @dataclass(frozen=True)
 class HubAddress:
-    """Where a kernel's hub listens, and its token; or the carrier that reaches it."""
+    """Where a kernel's hub listens, and its token; or the route that reaches it."""
 
     url: str
     token: str | None
     scheme: str = HUB_SCHEME  # rules.SERVER_SCHEME for a Jupyter server's endpoint
-    carrier: Carrier | None = field(default=None, compare=False)
+    route: HubRoute | None = field(default=None, compare=False)
 
     @cached_property
     def endpoint(self) -> Endpoint:

@@ -202,7 +202,7 @@ def sse_messages(resp: Any) -> Iterator[Any]:
 
 def server_kernels(base: str, token: str, timeout: float = LIST_SECONDS) -> Reply:
     """``GET {base}mcp-notebook/kernels`` with a Jupyter token: the kernels of a Jupyter server
-    that have a hub, as its server extension lists them (``bridge --server``, the Hub service)."""
+    that have a hub, as its server extension lists them (``bridge --server``, the JupyterHub service)."""
     headers = {"Accept": "application/json", **authorization(token, SERVER_SCHEME)}
     return exchange(Endpoint.of(base + KERNELS_ROUTE), "GET", headers, None, timeout)
 

@@ -9,6 +9,8 @@ from traitlets.config import Configurable
 from ..instructions import HUB as INSTRUCTIONS
 from ..redact import DEFAULT_SECRET_WORDS
 
+MAX_BODY_BYTES = 1_000_000  # a request body a hub accepts by default (the server extension passes no more)
+
 
 class MCPHub(Configurable):
     """Settings of the in-kernel MCP hub."""
@@ -58,7 +60,7 @@ class MCPHub(Configurable):
         "kernel's loopback port: a kernel gateway, a container). Only a peer holding the kernel's key, which "
         "may already run code here, can use it; the hub's token is still required on every request.",
     ).tag(config=True)
-    max_body_bytes = Int(1_000_000, help="Largest request body accepted (HTTP 413 above).").tag(config=True)
+    max_body_bytes = Int(MAX_BODY_BYTES, help="Largest request body accepted (HTTP 413 above).").tag(config=True)
     max_batch = Int(50, help="Most messages in one JSON-RPC batch (2025-03-26).").tag(config=True)
     max_sessions = Int(64, help="Most concurrent handshake-era sessions; the least recently used goes.").tag(
         config=True
@@ -78,7 +80,7 @@ class MCPHub(Configurable):
     instructions = Unicode(
         INSTRUCTIONS, help="Instructions sent to clients (what the model is told: docs/model-context.md)."
     ).tag(config=True)
-    # -- tables and arrays (providers/frames.py)
+    # -- tables and arrays (providers/frames/)
     frame_page_rows = Int(100, help="Rows of a nb://frames page when the URI gives no limit.").tag(config=True)
     frame_max_rows = Int(10_000, help="Largest limit a nb://frames page accepts.").tag(config=True)
     frame_max_columns = Int(100, help="Columns of a nb://frames page when the URI gives no columns=.").tag(config=True)

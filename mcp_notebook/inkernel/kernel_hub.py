@@ -18,20 +18,20 @@ from .. import portable
 from ..budget import Limits
 from ..capture import CellCapture
 from ..logs import HubLog, log
+from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
 from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
-from ..providers.databases import DatabasesProvider
-from ..providers.diffs import DiffsProvider
-from ..providers.frames import FramesProvider
-from ..providers.history import HistoryProvider
+from ..providers.frames.databases import DatabasesProvider
+from ..providers.frames.provider import FramesProvider
+from ..providers.history.diffs import DiffsProvider
+from ..providers.history.lineage import Lineage
+from ..providers.history.sessions import HistoryProvider
 from ..providers.kernel_info import KernelProvider
-from ..providers.lineage import Lineage
-from ..providers.nb_tools import add_nb_tools
 from ..providers.notebook import NotebookProvider
-from ..providers.variables import VariablesProvider
+from ..providers.variables import EVERY_TYPE, VariablesProvider
 from ..providers.views import ViewsProvider
-from ..redact import REDACTOR, NameFilter
+from ..redact import REDACTOR, ConfiguredNames
 from ..resources import Resources
 from ..revisions import ALL_VERSIONS
 from ..runtime import log_path, remove_runtime_file, sweep, write_runtime_file
@@ -67,8 +67,9 @@ class KernelHub:
         self.cell_started: float | None = None  # while a cell runs (nb://kernel's state: busy)
         self.last_execution: float | None = None  # when the last cell finished
         self.resources = Resources()
-        self._filter_cache: tuple[tuple, NameFilter] | None = None  # before VariablesProvider uses it
-        self.variables = VariablesProvider(shell.user_ns, getattr(shell, "user_ns_hidden", {}), self._name_filter, cfg)
+        self.variables = VariablesProvider(
+            shell.user_ns, getattr(shell, "user_ns_hidden", {}), ConfiguredNames(cfg), cfg
+        )
         self.resources.add_provider(KernelProvider(self.summary, self.resources.facts, self.resources.variable_name))
         self.resources.add_provider(self.variables)
         self._add_tables(cfg)
@@ -94,8 +95,9 @@ class KernelHub:
         """Frames and databases over the variables, each adding its links to nb://vars rows."""
         frames = FramesProvider(self.variables, cfg)
         databases = DatabasesProvider(self.variables, cfg)
-        self.variables.row_extras += [frames.index_links, databases.index_links]
-        self.variables.repr_overrides.append(frames.engine_repr)  # a lazy frame's repr may run its query
+        self.variables.rows.register(frames.rows_serve, frames.index_links)
+        self.variables.rows.register(databases.rows_serve, databases.index_links)
+        self.variables.reprs.register(frames.reprs_serve, frames.engine_repr)  # a lazy frame's repr may run its query
         self.resources.add_provider(frames)
         self.resources.add_provider(databases)
 
@@ -105,12 +107,12 @@ class KernelHub:
         self.lineage = Lineage(capture, self.variables, shell.user_ns, self.config, resources.variable_name)
         diffs = DiffsProvider(capture, self.lineage, self.config)
         self.history = HistoryProvider(shell, self.notebook_path, kernel_id, self.config)
-        self.variables.on_delta = self.lineage.record
-        self.variables.var_extras.append(self.lineage.var_fields)
+        self.variables.deltas.append(self.lineage.record)
+        self.variables.reads.register(EVERY_TYPE, self.lineage.var_fields)  # any variable has a history
         cells.cell_extras += [self.lineage.cell_fields, diffs.cell_fields]
-        resources.cell_of = lambda: capture.last.seq if capture.last is not None else None
-        resources.cell_uri = cell_uri
-        resources.on_exact = self.lineage.in_place
+        resources.follow_cells(
+            lambda: capture.last.seq if capture.last is not None else None, cell_uri, self.lineage.in_place
+        )
         for provider in (self.lineage, diffs, self.history):
             resources.add_provider(provider)
 
@@ -129,14 +131,6 @@ class KernelHub:
             allowed_origins=tuple(cfg.allowed_origins),
             allowed_hosts=tuple(cfg.allowed_hosts) + (() if _is_loopback(cfg.host) else (cfg.host,)),
         )
-
-    def _name_filter(self) -> NameFilter:
-        cfg = self.config
-        key = (tuple(cfg.secret_words), tuple(cfg.include_names), tuple(cfg.exclude_names))
-        if self._filter_cache is None or self._filter_cache[0] != key:
-            self._filter_cache = (key, NameFilter(*key))
-            REDACTOR.set_name_check(self._filter_cache[1].looks_secret)
-        return self._filter_cache[1]
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:

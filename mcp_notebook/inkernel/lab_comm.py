@@ -36,7 +36,7 @@ _NAME_MAX = 200
 log = logging.getLogger(__name__)
 
 
-class Link:
+class ViewComm:
     """One comm from one notebook view; remembers what it pushed last (replayed to a restarted hub)."""
 
     def __init__(self, channel: LabComm, comm: Any, path: str | None):
@@ -94,8 +94,8 @@ class LabComm:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._links: dict[str, Link] = {}
-        self._owner: Link | None = None  # whose document the hub shows
+        self._links: dict[str, ViewComm] = {}
+        self._owner: ViewComm | None = None  # whose document the hub shows
         self._shell: Any = None
         self._main: Any = None
         self._hub: Any = None  # the running KernelHub, if any
@@ -135,7 +135,7 @@ class LabComm:
 
     def _on_open(self, comm: Any, msg: dict[str, Any]) -> None:
         data = (msg.get("content") or {}).get("data") or {}
-        link = Link(self, comm, data.get("path") if isinstance(data.get("path"), str) else None)
+        link = ViewComm(self, comm, data.get("path") if isinstance(data.get("path"), str) else None)
         link.parent = msg if isinstance(msg.get("header"), dict) else None
         self.note_session(link.parent)
         comm.on_msg(link.on_msg)
@@ -181,7 +181,7 @@ class LabComm:
         return kh if kh is not None and kh.running else None
 
     # -- messages from the frontend (any thread; never blocking) -------------------------
-    def handle(self, link: Link, data: dict[str, Any]) -> None:
+    def handle(self, link: ViewComm, data: dict[str, Any]) -> None:
         kind = data.get("type")
         if kind == "document":
             self._document(link, data)
@@ -192,7 +192,7 @@ class LabComm:
         else:
             raise ValueError(f"unknown message type {kind!r}")
 
-    def _document(self, link: Link, data: dict[str, Any]) -> None:
+    def _document(self, link: ViewComm, data: dict[str, Any]) -> None:
         nb = data.get("nb")
         if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
             raise ValueError("a document message needs nb: a notebook with a cells list")
@@ -207,7 +207,7 @@ class LabComm:
         if kh is not None:
             kh.notebook.set_document(nb, source="jupyterlab")
 
-    def _active(self, link: Link, data: dict[str, Any]) -> None:
+    def _active(self, link: ViewComm, data: dict[str, Any]) -> None:
         active = data.get("active")
         selected = data.get("selected") or []
         if active is not None and not isinstance(active, str):
@@ -227,7 +227,7 @@ class LabComm:
             kh.notebook.set_document(link.document, source="jupyterlab")
         kh.notebook.set_active(active, link.active[1], source="jupyterlab")
 
-    def _command(self, link: Link, data: dict[str, Any]) -> None:
+    def _command(self, link: ViewComm, data: dict[str, Any]) -> None:
         command = data.get("command")
         if command == "state":
             msg = self._state_msg()
@@ -248,7 +248,7 @@ class LabComm:
         else:
             raise ValueError(f"unknown command {command!r}")
 
-    def _on_main(self, link: Link, key: tuple[str, ...], fn: Any) -> None:
+    def _on_main(self, link: ViewComm, key: tuple[str, ...], fn: Any) -> None:
         """Run a command on the kernel's main thread (after the running cell), then answer.
 
         A command already queued with the same key (a double click) runs once.
@@ -317,7 +317,7 @@ class LabComm:
         if timer is not None:
             timer.cancel()
 
-    def drop(self, link: Link) -> None:
+    def drop(self, link: ViewComm) -> None:
         """A notebook closed (or its view went away): forget its link and, if it fed the hub, its document."""
         with self._lock:
             self._links.pop(getattr(link.comm, "comm_id", None), None)

@@ -7,6 +7,7 @@ stays usable after ``%mcp stop``. Nothing it prints contains the token.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import lifecycle
@@ -20,6 +21,9 @@ USAGE = """\
 %mcp start           start it again
 %mcp panel           the hub panel (ipywidgets; text where widgets are unavailable)
 %mcp browse [KIND] [TEXT]  the resource browser, optionally filtered"""
+# What %mcp panel and %mcp browse display: the package API's panel() and browser(), given when the
+# magic is registered (the widgets' room sits above this one and imports it, never the reverse).
+VIEWS: dict[str, Callable[..., Any]] = {}
 
 
 def mcp_magic(line: str) -> None:
@@ -52,10 +56,11 @@ def mcp_magic(line: str) -> None:
     elif cmd in ("panel", "browse"):
         from IPython.display import display
 
-        from .. import widgets
-
-        view = widgets.panel() if cmd == "panel" else widgets.browser(*args[:2])
-        display(view)
+        show = VIEWS.get(cmd)
+        if show is None:
+            print(f"%mcp {cmd}: no view was registered with the magic")
+            return
+        display(show() if cmd == "panel" else show(*args[:2]))
     elif cmd in ("hide", "show"):
         if not args:
             print(f"usage: %mcp {cmd} NAME [NAME ...]")
@@ -122,7 +127,9 @@ def clients(kernel_hub: Any) -> str:
     return "\n".join(lines) if lines else "no clients connected"
 
 
-def register_magics(shell: Any) -> None:
+def register_magics(shell: Any, views: Mapping[str, Callable[..., Any]]) -> None:
+    """``%mcp`` in ``shell``; ``views``: what ``%mcp panel`` and ``%mcp browse`` display."""
+    VIEWS.update(views)
     shell.register_magic_function(mcp_magic, magic_kind="line", magic_name="mcp")
 
 

@@ -29,7 +29,7 @@ _KEYS = 4 * WORD  # PyDictObject: refcount, type, ma_used, version/watcher tag, 
 _UNICODE_KIND = 1  # 3.11+: a table whose keys are all str stores no hash
 
 
-class Table:
+class DictCopy:
     """One copy of a dict's entries (``data`` is a reusable buffer; only its first ``size`` bytes count)."""
 
     __slots__ = ("data", "entries", "fields", "keys_addr")
@@ -82,11 +82,11 @@ class TableReader:
         self._slots = (c_void_p(), c_void_p())
         self._known: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # address, offset, fields, capacity, entries
 
-    def read(self, d: dict[Any, Any]) -> Table | None:
+    def read(self, d: dict[Any, Any]) -> DictCopy | None:
         """The table of ``d`` now, or None (split values, an unknown header, or ``d`` changed
         while it was copied)."""
         if not d:  # an empty dict may share a static table (and, before 3.11, a static values array)
-            return Table(0, 0, 2, self._buffers[self._turn ^ 1][0])
+            return DictCopy(0, 0, 2, self._buffers[self._turn ^ 1][0])
         if id(d) != self._dict_id:  # ma_keys and ma_values, read in place
             self._dict_id = id(d)
             self._slots = (c_void_p.from_address(id(d) + _KEYS), c_void_p.from_address(id(d) + _KEYS + WORD))
@@ -100,7 +100,7 @@ class TableReader:
                 return table
         return self._read_new(keys_slot, keys_addr)
 
-    def _read_known(self, keys_slot: c_void_p, keys_addr: int) -> Table | None:
+    def _read_known(self, keys_slot: c_void_p, keys_addr: int) -> DictCopy | None:
         _, offset, fields, capacity, last = self._known
         slot_bytes = fields * WORD
         want = min(capacity, last + _GUESS) * slot_bytes
@@ -115,7 +115,7 @@ class TableReader:
             return None
         return self._done((keys_addr, offset, fields, capacity, entries), buf)
 
-    def _read_new(self, keys_slot: c_void_p, keys_addr: int) -> Table | None:
+    def _read_new(self, keys_slot: c_void_p, keys_addr: int) -> DictCopy | None:
         if self._copy(self._hdr_addr, keys_addr, _HEADER) != _HEADER:
             return None
         layout = _parse_header(self._hdr)
@@ -141,10 +141,10 @@ class TableReader:
             buf, addr = self._buffers[turn] = _buffer(size + size // 4)
         return buf, addr
 
-    def _done(self, known: tuple[int, int, int, int, int], buf: bytearray) -> Table:
+    def _done(self, known: tuple[int, int, int, int, int], buf: bytearray) -> DictCopy:
         self._known = known
         self._turn ^= 1
-        return Table(known[0], known[4], known[2], buf)
+        return DictCopy(known[0], known[4], known[2], buf)
 
 
 def _buffer(size: int) -> tuple[bytearray, int]:

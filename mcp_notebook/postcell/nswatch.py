@@ -22,7 +22,7 @@ from collections.abc import Iterable, MutableMapping
 from itertools import compress, islice
 from typing import Any
 
-from .dict_table import Table, TableReader, new_reader
+from .dict_table import DictCopy, TableReader, new_reader
 from .nsdiff import ARRAY_CODE, Snapshot, changed_words, pointers
 
 _RESYNC_TRIES = 5  # reads of a new table per cell before the listing answers that cell
@@ -36,7 +36,7 @@ class NamespaceWatch:
         self._ns = ns
         self._reader: TableReader | None = new_reader() if table_reads and type(ns) is dict else None
         self._snap = Snapshot([], b"", b"")  # the listing way's baseline
-        self._table: Table | None = None  # the table way's baseline
+        self._table: DictCopy | None = None  # the table way's baseline
         self._names: list[str | None] = []  # the name in each slot of that table (None: deleted)
         self._listed: dict[str, int] = {}  # name -> value address, when the listing answered the last cell
         self._failed_cells = 0
@@ -101,7 +101,7 @@ class NamespaceWatch:
                 rebound.append(name)
         return rebound, list(gone)  # type: ignore[arg-type]
 
-    def _name_new_slots(self, prev: Table, cur: Table) -> list[tuple[str, int]] | None:
+    def _name_new_slots(self, prev: DictCopy, cur: DictCopy) -> list[tuple[str, int]] | None:
         """(name, value address) in the slots past ``prev``'s end, appended to ``self._names``; None
         when the dict's last names are not the ones in those slots (it changed since the copy)."""
         if cur.entries == prev.entries:
@@ -119,7 +119,7 @@ class NamespaceWatch:
         self._names += [next(it) if k else None for k in keys]
         return list(zip(got, compress(values, keys), strict=True))
 
-    def _resync(self, prev: Table | None) -> tuple[list[str], list[str]]:
+    def _resync(self, prev: DictCopy | None) -> tuple[list[str], list[str]]:
         """A table not seen before: name its slots from the dict's own listing (checked slot by slot)
         and compare by name."""
         before = self._by_name(prev)
@@ -143,13 +143,13 @@ class NamespaceWatch:
         self._listed = dict(zip(snap.keys, snap.ids(), strict=True))  # the next table is compared with this
         return _by_name_diff(before, snap.keys, snap.ids())
 
-    def _by_name(self, table: Table | None) -> dict[str, int]:
+    def _by_name(self, table: DictCopy | None) -> dict[str, int]:
         if table is None:
             return self._listed
         return {n: v for n, v in zip(self._names, table.value_words(), strict=True) if n is not None}
 
 
-def _changed_slots(prev: Table, cur: Table) -> list[int]:
+def _changed_slots(prev: DictCopy, cur: DictCopy) -> list[int]:
     """Slots below ``prev``'s end whose words differ (in order, each once)."""
     fields = prev.fields
     return sorted({w // fields for w in changed_words(cur.data, prev.data, prev.entries * fields)})
@@ -160,7 +160,7 @@ def _by_name_diff(before: dict[str, int], keys: list[str], ids: Iterable[int]) -
     return [k for k, v in now.items() if before.get(k) != v], [k for k in before if k not in now]
 
 
-def _slot_names(table: Table, keys: list[str], values: list[Any]) -> list[str | None] | None:
+def _slot_names(table: DictCopy, keys: list[str], values: list[Any]) -> list[str | None] | None:
     """The name in each slot of ``table``, if its live slots hold exactly ``keys`` and ``values``."""
     key_words = table.words(0)
     if table.entries == len(keys):  # no deleted slot: compare the raw words directly

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .. import budget
 from ..providers.base import Provider
@@ -24,8 +24,7 @@ from . import jsonrpc as rpc
 from .apps import server_capability
 from .cursors import decode_cursor, encode_cursor
 from .exchange import Ctx, HttpReply, ServerSettings
-from .jsonrpc import RpcError
-from .params import MAX_URI, check_params
+from .jsonrpc import MAX_URI, RpcError, check_params
 from .streams import Stream
 from .tools import Tools
 
@@ -42,6 +41,15 @@ REPLY_START = b'{"jsonrpc":"2.0","id":'
 
 Handler = Callable[[Ctx, dict[str, Any]], dict[str, Any]]
 ReadKey = tuple[str, str]  # (revision, uri): the revision also names the era
+
+
+class ReadAccess(NamedTuple):
+    """What an era's ``read_access`` grants a cached read: its revision, the reply's headers, and who
+    asked (the handshake era: the session id; the stateless era: the client's ``clientInfo``)."""
+
+    version: str
+    reply_headers: dict[str, str]
+    asker: Any
 
 
 class EraRules(Protocol):
@@ -346,7 +354,7 @@ class Core:
 
 
 def uri_param(params: dict[str, Any]) -> str:
-    """The ``uri`` param, already checked by params.py for every method that takes one."""
+    """The ``uri`` param, already checked by jsonrpc.check_params for every method that takes one."""
     uri = params.get("uri")
     if not isinstance(uri, str) or not uri:
         raise RpcError(rpc.INVALID_PARAMS, "Invalid params: uri (non-empty string) is required")

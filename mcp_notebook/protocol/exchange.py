@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..budget import RESULT_CHARS
+from ..revisions import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL
 from . import jsonrpc as rpc
 from .apps import offered
-from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL
-from .jsonrpc import RpcError
+from .jsonrpc import LOG_LEVELS, RpcError
 from .jsonrpc import lone_surrogate_path as lone_surrogate_path  # for carriers: text JSON cannot carry
-from .params import LOG_LEVELS
 from .streams import Stream
 
 SESSION_NOT_FOUND = -32001

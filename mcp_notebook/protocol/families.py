@@ -20,7 +20,7 @@ from typing import Any
 
 from .exchange import HttpReply
 from .fast_read import FlatReads, ReadShape
-from .params import MAX_URI
+from .jsonrpc import MAX_URI
 
 # A URI whose JSON string is the URI itself (no quote, backslash, control or non-ASCII character)
 # and whose header value is too; not the "=?base64?...?=" form of Mcp-Name (it starts with "=").

@@ -22,27 +22,20 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
+from ..revisions import classify
 from . import jsonrpc as rpc
-from .core import REPLY_START, Core, ReadKey
-from .eras import classify
+from .core import REPLY_START, Core, ReadAccess, ReadKey
 from .exchange import INLINE_BODY_LIMIT, HttpReply, HttpRequest
-from .params import MAX_URI, check_params
+from .jsonrpc import MAX_URI, check_params
 
 _ID_FIELD = re.compile(rb'"id"\s*:\s*([0-9]+)(?![0-9])')
 MAX_ID_DIGITS = 15
 
 
-class Access(Protocol):
-    """What an era's ``read_access`` grants: the revision and the reply's headers."""
-
-    version: str
-    reply_headers: dict[str, str]
-
-
 class ReadEra(Protocol):
     """What the flat path needs of an era."""
 
-    def read_access(self, headers: dict[str, str], meta: Any, uri: str) -> Access | None: ...
+    def read_access(self, headers: dict[str, str], meta: Any, uri: str) -> ReadAccess | None: ...
 
     def after_read(self, access: Any) -> None: ...
 

@@ -12,18 +12,16 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 from ..resources import LIST_CHANGED, UPDATED
-from ..revisions import HANDSHAKE_VERSIONS, allows_batch, negotiate
+from ..revisions import HANDSHAKE, HANDSHAKE_VERSIONS, allows_batch, negotiate
 from ..types import ResourceNotFound
 from . import jsonrpc as rpc
 from .apps import offered
-from .core import Core, Handler, uri_param
-from .eras import HANDSHAKE
+from .core import Core, Handler, ReadAccess, uri_param
 from .exchange import SESSION_NOT_FOUND, Ctx, HttpReply, HttpRequest, session_key, status_reply
-from .jsonrpc import RpcError
-from .params import LOG_LEVELS, check_params
+from .jsonrpc import LOG_LEVELS, RpcError, check_params
 from .streams import Stream, sse_event, updated_events
 
 
@@ -37,14 +35,6 @@ class Session:
     subscriptions: set[str] = field(default_factory=set)
     streams: list[Stream] = field(default_factory=list)
     last_used: float = field(default_factory=time.monotonic)
-
-
-class ReadAccess(NamedTuple):
-    """How a session's cached read is answered: under its revision, with its session header."""
-
-    version: str
-    reply_headers: dict[str, str]
-    session_id: str
 
 
 class HandshakeEra:
@@ -296,7 +286,7 @@ class HandshakeEra:
 
     def replay_checks(self, access: ReadAccess) -> tuple[Callable[[], object], None]:
         """A replayed read's session must still be there (it is marked as used); nothing after."""
-        return functools.partial(self._touch_session, access.session_id), None
+        return functools.partial(self._touch_session, access.asker), None
 
     # -- notifications --------------------------------------------------------------------
     def notify(self, kind: str, uris: tuple[str, ...]) -> None:

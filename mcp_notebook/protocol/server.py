@@ -3,7 +3,7 @@
 :class:`McpServer` composes one :class:`~.core.Core` (resources, settings, tools, caches, the
 handlers both eras share) with one object per era (:class:`~.handshake.HandshakeEra`,
 :class:`~.stateless.StatelessEra`) and the flat read path (:class:`~.fast_read.FlatReads`). It
-admits requests by their headers, asks :func:`~.eras.classify` which era a message belongs to and
+admits requests by their headers, asks :func:`mcp_notebook.revisions.classify` which era a message belongs to and
 hands it over. No sockets or threads live here.
 
 **What a carrier calls** (loopback HTTP today; any carrier of one HTTP exchange at a time):
@@ -20,17 +20,16 @@ from collections.abc import Callable
 from typing import Any
 
 from ..resources import Resources
+from ..revisions import HANDSHAKE, STATELESS, classify
 from . import jsonrpc as rpc
 from .core import Core
-from .eras import HANDSHAKE, STATELESS, classify
 from .exchange import INLINE_BODY_LIMIT, HttpReply, HttpRequest, ServerSettings, status_reply
 from .families import Families
 from .fast_read import FlatReads
 from .handshake import HandshakeEra, Session
-from .jsonrpc import RpcError
-from .params import MAX_URI
+from .jsonrpc import MAX_URI, RpcError
 from .security import host_allowed, origin_allowed, preflight_headers, token_valid
-from .stateless import Listen, StatelessEra
+from .stateless import CLIENTS_SEEN_SECONDS, Listen, StatelessEra
 from .streams import Stream
 from .tools import Tools
 
@@ -109,7 +108,7 @@ class McpServer:
     def listens(self) -> list[Listen]:
         return self.stateless.listens()
 
-    def stateless_clients(self, within: float = 300.0) -> list[tuple[str, str, str, float]]:
+    def stateless_clients(self, within: float = CLIENTS_SEEN_SECONDS) -> list[tuple[str, str, str, float]]:
         return self.stateless.clients(within)
 
     def log(self, level: str, data: Any, logger: str = "mcp-notebook") -> None:

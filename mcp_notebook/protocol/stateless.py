@@ -12,21 +12,30 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..budget import META_SCALE
 from ..resources import LIST_CHANGED, UPDATED
-from ..revisions import ALL_VERSIONS, STATELESS_VERSIONS
+from ..revisions import (
+    ALL_VERSIONS,
+    META_CAPS,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_SERVER_INFO,
+    META_SUB_ID,
+    META_VERSION,
+    STATELESS,
+    STATELESS_VERSIONS,
+)
 from . import jsonrpc as rpc
-from .core import Core, Handler
-from .eras import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, META_SUB_ID, META_VERSION, STATELESS
+from .core import Core, Handler, ReadAccess
 from .exchange import Ctx, HttpReply, HttpRequest, status_reply
-from .jsonrpc import RpcError
-from .params import LOG_LEVELS, check_params
+from .jsonrpc import LOG_LEVELS, RpcError, check_params
 from .streams import Stream, updated_events
 from .wire_stateless import NAMED_PARAM, decode_header_value
 
 MAX_CLIENTS = 50  # clients remembered by clientInfo (for the panel's list)
+CLIENTS_SEEN_SECONDS = 300.0  # a client seen this recently is listed (the panel's clients)
 # Results a client may cache (they carry ttlMs and cacheScope).
 CACHEABLE = frozenset({"server/discover", "resources/list", "resources/templates/list", "resources/read", "tools/list"})
 _NAMED = NAMED_PARAM  # (wire_stateless.py: the rules both ends share)
@@ -39,14 +48,6 @@ class Listen:
     sub_id: rpc.RequestId
     uris: frozenset[str]
     list_changed: bool
-
-
-class ReadAccess(NamedTuple):
-    """How a stateless cached read is answered, and by whom it was asked."""
-
-    version: str
-    reply_headers: dict[str, str]
-    client_info: Any
 
 
 class StatelessEra:
@@ -170,7 +171,7 @@ class StatelessEra:
         if new:
             self.core.touch()
 
-    def clients(self, within: float = 300.0) -> list[tuple[str, str, str, float]]:
+    def clients(self, within: float = CLIENTS_SEEN_SECONDS) -> list[tuple[str, str, str, float]]:
         """(name, version, revision, seconds idle) of the clients seen in the last ``within`` seconds."""
         now = time.monotonic()
         with self.core.lock:
@@ -197,12 +198,12 @@ class StatelessEra:
 
     def after_read(self, access: ReadAccess) -> None:
         """Bookkeeping once a flat read is answered: the client was seen."""
-        self.seen(access.client_info, access.version)
+        self.seen(access.asker, access.version)
 
     def replay_checks(self, access: ReadAccess) -> tuple[None, Callable[[], None]]:
         """Nothing can end between stateless requests; once a replayed reply is written, the client
         was seen."""
-        return None, functools.partial(self.seen, access.client_info, access.version)
+        return None, functools.partial(self.seen, access.asker, access.version)
 
     # -- notifications --------------------------------------------------------------------
     def listens(self) -> list[Listen]:

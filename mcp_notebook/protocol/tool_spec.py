@@ -1,6 +1,6 @@
 """What a tool is to clients: its name, title, description, input schema and, for a view's tool,
 the ``ui://`` view a host renders its result in; and what runs it (a :data:`Handler`). The
-protocol's own tools are in tools.py; others (the Apps views' tools, providers/nb_tools.py)
+protocol's own tools are in tools.py; others (the Apps views' tools, nb_tools.py)
 are registered with ``Tools.add`` where a server is composed."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the resources they mention: ``resource_link`` content items for revisions that k
 JSON-RPC error (-32602), as the spec asks.
 
 Tools are a table of specs and handlers: the three above, and those a composition site adds with
-:meth:`Tools.add` (the Apps views' tools, providers/nb_tools.py). A tool that names a ``ui://``
+:meth:`Tools.add` (the Apps views' tools, nb_tools.py). A tool that names a ``ui://``
 view is listed and callable only for clients that offer the Apps extension.
 """
 
@@ -28,8 +28,7 @@ from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError, 
 from . import jsonrpc as rpc
 from .cursors import decode_cursor, encode_cursor
 from .exchange import Ctx
-from .jsonrpc import RpcError
-from .params import MAX_URI
+from .jsonrpc import MAX_URI, RpcError
 from .tool_spec import Handler, Tool, schema_of
 from .tool_watch import ClientWatches, ToolWatches
 
@@ -46,7 +45,7 @@ log = logging.getLogger("mcp_notebook.protocol")
 
 
 # The protocol's own tools, in words that fit any server; a composition site may give them its own
-# (Tools.describe; the notebook's words, naming its URIs, are in providers/nb_tools.py).
+# (Tools.describe; the notebook's words, naming its URIs, are in nb_tools.py).
 TOOLS = (
     Tool(
         "list_resources",

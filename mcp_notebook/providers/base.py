@@ -149,6 +149,9 @@ class Provider:
     list_is_pure = False
     # True for the MCP Apps views: listed only to clients that offer the Apps extension.
     apps_only = False
+    # What every URI it may own begins with ("": any URI, ``owns`` decides): a URI that begins with
+    # none of them never calls into the provider (resources.Resources.owner).
+    uri_prefixes: tuple[str, ...] = ("",)
 
     def owns(self, uri: str) -> bool:
         raise NotImplementedError
@@ -224,3 +227,14 @@ class Provider:
         """The exact check found namespace name ``name``'s value changed in place (no rebinding,
         ``d['k'] += 1``): move what says when it changed. True when that alters a rendering."""
         return False
+
+
+def rank_completions(candidates: list[str], prefix: str) -> list[str]:
+    """Prefix matches first (case-sensitive, then -insensitive), then substring matches."""
+    low = prefix.lower()
+    first = [c for c in candidates if c.startswith(prefix)]
+    seen = set(first)
+    second = [c for c in candidates if c not in seen and c.lower().startswith(low)]
+    seen.update(second)
+    third = [c for c in candidates if c not in seen and low in c.lower()]
+    return first + second + third

@@ -18,8 +18,7 @@ from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
 from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, index_page, int_param
-from .variables import rank_completions
+from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, index_page, int_param, rank_completions
 
 PREFIX = "nb://cells"
 INDEX_URI = "nb://cells"
@@ -102,6 +101,8 @@ def output_bytes(out: Output, mime: str) -> bytes:
 
 class CellsProvider(Provider):
     """Serves the history recorded by a :class:`~mcp_notebook.capture.CellCapture`."""
+
+    uri_prefixes = (PREFIX,)
 
     def __init__(self, capture: CellCapture, limits: Any):
         self.capture = capture

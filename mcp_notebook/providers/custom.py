@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from ..guard import RenderTimeout, call_guarded
-from ..render import safe_str
+from ..guard import RenderTimeout, call_guarded, safe_str
 from ..types import Annotations, Contents, Icon, Resource, ResourceTemplate
 from ..uri import UriTemplate, compile_template, is_template
 from . import structured, typed

@@ -20,6 +20,8 @@ class KernelProvider(Provider):
     any of its URIs without running user code (type, cheap shape, identity; the namespace name) —
     what a front serving many kernels compares for ``changes_since``."""
 
+    uri_prefixes = (KERNEL_URI,)
+
     def __init__(
         self,
         summary: Callable[[], dict[str, Any]],

@@ -21,10 +21,17 @@ from ..capture import strip_ansi
 from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, int_param
+from .base import (
+    ChangeSet,
+    InvalidResourceParams,
+    Provider,
+    ResourceNotFound,
+    ResourceReadError,
+    int_param,
+    rank_completions,
+)
 from .cells import cell_uri, iso
 from .optional import missing_package
-from .variables import rank_completions
 
 PREFIX = "nb://notebook"
 DOC_URI = "nb://notebook"
@@ -70,6 +77,8 @@ def normalize(nb: Any) -> dict[str, Any]:
 
 class NotebookProvider(Provider):
     """Serves the notebook document, from disk or as pushed by a frontend."""
+
+    uri_prefixes = (PREFIX,)
 
     def __init__(
         self,

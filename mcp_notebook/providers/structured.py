@@ -17,9 +17,15 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..guard import RenderTimeout, call_guarded, safe_str
 from ..redact import MASK, mask_secrets
+from ..types import Contents
+from .base import ResourceNotFound, ResourceReadError
 
 _LIST_SAMPLE = 20  # items of a list looked at to decide it holds structured values
+# The types this module reads (told from the type alone, so other values never enter it): instances of
+# pydantic models, dataclasses and attrs classes, lists and tuples of them, dicts a TypedDict describes.
+SERVES_MARKERS = ("__dataclass_fields__", "__attrs_attrs__")
 
 
 def _pydantic_model_class(cls: Any) -> bool:
@@ -411,3 +417,32 @@ def bound_and_mask(data: Any, budget: int, looks_secret: Callable[[str], bool]) 
 
     result = walk(data, 0)
     return result, bool(state["cut"])
+
+
+def read_document(
+    name: str, value: Any, shape: tuple[str, type, bool], cap: int, timeout: float, looks_secret: Callable[[str], bool]
+) -> dict[str, Any]:
+    """nb://vars/{name} of a structured value: its bounded, masked document, guarded."""
+    try:
+        return call_guarded(lambda: var_document(value, shape, cap, looks_secret), timeout)
+    except RenderTimeout as exc:
+        raise ResourceReadError(f"dumping {name} did not finish: {exc}") from None
+    except Exception as exc:
+        raise ResourceReadError(f"dumping {name} raised {type(exc).__name__}: {safe_str(exc, timeout)}") from None
+
+
+def read_schema(
+    uri: str, name: str, value: Any, ns: Mapping[str, Any], timeout: float, looks_secret: Callable[[str], bool]
+) -> Contents:
+    """nb://vars/{name}/schema: the JSON Schema of a structured value or class, masked."""
+    shape = schema_shape(value, name, ns)
+    if shape is None:
+        raise ResourceNotFound(
+            uri, f"{name} is not a pydantic model, dataclass, attrs or TypedDict (class, instance or list)"
+        )
+    try:
+        schema = call_guarded(lambda: var_schema(shape), timeout)
+        schema = mask_schema(schema, looks_secret)
+    except Exception as exc:
+        raise ResourceReadError(f"no JSON Schema for {name}: {type(exc).__name__}: {safe_str(exc, 1.0)}") from None
+    return Contents(uri=uri, mime_type="application/schema+json", text=json.dumps(schema, ensure_ascii=False))

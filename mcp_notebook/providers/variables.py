@@ -11,19 +11,27 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Hashable, MutableMapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from ..guard import RenderTimeout, call_guarded
+from ..guard import RenderTimeout, bounded_repr, call_guarded, callable_info, cheap_shape, safe_str, type_name
 from ..postcell.nswatch import NamespaceWatch
-from ..redact import REDACTOR, NameFilter, mask_secrets
-from ..render import bounded_repr, safe_str, type_name
+from ..redact import REDACTOR, ExposureRules, NameFilter, mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from . import base, structured
-from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError, index_page
-from .exposure import ExposureRules
+from .base import (
+    ChangeSet,
+    Facts,
+    InvalidResourceParams,
+    Provider,
+    ResourceNotFound,
+    ResourceReadError,
+    index_page,
+    rank_completions,
+)
 from .optional import missing_package
 
 PREFIX = "nb://vars"
@@ -48,41 +56,87 @@ class _Held:
         self.value = value
 
 
-_SIZED_BUILTINS = frozenset({list, tuple, dict, set, frozenset, str, bytes, bytearray})
-_ARRAY_LIBS = frozenset({"numpy", "pandas", "polars", "pyarrow", "torch", "xarray", "jax", "scipy"})
 _MISSING = object()
 
 
 @lru_cache(maxsize=4096)
 def _var_name(uri: str) -> str | None:
     """The name in ``nb://vars/{name}``, or None (cached: the inline-read check runs on every read)."""
+    rest = uri[len(PREFIX) + 1 :] if uri.startswith(PREFIX + "/") else ""
+    if rest.isidentifier() and rest.isascii():  # a plain Python name needs no template (no escapes)
+        return rest
     params = _VAR.match(uri)
     return None if params is None else params["name"]
 
 
 @lru_cache(maxsize=256)
 def _is_index(uri: str) -> bool:
+    if uri == INDEX_URI or uri.startswith(PREFIX + "/"):
+        return uri == INDEX_URI
     return _INDEX.match(uri) is not None
 
 
 _MASK_MARGIN = 512  # characters rendered past the cut, so secrets are masked before it
 _JSON = "application/json"
+_TYPES_KEPT = 1024  # types whose extensions are remembered (cleared when full: classes redefined per cell)
+E = TypeVar("E")
+
+
+@dataclass(frozen=True)
+class Serves:
+    """The types an extension serves, told from the type alone, without a call into the extension:
+    exact types, libraries (the root module of the type or of a base), or a class attribute a base
+    defines (``__dataclass_fields__``); ``every`` type."""
+
+    types: frozenset[type] = frozenset()
+    libraries: frozenset[str] = frozenset()
+    markers: tuple[str, ...] = ()
+    every: bool = False
+
+    def match(self, cls: type) -> bool:
+        if self.every or cls in self.types:
+            return True
+        for base_cls in cls.__mro__ if self.libraries or self.markers else ():
+            if (getattr(base_cls, "__module__", None) or "").partition(".")[0] in self.libraries:
+                return True
+            if any(m in base_cls.__dict__ for m in self.markers):  # the class's own dict: no user code
+                return True
+        return False
+
+
+EVERY_TYPE = Serves(every=True)
+# What providers/structured.py reads: pydantic models, dataclasses and attrs instances, lists and tuples
+# of them, dicts a TypedDict describes.
+STRUCTURED = Serves(frozenset({list, tuple, dict}), frozenset({"pydantic"}), structured.SERVES_MARKERS)
+
+
+class ByType(Generic[E]):
+    """Extensions of one kind, each registered with the types it serves; a value's type gets those
+    that serve it (remembered per type), so reading an int calls no frame, engine or database code."""
+
+    def __init__(self) -> None:
+        self._registered: list[tuple[Serves, E]] = []
+        self._of: dict[type, tuple[E, ...]] = {}
+
+    def register(self, serves: Serves, extension: E) -> None:
+        self._registered.append((serves, extension))
+        self._of = {}
+
+    def of(self, cls: type) -> tuple[E, ...]:
+        try:
+            found = self._of.get(cls)
+        except Exception:  # a metaclass's own __hash__ or __eq__ failed: decide without remembering
+            return tuple(ext for serves, ext in self._registered if serves.match(cls))
+        if found is None:
+            found = tuple(ext for serves, ext in self._registered if serves.match(cls))
+            if len(self._of) >= _TYPES_KEPT:
+                self._of = {}
+            self._of[cls] = found
+        return found
 
 
 def var_uri(name: str) -> str:
     return f"{PREFIX}/{name}"
-
-
-def cheap_shape(value: Any) -> tuple | int | None:
-    """len() of builtin containers or .shape of known array types; never runs user code."""
-    cls = type(value)
-    if cls in _SIZED_BUILTINS:
-        return len(value)
-    if cls.__module__.partition(".")[0] in _ARRAY_LIBS:
-        shape = getattr(value, "shape", None)
-        if isinstance(shape, tuple):
-            return shape
-    return None
 
 
 def _now() -> str:
@@ -91,6 +145,8 @@ def _now() -> str:
 
 class VariablesProvider(base.ModifiedStamps, Provider):
     """Exposes the user's namespace, minus IPython internals, modules, hidden names and secrets."""
+
+    uri_prefixes = (PREFIX,)
 
     list_is_pure = True  # listing reads names and types only: no user code, no live values
     index_uri = INDEX_URI
@@ -113,21 +169,21 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}
         self._fingerprints: dict[str, Any] = {}
-        # Callables adding fields to nb://vars index rows (frames add their page/schema URIs).
-        self.row_extras: list[Callable[[str, Any], dict[str, Any]]] = [
-            lambda name, value: structured.index_fields(name, value, self._ns, f"{var_uri(name)}/schema")
-        ]
-        # Callables that, for values whose repr would run a query (a DuckDB relation's repr computes its
-        # rows), return a function giving the text shown instead (None: not theirs; decided from the type).
-        self.repr_overrides: list[Callable[[Any], Callable[[], str] | None]] = []
+        # Extensions, each registered with the types it serves (``rows.register(serves, fn)``):
+        # fields(name, value) of an nb://vars index row (a model's kind and schema, a frame's page and schema URIs);
+        self.rows: ByType[Callable[[str, Any], dict[str, Any]]] = ByType()
+        self.rows.register(STRUCTURED, self._structured_row)
+        # override(value) for values whose repr would run a query (a DuckDB relation's repr computes
+        # its rows): a function giving the text shown instead (None: not theirs);
+        self.reprs: ByType[Callable[[Any], Callable[[], str] | None]] = ByType()
+        # fields(name) of one variable's read (lineage: the cell that set it, its history).
+        self.reads: ByType[Callable[[str], dict[str, Any]]] = ByType()
         # Bumped (main thread) after every change to what list_resources() shows; readers take it first.
         self._list_version = 0
         self._listed: tuple[int, list[Resource]] | None = None
         self._names_cache: tuple[int, list[str]] | None = None
         # Told after every snapshot what the cell added, rebound, removed, changed in place (lineage).
-        self.on_delta: Callable[[base.Delta], None] | None = None
-        # Callables adding fields to one variable's read (lineage: the cell that set it, its history).
-        self.var_extras: list[Callable[[str], dict[str, Any]]] = []
+        self.deltas: list[Callable[[base.Delta], None]] = []
         self.rebuild()
 
     # -- exposure -----------------------------------------------------------------------
@@ -176,12 +232,15 @@ class VariablesProvider(base.ModifiedStamps, Provider):
             self._check_watched(watched, changes, delta)
         if changes.updated:  # exposure, types or modification stamps may differ: listings are stale
             self._list_version += 1
-        if self.on_delta is not None:
+        for listener in self.deltas:
             try:
-                self.on_delta(delta)  # lineage: O(changed names)
+                listener(delta)  # lineage: O(changed names)
             except Exception:  # lineage must never cost the cell its notifications
                 pass
         return changes
+
+    def _structured_row(self, name: str, value: Any) -> dict[str, Any]:
+        return structured.index_fields(name, value, self._ns, f"{var_uri(name)}/schema")
 
     def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet, delta: base.Delta) -> None:
         # In-place updates are safe: readers on other threads copy with one C-level list()/dict().
@@ -377,6 +436,9 @@ class VariablesProvider(base.ModifiedStamps, Provider):
 
     # -- reading ------------------------------------------------------------------------
     def read(self, uri: str) -> list[Contents]:
+        name = _var_name(uri)
+        if name is not None:
+            return [self._read_var(uri, name)]
         params = _INDEX.match(uri)
         if params is not None:
             return [self._read_index(uri, params)]
@@ -436,7 +498,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         dtype = getattr(value, "dtype", None) if isinstance(shape, tuple) else None
         if dtype is not None:
             row["dtype"] = str(dtype)
-        for extra in self.row_extras:
+        for extra in self.rows.of(type(value)):
             try:
                 row.update(extra(name, value))
             except Exception:
@@ -448,7 +510,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         limits = self._limits
         doc: dict[str, Any] = self._index_row(name)
         cap = max(200, limits.max_read_chars - 1000)
-        shape = structured.shape_of(value, name, self._ns)
+        shape = structured.shape_of(value, name, self._ns) if STRUCTURED.match(type(value)) else None
         if shape is not None:
             return self._read_structured(uri, name, value, shape, doc, cap, extras)
         try:
@@ -468,51 +530,35 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         if truncated:
             doc["truncated"] = True
         if callable(value) and not isinstance(value, type):
-            doc.update(_callable_info(value, limits.repr_timeout))
+            doc.update(callable_info(value, limits.repr_timeout))
         doc["modified"] = self._modified.get(name)
-        self._add_extras(name, doc, extras)
+        self._add_extras(name, type(value), doc, extras)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
 
     def _read_structured(
         self, uri: str, name: str, value: Any, shape: Any, doc: dict[str, Any], cap: int, extras: bool
     ) -> Contents:
         """A model/dataclass/attrs/TypedDict-shaped value as bounded, masked JSON (providers/structured.py)."""
-        timeout = self._limits.repr_timeout
         looks_secret = self._filter().looks_secret
-        try:
-            doc.update(call_guarded(lambda: structured.var_document(value, shape, cap, looks_secret), timeout))
-        except RenderTimeout as exc:
-            raise ResourceReadError(f"dumping {name} did not finish: {exc}") from None
-        except Exception as exc:
-            raise ResourceReadError(f"dumping {name} raised {type(exc).__name__}: {safe_str(exc, timeout)}") from None
+        doc.update(structured.read_document(name, value, shape, cap, self._limits.repr_timeout, looks_secret))
         doc["schema"] = f"{var_uri(name)}/schema"
         doc["modified"] = self._modified.get(name)
-        self._add_extras(name, doc, extras)
+        self._add_extras(name, type(value), doc, extras)
         return Contents(uri=uri, mime_type=_JSON, text=json.dumps(doc, ensure_ascii=False, default=str))
 
-    def _add_extras(self, name: str, doc: dict[str, Any], extras: bool) -> None:
-        for extra in self.var_extras if extras else ():
+    def _add_extras(self, name: str, cls: type, doc: dict[str, Any], extras: bool) -> None:
+        for extra in self.reads.of(cls) if extras else ():
             try:
                 doc.update(extra(name))
             except Exception:
                 pass
 
     def _read_var_schema(self, uri: str, name: str) -> Contents:
-        value = self.value(name)
-        shape = structured.schema_shape(value, name, self._ns)
-        if shape is None:
-            raise ResourceNotFound(
-                uri, f"{name} is not a pydantic model, dataclass, attrs or TypedDict (class, instance or list)"
-            )
-        try:
-            schema = call_guarded(lambda: structured.var_schema(shape), self._limits.repr_timeout)
-            schema = structured.mask_schema(schema, self._filter().looks_secret)
-        except Exception as exc:
-            raise ResourceReadError(f"no JSON Schema for {name}: {type(exc).__name__}: {safe_str(exc, 1.0)}") from None
-        return Contents(uri=uri, mime_type="application/schema+json", text=json.dumps(schema, ensure_ascii=False))
+        looks_secret = self._filter().looks_secret
+        return structured.read_schema(uri, name, self.value(name), self._ns, self._limits.repr_timeout, looks_secret)
 
     def _repr(self, value: Any, max_chars: int, timeout: float) -> tuple[str, bool]:
-        for override in self.repr_overrides:
+        for override in self.reprs.of(type(value)):
             render = override(value)
             if render is not None:
                 text = call_guarded(render, timeout)
@@ -537,34 +583,3 @@ class VariablesProvider(base.ModifiedStamps, Provider):
             self._exposed[name] = type(value)
             self._modified.setdefault(name, _now())
         self._list_version += 1
-
-
-def _callable_info(value: Any, timeout: float) -> dict[str, Any]:
-    import inspect
-
-    def info() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        try:  # defaults may hold credentials: masked here, before any cut
-            out["signature"] = mask_secrets(str(inspect.signature(value)))
-        except (TypeError, ValueError):
-            pass
-        doc = inspect.getdoc(value)
-        if doc:
-            out["doc"] = mask_secrets(doc[: 2000 + _MASK_MARGIN])[:2000]
-        return out
-
-    try:
-        return call_guarded(info, timeout, key=value)
-    except Exception:
-        return {}
-
-
-def rank_completions(candidates: list[str], prefix: str) -> list[str]:
-    """Prefix matches first (case-sensitive, then -insensitive), then substring matches."""
-    low = prefix.lower()
-    first = [c for c in candidates if c.startswith(prefix)]
-    seen = set(first)
-    second = [c for c in candidates if c not in seen and c.lower().startswith(low)]
-    seen.update(second)
-    third = [c for c in candidates if c not in seen and low in c.lower()]
-    return first + second + third

@@ -51,6 +51,8 @@ UI_META: dict[str, Any] = {"ui": {"csp": {"connectDomains": [], "resourceDomains
 class ViewsProvider(Provider):
     """The ``ui://`` views, read from the package's files (cached once read)."""
 
+    uri_prefixes = (PREFIX,)
+
     list_is_pure = True
     apps_only = True  # listed to clients that offer the Apps extension only
 

@@ -31,7 +31,7 @@ REPLY_SECONDS = 60.0  # the first reply message of a request (a slow __repr__ in
 MAX_QUEUED = 4096  # reply messages waiting for a slow reader, per request
 
 
-class NoHub(Exception):
+class KernelHasNoHub(Exception):
     """The kernel answered that it has no hub for us (or did not answer at all)."""
 
     def __init__(self, reason: str, message: str):
@@ -103,7 +103,7 @@ class KernelChannel:
         self._pending: dict[str, asyncio.Queue[dict[str, Any] | None]] = {}
         self._streams: set[str] = set()
         self._info: dict[str, Any] | None = None
-        self._no_hub: tuple[float, NoHub] | None = None
+        self._no_hub: tuple[float, KernelHasNoHub] | None = None
         self._keepalive: asyncio.Task[None] | None = None
         self.last_used = time.monotonic()
 
@@ -185,17 +185,19 @@ class KernelChannel:
         try:
             reply = await asyncio.wait_for(queue.get(), timeout)
         except asyncio.TimeoutError:
-            raise self._remember(NoHub("no_answer", "")) from None
+            raise self._remember(KernelHasNoHub("no_answer", "")) from None
         finally:
             self._pending.pop(msg_id, None)
         content = (reply or {}).get("content") or {}
         if content.get("status") != "ok":
-            raise self._remember(NoHub(str(content.get("reason") or "error"), str(content.get("message") or "")))
+            raise self._remember(
+                KernelHasNoHub(str(content.get("reason") or "error"), str(content.get("message") or ""))
+            )
         self._no_hub = None
         self._info = content
         return content
 
-    def _remember(self, exc: NoHub) -> NoHub:
+    def _remember(self, exc: KernelHasNoHub) -> KernelHasNoHub:
         self._no_hub = (time.monotonic(), exc)
         return exc
 
@@ -277,7 +279,7 @@ class KernelChannel:
 
 class LoopBridge:
     """A :class:`KernelChannel` used from other threads and loops (the front's worker threads and
-    its listen loop); the channel itself stays on the server's loop. A ``hubclient.address.Carrier``."""
+    its listen loop); the channel itself stays on the server's loop. A ``hubclient.address.HubRoute``."""
 
     def __init__(self, channel: KernelChannel, loop: asyncio.AbstractEventLoop):
         self.channel = channel

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from ..allkernels.directory import KernelEntry, write_focus
-from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
 from ..hubclient.address import HubAddress
 from ..protocol.exchange import HttpRequest
 from ..serverside.kernel import spec_of
 from ..serverside.watch import served_here
 from .control_client import LoopBridge
-from .handlers import McpProxyHandler, _Base
+from .handlers import McpProxyHandler, _ExtensionHandler
 from .hubs import HubFinder
 
 MAX_FOCUS_BODY = 4096  # {"kernel_id": "<uuid>"} is 50 bytes
@@ -37,9 +37,9 @@ class ServerDirectory:
 
     FRESH_SECONDS = 0.25  # a listing this recent is answered again without looking
 
-    def __init__(self, finder: HubFinder, settings: dict[str, Any] | None = None):
+    def __init__(self, finder: HubFinder, kernel_watch: Callable[[], Any] = lambda: None):
         self.finder = finder
-        self.settings = settings or {}
+        self.kernel_watch = kernel_watch  # the ExtensionApp's watch over kernels without a hub (or None)
         self.paths: dict[str, str] = {}  # kernel id -> notebook path, refreshed by requests
         self.paths_at = 0.0
         self.focus: tuple[str, float] | None = None
@@ -67,13 +67,13 @@ class ServerDirectory:
             info = by_channel.get(kernel_id)
             if info is not None and finder.loop is not None:
                 bridge = LoopBridge(finder.channel(kernel_id), finder.loop)
-                hub = HubAddress(f"control://{kernel_id}", None, carrier=bridge)
+                hub = HubAddress(f"control://{kernel_id}", None, route=bridge)
                 notebook = info.get("notebook_path") or self.paths.get(kernel_id)
                 out.append(KernelEntry(kernel_id, notebook, hub, float(info.get("started_at") or 0), state))
                 continue
             record = finder.record(kernel_id) if kernel_id not in by_channel else None
             if record is None or finder.by_channel(kernel_id):
-                served = served_here(self.settings, finder, kernel_id) if kernel_id not in by_channel else None
+                served = served_here(self.kernel_watch(), finder, kernel_id) if kernel_id not in by_channel else None
                 if served is not None:  # no hub: served from the server's side
                     out.append(served_entry(served, self.paths.get(kernel_id), state))
                 continue
@@ -127,15 +127,6 @@ def _kernel(finder: HubFinder, kernel_id: str) -> Any:
         return None
 
 
-def front_of(settings: dict[str, Any]) -> tuple[KernelsFront, ServerDirectory]:
-    """The server's front, started on first use."""
-    found = settings.get("mcp_notebook_front")
-    if found is None:
-        directory = ServerDirectory(settings["mcp_notebook_finder"], settings)
-        found = settings["mcp_notebook_front"] = (KernelsFront(directory), directory)
-    return found
-
-
 async def refresh_paths(handler: Any, directory: ServerDirectory) -> None:
     """The notebook paths of the server's sessions (looked up at most once a second)."""
     sessions = handler.settings.get("session_manager")
@@ -172,9 +163,8 @@ class FrontHandler(SseReplies, McpProxyHandler):
         if self._refusal is not None:
             raise self._refusal
         if self._overflow:
-            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
-            raise web.HTTPError(413, f"request body larger than {limit} bytes")
-        front, directory = front_of(self.settings)
+            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
+        front, directory = self.extensionapp.front()
         await refresh_paths(self, directory)
         headers = {name.lower(): value for name, value in self.request.headers.get_all()}
         headers.pop("authorization", None)  # Jupyter's credential: the front never sees it
@@ -187,7 +177,7 @@ class FrontHandler(SseReplies, McpProxyHandler):
         self._wake_stream()
 
 
-class FocusHandler(_Base):
+class FocusHandler(_ExtensionHandler):
     """``POST {base_url}mcp-notebook/focus`` ``{"kernel_id": ...}``: the notebook the user looks at."""
 
     _track_activity = False
@@ -206,7 +196,7 @@ class FocusHandler(_Base):
         kernel_id = doc.get("kernel_id") if isinstance(doc, dict) else None
         if not isinstance(kernel_id, str) or not self.finder.known(kernel_id):
             raise web.HTTPError(400, "kernel_id must name a kernel of this server")
-        _, directory = front_of(self.settings)
+        _, directory = self.extensionapp.front()
         directory.focus = (kernel_id, time.time())
         for d in self.finder.dirs[-1:]:  # the user's runtime dir: a local bridge follows the focus too
             try:

@@ -14,13 +14,14 @@ from typing import Any
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..hubclient.aio import UpstreamResponse, request
 from ..hubclient.rules import HUB_SCHEME, LOOK_AGAIN_STATUS, LOOKUPS, REASON_HEADER, UpstreamError, authorization
 from .control_client import ChannelResponse, KernelChannel
-from .hubs import HubAddress, HubFinder, HubUnavailable
+from .hubs import HubFinder, HubUnavailable, LoopbackHub
 from .jupyterhub_scope import SCOPE_AUTHORIZER, ScopeAuthorizer, scope_user
 
 AUTH_RESOURCE = "kernels"
@@ -41,11 +42,13 @@ def _forwarded(name: str, allowed: frozenset[str]) -> bool:
     return low in allowed or low.startswith("mcp-")
 
 
-class _Base(APIHandler):
-    """What both routes share: Jupyter's auth on every verb, the hub finder."""
+class _ExtensionHandler(ExtensionHandlerMixin, APIHandler):
+    """What every route shares: Jupyter's auth on every verb; the extension's state and settings
+    (``extensionapp``: serverext.extension.MCPNotebookExtension), its hub finder."""
 
     auth_resource = AUTH_RESOURCE
     _refusal: web.HTTPError | None = None  # set by a handler that refuses only after reading the body
+    extensionapp: Any  # (ExtensionHandlerMixin's property, typed ExtensionApp there)
     accepts_jupyterhub_scope = True  # an MCP route: JupyterHub's mcp-notebook scope admits a token here
     _scope_authorizer: ScopeAuthorizer | None = None  # set when that scope admitted the request
 
@@ -56,7 +59,7 @@ class _Base(APIHandler):
 
     @property
     def finder(self) -> HubFinder:
-        return self.settings["mcp_notebook_finder"]
+        return self.extensionapp.finder
 
     async def prepare(self) -> None:  # type: ignore[override]
         await self._admit()
@@ -105,7 +108,7 @@ class _Base(APIHandler):
     head = put = patch = post = delete = _unsupported  # every verb authenticated, as the template asks
 
 
-class KernelsHandler(_Base):
+class KernelsHandler(_ExtensionHandler):
     """``GET {base_url}mcp-notebook/kernels``: the kernels of this server that have a hub."""
 
     _track_activity = False  # a panel polling the list must not keep an idle server from being culled
@@ -128,14 +131,14 @@ class KernelsHandler(_Base):
         hubs = self.finder.hubs(paths, await self.finder.channel_hubs(self.finder.kernel_ids()))
         from ..serverside.watch import served_rows  # the kernels without a hub, served from this side
 
-        hubs += served_rows(self.settings, self.finder, paths, {e["kernel_id"] for e in hubs})
+        hubs += served_rows(self.extensionapp.kernel_watch, self.finder, paths, {e["kernel_id"] for e in hubs})
         for entry in hubs:
             entry["mcp_path"] = f"{base}/mcp-notebook/kernels/{entry['kernel_id']}/mcp"
         self.finish(json.dumps(hubs))
 
 
 @web.stream_request_body
-class McpProxyHandler(_Base):
+class McpProxyHandler(_ExtensionHandler):
     """``{base_url}mcp-notebook/kernels/{kernel_id}/mcp``: POST/GET/DELETE piped to the kernel's hub."""
 
     _body: bytearray
@@ -153,7 +156,7 @@ class McpProxyHandler(_Base):
             await self._admit()
         except web.HTTPError as exc:
             self._refusal = exc
-        self._limit = 0 if self._refusal else int(self.settings.get("mcp_notebook_max_body_bytes", 1_000_000))
+        self._limit = 0 if self._refusal else int(self.extensionapp.max_body_bytes)
         self._body = bytearray()
         # beyond this, tornado answers 400 and drops the connection (no read of unbounded junk)
         self.request.connection.set_max_body_size(max(16 * self._limit, 1 << 20))
@@ -187,7 +190,7 @@ class McpProxyHandler(_Base):
         await self._proxy(kernel_id)
 
     # -- the pipe --------------------------------------------------------------------------------
-    def _hub_headers(self, hub: HubAddress) -> dict[str, str]:
+    def _hub_headers(self, hub: LoopbackHub) -> dict[str, str]:
         out = {name: value for name, value in self.request.headers.get_all() if _forwarded(name, FORWARD_REQUEST)}
         out["Host"] = hub.host_header  # the hub accepts only its loopback name (DNS-rebinding guard)
         return {**out, **authorization(hub.token, HUB_SCHEME)}
@@ -201,7 +204,7 @@ class McpProxyHandler(_Base):
             if isinstance(hub, KernelChannel):
                 return await self._over_channel(hub, method, body)
             try:
-                pool = self.settings.get("mcp_notebook_pool")
+                pool = self.extensionapp.pool
                 reply = await request(hub.host, hub.port, method, hub.path, self._hub_headers(hub), body, pool=pool)
             except UpstreamError as exc:
                 last = exc
@@ -238,12 +241,11 @@ class McpProxyHandler(_Base):
         if self._refusal is not None:
             raise self._refusal
         if self._overflow:
-            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
-            raise web.HTTPError(413, f"request body larger than {limit} bytes")
+            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
         method = self.request.method or "GET"
         body = bytes(self._body) if method == "POST" else None
         self._task = asyncio.ensure_future(self._pipe(kernel_id, method, body))
-        pipes: set[McpProxyHandler] = self.settings.setdefault("mcp_notebook_pipes", set())
+        pipes: set[McpProxyHandler] = self.extensionapp.pipes
         pipes.add(self)  # the extension's stop ends it (and so the hub's side of it)
         try:
             await self._task

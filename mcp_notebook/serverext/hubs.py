@@ -4,8 +4,8 @@ A hub writes ``mcp-notebook-<kernel id>.json`` (mode 0600) into Jupyter's runtim
 directory that also holds the kernel's connection file. The server looks there, and only for
 kernels its own kernel manager knows, so a URL can never reach a hub of another server's kernel.
 A kernel on another host (a gateway, a remote provisioner) writes its file on that host: its hub
-is reached over the kernel's control channel instead (bridge/claude_push.py), the carrier chosen per kernel
-(``c.MCPNotebookProxy.carrier``: auto, tcp or control).
+is reached over the kernel's control channel instead (control_client.py), the route chosen per kernel
+(``c.MCPNotebookExtension.route``: auto, tcp or control).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from ..hubclient.rules import UpstreamError
 from ..runtime import PREFIX, HubRecord, pid_alive
-from .control_client import LISTING_NO_HUB_SECONDS, KernelChannel, NoHub
+from .control_client import LISTING_NO_HUB_SECONDS, KernelChannel, KernelHasNoHub
 from .wires import GatewayWire, Wire, ZmqWire
 
 IDLE_WIRE_SECONDS = 600.0  # a kernel's control connection unused this long is closed (reopened on use)
@@ -52,7 +52,7 @@ class HubUnavailable(Exception):
 
 
 @dataclass(frozen=True)
-class HubAddress:
+class LoopbackHub:
     """Where a kernel's hub listens, with its token (which never leaves the server)."""
 
     kernel_id: str
@@ -68,11 +68,11 @@ class HubAddress:
         return f"{host}:{self.port}"
 
 
-def address(record: HubRecord, kernel_id: str) -> HubAddress | None:
+def address(record: HubRecord, kernel_id: str) -> LoopbackHub | None:
     parts = urlsplit(record.url)
     if parts.scheme != "http" or not parts.hostname or not parts.port:
         return None
-    return HubAddress(kernel_id, parts.hostname, parts.port, parts.path or "/mcp", record.token, record)
+    return LoopbackHub(kernel_id, parts.hostname, parts.port, parts.path or "/mcp", record.token, record)
 
 
 class HubFinder:
@@ -83,11 +83,11 @@ class HubFinder:
         kernel_manager: Any,
         runtime_dirs: list[str | os.PathLike[str]],
         gateway: bool = False,
-        carrier: str = "auto",
+        route: str = "auto",
     ):
         self.kernel_manager = kernel_manager
         self.gateway = gateway
-        self.carrier = carrier  # auto: loopback TCP when the hub's file is here, else the control channel
+        self.route = route  # auto: loopback TCP when the hub's file is here, else the control channel
         self.channels: dict[str, KernelChannel] = {}
         self.loop: Any = None  # the server's event loop (set by the handlers), where channels live
         seen: list[Path] = []
@@ -165,11 +165,11 @@ class HubFinder:
             return None
         return f"the {type(provisioner).__name__} kernel provisioner"
 
-    def locate(self, kernel_id: str) -> HubAddress:
+    def locate(self, kernel_id: str) -> LoopbackHub:
         """The loopback hub of a kernel of this server, or :class:`HubUnavailable` naming why not."""
         if not self.known(kernel_id):
             raise HubUnavailable(404, "unknown_kernel", f"No kernel {kernel_id} on this Jupyter server.", kernel_id)
-        record = self.record(kernel_id) if self.carrier != "control" else None
+        record = self.record(kernel_id) if self.route != "control" else None
         found = address(record, kernel_id) if record is not None else None
         if found is not None:
             return found
@@ -185,9 +185,9 @@ class HubFinder:
     # -- the control channel -------------------------------------------------------------------
     def by_channel(self, kernel_id: str) -> bool:
         """Whether this kernel's hub is reached over its control channel rather than loopback TCP."""
-        if self.carrier == "control":
+        if self.route == "control":
             return True
-        if self.carrier == "tcp":
+        if self.route == "tcp":
             return False
         return self.remote_reason(kernel_id) is not None and self.record(kernel_id) is None
 
@@ -211,7 +211,7 @@ class HubFinder:
     def _wire(self, kernel_id: str) -> Wire:
         return GatewayWire(kernel_id) if self.gateway else ZmqWire(self.kernel_manager, kernel_id)
 
-    async def reach(self, kernel_id: str) -> HubAddress | KernelChannel:
+    async def reach(self, kernel_id: str) -> LoopbackHub | KernelChannel:
         """The way to a kernel's hub: its loopback address, or its control channel once the hub there
         answered; :class:`HubUnavailable` naming why not."""
         if not self.known(kernel_id):
@@ -221,13 +221,13 @@ class HubFinder:
         channel = self.channel(kernel_id)
         try:
             await channel.info()
-        except NoHub as exc:
+        except KernelHasNoHub as exc:
             raise self.no_hub(kernel_id, exc) from None
         except UpstreamError as exc:
             raise HubUnavailable(502, "hub_unreachable", str(exc), kernel_id) from None
         return channel
 
-    def no_hub(self, kernel_id: str, exc: NoHub) -> HubUnavailable:
+    def no_hub(self, kernel_id: str, exc: KernelHasNoHub) -> HubUnavailable:
         """Why a kernel reached over its control channel has no hub for us, in words."""
         where = self.remote_reason(kernel_id) or "its control channel"
         if exc.reason == "no_answer":
@@ -248,7 +248,7 @@ class HubFinder:
         async def ask(kernel_id: str) -> dict[str, Any] | None:
             try:
                 return await self.channel(kernel_id).info(INFO_LISTING_SECONDS, LISTING_NO_HUB_SECONDS)
-            except (NoHub, UpstreamError):
+            except (KernelHasNoHub, UpstreamError):
                 return None
 
         answers = await asyncio.gather(*(ask(k) for k in wanted))
@@ -278,10 +278,11 @@ class HubFinder:
         ``by_channel``: the facts of hubs reached over control channels (:meth:`channel_hubs`)."""
         out = []
         for kernel_id in self.kernel_ids():
-            record = self.record(kernel_id) if self.carrier != "control" else None
+            record = self.record(kernel_id) if self.route != "control" else None
             info = record.info if record is not None else (by_channel or {}).get(kernel_id)
             if info is None:
                 continue
+            route = "tcp" if record is not None else "control"
             out.append(
                 {
                     "kernel_id": kernel_id,
@@ -289,7 +290,8 @@ class HubFinder:
                     "protocol_versions": list(info.get("protocol_versions") or []),
                     "server_version": info.get("server_version"),
                     "started_at": info.get("started_at"),
-                    "carrier": "tcp" if record is not None else "control",
+                    "route": route,
+                    "carrier": route,  # deprecated alias of "route" (its name until 0.1.x), kept for a release
                 }
             )
         out.sort(key=lambda e: e.get("started_at") or 0, reverse=True)

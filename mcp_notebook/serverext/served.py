@@ -13,7 +13,7 @@ from tornado import web
 from ..allkernels.sse_replies import SseReplies
 from ..protocol.exchange import HttpRequest
 from ..serverside.watch import served_here
-from .handlers import McpProxyHandler, _Base
+from .handlers import McpProxyHandler, _ExtensionHandler
 
 MAX_DOCUMENT_BYTES = 8 * 1024 * 1024  # what the JupyterLab extension pushes at most (MAX_PUSH_CHARS)
 
@@ -23,15 +23,14 @@ class KernelMcpHandler(SseReplies, McpProxyHandler):
     """``kernels/{id}/mcp``: piped to the kernel's hub, or answered here for a kernel without one."""
 
     async def _proxy(self, kernel_id: str) -> None:
-        served = served_here(self.settings, self.finder, kernel_id)
+        served = served_here(self.extensionapp.kernel_watch, self.finder, kernel_id)
         if served is None:
             await super()._proxy(kernel_id)
             return
         if self._refusal is not None:
             raise self._refusal
         if self._overflow:
-            limit = self.settings.get("mcp_notebook_max_body_bytes", 1_000_000)
-            raise web.HTTPError(413, f"request body larger than {limit} bytes")
+            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
         headers = {name.lower(): value for name, value in self.request.headers.get_all()}
         headers.pop("authorization", None)  # Jupyter's credential stays here
         method = self.request.method or "GET"
@@ -43,7 +42,7 @@ class KernelMcpHandler(SseReplies, McpProxyHandler):
         self._wake_stream()
 
 
-class DocumentHandler(_Base):
+class DocumentHandler(_ExtensionHandler):
     """``POST kernels/{id}/document`` ``{"nb": {...}, "path": "..."}``: the live document of a notebook
     whose kernel has no hub (204); a kernel with a hub gets it over the Lab comm (409)."""
 
@@ -57,7 +56,7 @@ class DocumentHandler(_Base):
             raise web.HTTPError(413, f"the document is at most {MAX_DOCUMENT_BYTES} bytes")
         if not self.finder.known(kernel_id):
             raise web.HTTPError(404, f"no kernel {kernel_id} on this server")
-        served = served_here(self.settings, self.finder, kernel_id)
+        served = served_here(self.extensionapp.kernel_watch, self.finder, kernel_id)
         if served is None:
             raise web.HTTPError(409, "this kernel has an mcp-notebook hub: its document goes over the Lab comm")
         try:

@@ -14,11 +14,11 @@ from typing import Any
 from ..bridge.stdio_carrier import StdioCarrier
 from ..hubclient.address import HubAddress
 from ..inkernel.config import MCPHub
+from ..nb_tools import add_nb_tools
 from ..protocol.exchange import ServerSettings
 from ..protocol.server import McpServer
 from ..providers.cells import CellsProvider, cell_uri
 from ..providers.kernel_info import KernelProvider
-from ..providers.nb_tools import add_nb_tools
 from ..providers.notebook import NotebookProvider
 from ..resources import Resources
 from ..runtime import HubRecord

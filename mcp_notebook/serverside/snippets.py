@@ -1,4 +1,4 @@
-"""The read-only snippets run in an R kernel when the user opted in (``MCPNotebookProxy.variable_snippets``):
+"""The read-only snippets run in an R kernel when the user opted in (``MCPNotebookExtension.variable_snippets``):
 their exact text (docs/kernels.md shows it), built only from validated names and whole numbers.
 
 Each runs as a *silent* ``execute_request`` with ``store_history: false`` (IRkernel then moves no

@@ -25,7 +25,7 @@ _VAR = compile_template("nb://vars/{name}")
 _FRAME = compile_template("nb://frames/{name}{?offset,limit}")
 PRINTED_CHARS = 4000  # of IRkernel's printed form kept in a read
 INSPECT_SECONDS = 10.0
-OPT_IN = "c.MCPNotebookProxy.variable_snippets = True"
+OPT_IN = "c.MCPNotebookExtension.variable_snippets = True"
 SECRET_NAMES = NameFilter(DEFAULT_SECRET_WORDS, (), ())  # the hub's default: a secret-looking name is hidden
 HIDDEN = "hidden: the name looks like a secret (as a hub hides it)"
 
@@ -151,7 +151,7 @@ class ServedVariables(Provider):
         if not doc.get("ok"):
             error = str(doc.get("error") or "failed")
             if "time limit" in error:
-                error = f"the read took longer than {seconds:g} s inside R (MCPNotebookProxy.snippet_seconds) and was stopped"
+                error = f"the read took longer than {seconds:g} s inside R (MCPNotebookExtension.snippet_seconds) and was stopped"
             raise ResourceReadError(f"{uri[:200]}: {error[:500]}")
         return doc
 

@@ -157,28 +157,22 @@ def _pid(kernel: Any) -> Any:
     return getattr(process, "pid", None)
 
 
-def kernel_watch(settings: dict[str, Any]) -> Any:
-    """The ExtensionApp's watch over hub-less kernels, or None (turned off, or not started)."""
-    return getattr(settings.get("mcp_notebook"), "kernel_watch", None)
-
-
-def served_here(settings: dict[str, Any], finder: Any, kernel_id: str) -> Any:
-    """The kernel's server-side server when it has no hub of its own, else None (its hub wins)."""
-    watch = kernel_watch(settings)
+def served_here(watch: Any, finder: Any, kernel_id: str) -> Any:
+    """The kernel's server-side server when it has no hub of its own, else None (its hub wins).
+    ``watch``: the ExtensionApp's ``kernel_watch`` (None when turned off)."""
     served = watch.get(kernel_id) if watch is not None else None
     if served is None or finder.by_channel(kernel_id) or finder.record(kernel_id) is not None:
         return None
     return served
 
 
-def served_rows(settings: dict[str, Any], finder: Any, paths: dict[str, str], listed: set[str]) -> list[dict[str, Any]]:
+def served_rows(watch: Any, finder: Any, paths: dict[str, str], listed: set[str]) -> list[dict[str, Any]]:
     """Listing rows of the kernels served from the server's side (no secrets: nothing is needed)."""
-    watch = kernel_watch(settings)
     if watch is None:
         return []
     out = []
     for kernel_id in finder.kernel_ids():
-        served = served_here(settings, finder, kernel_id) if kernel_id not in listed else None
+        served = served_here(watch, finder, kernel_id) if kernel_id not in listed else None
         if served is None:
             continue
         out.append(
@@ -188,7 +182,8 @@ def served_rows(settings: dict[str, Any], finder: Any, paths: dict[str, str], li
                 "protocol_versions": [*HANDSHAKE_VERSIONS, *STATELESS_VERSIONS],
                 "server_version": __version__,
                 "started_at": served.watched_since,
-                "carrier": "server",
+                "route": "server",
+                "carrier": "server",  # the deprecated name of "route" (one release)
                 "language": served.language,
                 "display_name": served.display_name,
             }

@@ -32,11 +32,10 @@ from ..protocol.security import cors_headers, origin_allowed
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
 from . import http11
-from .busy_poll import BusyPoll
 from .driver import ExchangeDriver, Port
-from .heads import AdmittedHead, AdmittedHeads, ConnectionMemos
 from .http11 import BadRequest, RequestHead
 from .http11_state import CLOSED, DISCARD, IDLE, SEND_BODY, ConnectionState
+from .latency import AdmittedHead, AdmittedHeads, BusyPoll, ConnectionMemos
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 300.0  # keep-alive time of a connection some request was admitted on

@@ -34,7 +34,7 @@ STOPPING = "Service unavailable: the server is stopping"
 KEEPALIVE_SECONDS = 15.0  # a quiet stream gets KEEPALIVE_COMMENT this often (unless its port says otherwise)
 
 
-class Server(Protocol):
+class DrivenServer(Protocol):
     """What the driver calls of the server it drives (``protocol.server.McpServer``)."""
 
     def admit(self, headers: dict[str, str], method: str | None = None) -> HttpReply | None: ...
@@ -105,7 +105,7 @@ class ExchangeDriver:
 
     def __init__(
         self,
-        server: Server,
+        server: DrivenServer,
         executor: Executor | None,
         inline: bool = True,
         loop: asyncio.AbstractEventLoop | None = None,

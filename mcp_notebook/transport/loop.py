@@ -8,7 +8,7 @@ import os
 import socket
 
 from .. import portable
-from .busy_poll import BusyPoll, PollingSelector
+from .latency import BusyPoll, PollingSelector
 
 log = logging.getLogger(__name__)
 

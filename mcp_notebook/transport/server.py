@@ -18,17 +18,15 @@ from concurrent.futures import ThreadPoolExecutor
 from ..logs import loop_exception_handler
 from ..protocol.server import McpServer
 from ..protocol.streams import Stream
-from .busy_poll import BusyPoll
 from .connection import LINGER_SECONDS, PATH, Connection
 from .driver import ExchangeDriver
-from .heads import AdmittedHeads
+from .latency import AdmittedHeads, BusyPoll, CellSwitchInterval
 from .loop import bind_socket, new_loop
-from .switch import CellSwitchInterval
 
 HEAD_SECONDS = 10.0  # a request head must be complete this long after its first byte
 BODY_SECONDS = 60.0  # a body must be complete this long after its head
 MAX_CONNECTIONS = 256
-BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see busy_poll.py)
+BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see latency.py)
 
 
 class HttpTransport:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..redact import mask_secrets
-from ..types import Contents, Resource, ResourceTemplate
-from ..uri import compile_template
-from .base import ChangeSet, Provider, ResourceNotFound, ResourceReadError
-from .engines import EngineFrame, db_objects, db_relation, is_connection_type
-from .frame_pages import page_contents
-from .frame_schema import schema_contents
-from .variables import rank_completions
+from ...redact import mask_secrets
+from ...types import Contents, Resource, ResourceTemplate
+from ...uri import compile_template
+from ..base import ChangeSet, Provider, ResourceNotFound, ResourceReadError, rank_completions
+from ..variables import Serves
+from .engines import CONNECTION_LIBRARIES, EngineFrame, db_objects, db_relation, is_connection_type
+from .pages import page_contents
+from .schema import schema_contents
 
 PREFIX = "nb://db/"
 DB_TEMPLATE = "nb://db/{name}"
@@ -41,6 +41,10 @@ def _key(entry: dict[str, Any]) -> str:
 
 class DatabasesProvider(Provider):
     """Tables and views of the DuckDB connections the VariablesProvider exposes."""
+
+    uri_prefixes = (PREFIX,)
+
+    rows_serve = Serves(libraries=CONNECTION_LIBRARIES)  # the values whose nb://vars rows it extends
 
     def __init__(self, variables: Any, limits: Any):
         self._vars = variables

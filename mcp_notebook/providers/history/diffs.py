@@ -13,14 +13,14 @@ import difflib
 import json
 from typing import Any
 
-from ..capture import CellCapture, CellRecord
-from ..redact import mask_secrets
-from ..types import Contents, ResourceTemplate
-from ..uri import compile_template
-from .base import InvalidResourceParams, Provider, ResourceNotFound, shape_text
-from .cells import cell_uri, iso
+from ...capture import CellCapture, CellRecord
+from ...redact import mask_secrets
+from ...types import Contents, ResourceTemplate
+from ...uri import compile_template
+from ..base import InvalidResourceParams, Provider, ResourceNotFound, rank_completions, shape_text
+from ..cells import cell_uri, iso
+from ..variables import var_uri
 from .lineage import ADDED, IN_PLACE, NOTE, REBOUND, REMOVED, Change, Lineage, facts_json
-from .variables import rank_completions, var_uri
 
 PREFIX = "nb://diff/"
 CELLS_TEMPLATE = "nb://diff/cells/{a}/{b}"
@@ -39,12 +39,10 @@ def runs_uri(cell_id: str) -> str:
     return _RUNS.expand({"cell_id": cell_id})
 
 
-def cells_diff_uri(a: int, b: int) -> str:
-    return _CELLS.expand({"a": a, "b": b})
-
-
 class DiffsProvider(Provider):
     """Source and namespace diffs (see the module docstring)."""
+
+    uri_prefixes = (PREFIX,)
 
     list_is_pure = True
 

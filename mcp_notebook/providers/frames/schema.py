@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..redact import mask_secrets
-from ..types import Contents
-from .base import InvalidResourceParams
+from ...redact import mask_secrets
+from ...types import Contents
+from ..base import InvalidResourceParams
 from .engines import EngineFrame
-from .frame_order import capabilities
-from .frame_pages import JSON, column_positions, flag
+from .order import capabilities
+from .pages import JSON, column_positions, flag
 from .tables import Table
 
 SCHEMA_TEMPLATE = "nb://frames/{name}/schema"

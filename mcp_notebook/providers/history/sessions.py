@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..redact import mask_secrets
-from ..types import Annotations, Contents, Resource, ResourceTemplate
-from ..uri import compile_template
-from .base import InvalidResourceParams, Provider, ResourceNotFound, int_param
+from ...redact import mask_secrets
+from ...types import Annotations, Contents, Resource, ResourceTemplate
+from ...uri import compile_template
+from ..base import InvalidResourceParams, Provider, ResourceNotFound, int_param
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,8 @@ def _rows(conn: sqlite3.Connection, sql: str, args: tuple[Any, ...]) -> tuple[li
 
 class HistoryProvider(Provider):
     """Earlier sessions' inputs of this kernel's notebook (see the module docstring)."""
+
+    uri_prefixes = (INDEX_URI,)
 
     list_is_pure = True
 

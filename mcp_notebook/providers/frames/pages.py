@@ -2,7 +2,7 @@
 
 The rows come in the asked format (CSV, JSON records, markdown), cut to the read budget, then the
 page info as JSON (offset, rows, total, columns, truncated, next page, cuts); see
-providers/frames.py for the resource these serve.
+providers/frames/provider.py for the resource these serve.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..redact import mask_secrets
-from ..types import Contents
-from . import frame_order, frame_query
-from .base import InvalidResourceParams, int_param
+from ...redact import mask_secrets
+from ...types import Contents
+from ..base import InvalidResourceParams, int_param
+from . import order as frame_order
+from . import query as frame_query
 from .engines import EngineFrame
-from .frame_order import OrderCache
+from .order import OrderCache
 from .tables import CellRenderer, Table, cell_text
 
 PAGE_TEMPLATE = "nb://frames/{name}{?offset,limit,columns,format,count,sort,where}"

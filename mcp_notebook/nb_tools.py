@@ -3,7 +3,7 @@ words, and the tools of the MCP Apps views (listed only to clients that offer th
 
 They live beside the providers whose URIs they name and read: the protocol knows tools only as a
 table of specs and handlers. :func:`add_nb_tools` registers them where a server is composed (the
-kernel's hub, the all-kernels front, which the Hub service and the server extension use).
+kernel's hub, the all-kernels front, which the JupyterHub service and the server extension use).
 
 Each view tool names its view in ``_meta.ui.resourceUri`` and answers with ``structuredContent`` the view
 renders first (no round trip before the first paint) and a ``content`` text the model reads.
@@ -18,15 +18,15 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from .. import budget
-from ..protocol.tool_spec import Handler, Tool, schema_of
-from ..protocol.tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, Tools
-from ..redact import REDACTOR
-from ..resources import Resources
-from ..types import Contents, ResourceNotFound
-from .cells import cell_uri
-from .frame_pages import META_KEY
-from .views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
+from . import budget
+from .protocol.tool_spec import Handler, Tool, schema_of
+from .protocol.tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, Tools
+from .providers.cells import cell_uri
+from .providers.frames.pages import META_KEY
+from .providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
+from .redact import REDACTOR
+from .resources import Resources
+from .types import Contents, ResourceNotFound
 
 FIRST_PAGE_ROWS = 100
 LAST_CELLS = 50  # show_outputs without a cell: the newest cell with outputs among the last ones

@@ -5,7 +5,7 @@ pandas DataFrame/Series, polars DataFrame/Series, pyarrow Table/RecordBatch, num
 2-D; higher dimensions flatten their leading axes) or lazy engine frame. ``format`` is ``csv``
 (default), ``json`` (records) or ``markdown``; ``columns=a,b`` picks columns (index columns
 always come first); ``sort=-a,b`` and ``where=a>=3;b~text`` sort and filter the rows before the
-page is cut (providers/frame_query.py, frame_order.py).
+page is cut (providers/frames/query.py, order.py).
 ``nb://frames/{name}/schema`` (also ``?columns=a,b``) describes shape, dtypes, null counts,
 min/max/mean, categories, datetime ranges, examples and the pandas index. A polars LazyFrame
 has a schema only: its rows are never computed by a read.
@@ -35,19 +35,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..guard import RenderTimeout, call_guarded
-from ..redact import mask_secrets
-from ..render import safe_str, type_name
-from ..types import Annotations, Contents, Resource, ResourceTemplate
-from ..uri import compile_template
-from .base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
-from .engines import EngineFrame, engine_of_type, is_connection_type
-from .frame_order import OrderCache
-from .frame_pages import FORMATS, JSON, OLD_PAGE_TEMPLATE, PAGE_TEMPLATE, page_contents
-from .frame_schema import SCHEMA_TEMPLATE, schema_contents
-from .optional import missing_package
-from .tables import Table, adapter_for_type, quiet, table_for
-from .variables import rank_completions
+from ...guard import RenderTimeout, call_guarded, safe_str, type_name
+from ...redact import mask_secrets
+from ...types import Annotations, Contents, Resource, ResourceTemplate
+from ...uri import compile_template
+from ..base import (
+    ChangeSet,
+    Facts,
+    InvalidResourceParams,
+    Provider,
+    ResourceNotFound,
+    ResourceReadError,
+    rank_completions,
+)
+from ..optional import missing_package
+from ..variables import Serves
+from .engines import ENGINE_LIBRARIES, EngineFrame, engine_of_type, is_connection_type
+from .order import OrderCache
+from .pages import FORMATS, JSON, OLD_PAGE_TEMPLATE, PAGE_TEMPLATE, page_contents
+from .schema import SCHEMA_TEMPLATE, schema_contents
+from .tables import LIBRARIES, Table, adapter_for_type, quiet, table_for
 
 PREFIX = "nb://frames/"
 _PAGE = compile_template(PAGE_TEMPLATE)
@@ -65,6 +72,13 @@ def schema_uri(name: str) -> str:
 
 class FramesProvider(Provider):
     """Pages and schemas of the tabular variables the VariablesProvider exposes."""
+
+    uri_prefixes = (PREFIX,)
+
+    # The values whose nb://vars rows (index_links) and reprs (engine_repr) it extends, told from
+    # their types alone: any other value never enters this module.
+    rows_serve = Serves(libraries=LIBRARIES | ENGINE_LIBRARIES)
+    reprs_serve = Serves(libraries=ENGINE_LIBRARIES)
 
     def __init__(self, variables: Any, limits: Any):
         self._vars = variables

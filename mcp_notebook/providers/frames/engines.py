@@ -23,9 +23,9 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..redact import mask_secrets
-from .base import ResourceReadError
-from .optional import MissingPackage, eager_backend, missing_package
+from ...redact import mask_secrets
+from ..base import ResourceReadError
+from ..optional import MissingPackage, eager_backend, missing_package
 from .tables import Table, table_for
 
 # (top-level module, class qualname) -> engine name. Type names only: nothing is imported.
@@ -40,6 +40,8 @@ ENGINE_TYPES: dict[tuple[str, str], str] = {
     ("sqlframe", "DataFrame"): "sqlframe",
 }
 CONNECTION_TYPES = {("duckdb", "DuckDBPyConnection"), ("_duckdb", "DuckDBPyConnection")}
+ENGINE_LIBRARIES = frozenset(lib for lib, _ in ENGINE_TYPES)
+CONNECTION_LIBRARIES = frozenset(lib for lib, _ in CONNECTION_TYPES)
 _KIND = {
     "pyspark": "pyspark.DataFrame",
     "dask": "dask.DataFrame",

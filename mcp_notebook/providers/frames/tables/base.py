@@ -13,7 +13,7 @@ class Table:
 
     kind = "table"
     mutable = True  # may change in place (else only rebinding changes it)
-    lazy = False  # a lazy engine frame (providers/engines.py): rows and counts cost engine work
+    lazy = False  # a lazy engine frame (providers/frames/engines.py): rows and counts cost engine work
 
     def __init__(self, value: Any):
         self.value = value

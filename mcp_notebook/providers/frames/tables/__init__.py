@@ -32,7 +32,7 @@ _ADAPTERS: dict[tuple[str, str], type[Table]] = {
     ("cudf", "Series"): NarwhalsSeries,
     ("numpy", "ndarray"): NumpyArray,
 }
-_LIBS = frozenset(lib for lib, _ in _ADAPTERS)
+LIBRARIES = frozenset(lib for lib, _ in _ADAPTERS)  # whose types an adapter may serve (root module of a type or a base)
 _by_type: dict[type, type[Table] | None] = {}
 
 
@@ -45,7 +45,7 @@ def adapter_for_type(cls: type) -> type[Table] | None:
     found = None
     for base in getattr(cls, "__mro__", ()):
         lib = (getattr(base, "__module__", None) or "").partition(".")[0]
-        if lib in _LIBS:
+        if lib in LIBRARIES:
             found = _ADAPTERS.get((lib, base.__qualname__))
             if found is not None:
                 break

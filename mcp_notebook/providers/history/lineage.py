@@ -21,17 +21,27 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..capture import CellCapture, CellRecord
-from ..types import Annotations, Contents, Resource, ResourceTemplate
-from ..uri import compile_template
-from .base import Delta, Provider, ResourceNotFound, index_page
-from .cells import cell_uri
-from .variables import VariablesProvider, cheap_shape, rank_completions, var_uri
+from ...capture import CellCapture, CellRecord
+from ...guard import cheap_shape
+from ...types import Annotations, Contents, Resource, ResourceTemplate
+from ...uri import compile_template
+from ..base import Delta, Provider, ResourceNotFound, index_page, rank_completions
+from ..cells import cell_uri
+from ..variables import VariablesProvider, var_uri
 
 INDEX_URI = "nb://lineage"
 VAR_TEMPLATE = "nb://lineage/vars/{name}"
 _INDEX = compile_template("nb://lineage{?offset,limit}")
 _VAR = compile_template(VAR_TEMPLATE)
+
+
+def history_uri(name: str) -> str:
+    """``nb://lineage/vars/{name}``; a plain Python name needs no escape (nor the template)."""
+    if name.isidentifier() and name.isascii():
+        return VAR_TEMPLATE.replace("{name}", name)
+    return _VAR.expand({"name": name})
+
+
 _JSON = "application/json"
 ADDED, REBOUND, IN_PLACE, REMOVED = "added", "rebound", "changed in place", "removed"
 KINDS = (ADDED, REBOUND, IN_PLACE, REMOVED)
@@ -99,7 +109,7 @@ class Change(NamedTuple):
     def to_json(self, name: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if name:  # the value (gone when removed) and where its history is
-            out.update(name=self.name, uri=var_uri(self.name), lineage=_VAR.expand({"name": self.name}))
+            out.update(name=self.name, uri=var_uri(self.name), lineage=history_uri(self.name))
         out["kind"] = self.kind
         if self.cell is not None:
             out["cell"] = cell_uri(self.cell)
@@ -133,6 +143,8 @@ class VarLineage:
 
 class Lineage(Provider):
     """Records lineage after each cell (main thread) and serves it (any thread)."""
+
+    uri_prefixes = (INDEX_URI,)
 
     list_is_pure = True
 
@@ -281,15 +293,13 @@ class Lineage(Provider):
             var = self.vars.get(name)
             events = list(var.events) if var is not None else []
         if not events:
-            return {
-                "lineage": {"history": _VAR.expand({"name": name}), "note": "no change recorded since the hub loaded"}
-            }
+            return {"lineage": {"history": history_uri(name), "note": "no change recorded since the hub loaded"}}
         setter = next((e for e in reversed(events) if e.kind in (ADDED, REBOUND)), None)
         doc: dict[str, Any] = {}
         if setter is not None:
             doc["set_by"] = cell_uri(setter.cell) if setter.cell is not None else None
         doc["recent"] = [e.to_json(name=False) for e in reversed(events[-RECENT:])]  # newest first
-        doc["history"] = _VAR.expand({"name": name})
+        doc["history"] = history_uri(name)
         return {"lineage": doc}
 
     def recorded(self) -> list[tuple[int, list[Change], int]]:

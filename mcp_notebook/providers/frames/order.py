@@ -20,10 +20,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from ..redact import mask_secrets
-from ..types import InvalidResourceParams
+from ...redact import mask_secrets
+from ...types import InvalidResourceParams
 from .engines import EngineFrame
-from .frame_query import NOT_SORTABLE, TIE, Condition, Query, SortKey, coerce, nw_expression
+from .query import NOT_SORTABLE, TIE, Condition, Query, SortKey, coerce, nw_expression
 from .tables import Table
 from .tables.narwhals_frames import NarwhalsFrame, NarwhalsSeries
 from .tables.numpy_arrays import NumpyArray

@@ -10,7 +10,7 @@ means each column of that label). Values from a client become expressions, never
 
 This module parses and checks the query, and grows a lazy engine's plan (DuckDB, polars lazy,
 Ibis, Spark, Dask) through narwhals, so the page's offset and limit still bound what the engine
-computes; eager tables are ordered in memory by providers/frame_order.py.
+computes; eager tables are ordered in memory by providers/frames/order.py.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from ..redact import mask_secrets
-from ..types import InvalidResourceParams
+from ...redact import mask_secrets
+from ...types import InvalidResourceParams
 
 OPS = ("==", "!=", "<=", ">=", "~", "<", ">")
 _CONDITION = re.compile(r"\s*(?P<col>.+?)\s*(?P<op>==|!=|<=|>=|~|<|>)(?P<val>.*)", re.DOTALL)

@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 from uuid import UUID
 
-from ...redact import mask_secrets
+from ....redact import mask_secrets
 
 SAMPLE_ROWS = 10_000  # rows hashed by digest(): head, tail and an even stride between
 SAMPLE_VALUES = 5  # example values per column in a schema

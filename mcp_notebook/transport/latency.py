@@ -1,0 +1,238 @@
+"""What keeps a read's latency low, none of it HTTP: request heads admitted before, remembered by
+their bytes; polling for a moment after a reply; a shorter GIL switch interval while a cell runs.
+
+**Heads.** Request heads admitted before, remembered by their bytes.
+
+A client repeats its head byte for byte (only the body's id changes), and parsing and admission
+(Host, Origin, token) are pure functions of those bytes and the server's settings: a head seen
+before under the same settings object skips both. The memory is bounded (cleared when full) and
+keeps only heads with a body of known length. Each head keeps the server's replay memo, opaque
+here: the server alone knows what it means (protocol/fast_read.py, protocol/families.py).
+
+**Busy poll.** Keep the hub's loop polling for a moment after a reply, so a client's next
+request finds it awake.
+
+On a keep-alive connection a client sends its next request tens of microseconds after our reply.
+Sleeping in ``epoll_wait`` in between costs a wake-up of the hub thread for every request, which on
+a virtual machine (an inter-processor interrupt through the hypervisor) is the largest single cost
+of a small read: see docs/DESIGN.md for the figures.
+
+On asyncio's loop, :class:`PollingSelector` polls (``epoll_wait`` with a zero timeout) in one tight
+loop for ``window`` seconds after the last reply, then sleeps as before; on another loop (uvloop),
+:class:`BusyPoll` keeps a callback pending for that long, which makes the loop poll instead of
+sleep. An idle hub never polls, and the hub turns polling off while a cell runs (``enabled``), so
+it never competes with the user's code for the GIL.
+
+**Switch interval.** A shorter GIL switch interval while a cell runs and a client is connected
+(docs/DESIGN.md, "The cell comes first").
+
+While a pure-Python cell runs, the kernel's main thread holds the GIL; the hub thread waits for it
+before it can answer a read, and CPython only asks the running thread to let go after the switch
+interval (5 ms by default), once per hand-over. uvloop takes the GIL twice per request (to lend a
+buffer, then to deliver the bytes), and the cell often wins it back in between, so a read during a
+busy cell took one or two full intervals. With a shorter interval each wait is that much shorter.
+
+The interval is process-wide, so it is lowered only while both hold: a cell is running and a
+client that passed admission is connected; it is never raised above the user's own setting, and it
+is put back exactly as it was (unless the user changed it meanwhile: theirs wins) when the cell
+ends, the last client leaves, or the hub stops. ``MCPHub.switch_interval_us = 0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import sys
+import threading
+import time
+from typing import Any
+
+from .. import portable
+from .http11 import BadRequest, RequestHead, parse_head
+
+# -- heads admitted before ---------------------------------------------------------------------
+HEADS_KEPT = 256  # admitted heads remembered per transport (cleared when full)
+HEAD_KEPT_BYTES = 4096  # longer heads are not remembered
+
+
+class AdmittedHead:
+    """A head admitted under ``settings`` (``block``: its bytes with the blank line), the protocol's
+    replay memo for requests sent with it, if any, and the encoded header lines of its replies."""
+
+    __slots__ = ("block", "keep_alive", "proto", "replay", "reply_block", "reply_headers", "seen", "settings")
+
+    def __init__(self, block: bytes, proto: RequestHead, settings: object):
+        self.block = block
+        self.proto = proto
+        self.settings = settings
+        self.keep_alive = proto.keep_alive and proto.version == "HTTP/1.1"
+        self.replay: object | None = None
+        self.seen = False  # a request was answered under this head (a replay is learnt on the second)
+        self.reply_headers: dict[str, str] | None = None
+        self.reply_block = b""
+
+
+class AdmittedHeads:
+    """The bounded memory of admitted heads of one transport."""
+
+    __slots__ = ("_heads",)
+
+    def __init__(self) -> None:
+        self._heads: dict[bytes, AdmittedHead] = {}
+
+    def get(self, block: bytes, settings: object) -> AdmittedHead | None:
+        """The remembered head with these bytes (no blank line), if admitted under ``settings``."""
+        known = self._heads.get(block)
+        return known if known is not None and known.settings is settings else None
+
+    def remember(self, block: bytes, head: RequestHead, settings: object) -> AdmittedHead | None:
+        """Remember a head that passed admission under ``settings`` (None: not kept)."""
+        if len(block) > HEAD_KEPT_BYTES or head.chunked:
+            return None
+        if len(self._heads) >= HEADS_KEPT:
+            self._heads.clear()
+        known = self._heads[block] = AdmittedHead(block + b"\r\n\r\n", head.copy(), settings)
+        return known
+
+    def room(self) -> bool:
+        """Whether a head may be adopted (the memory is not full)."""
+        return len(self._heads) < HEADS_KEPT - 1
+
+    def adopt(self, block: bytes, like: AdmittedHead, memo: object) -> None:
+        """Remember ``block`` (a head with its blank line) as admitted like ``like``, with the replay
+        memo ``memo``: the server answered a request with these bytes from ``like``'s memo (they
+        differ only in values admission does not read). Never clears the memory."""
+        if len(block) > HEAD_KEPT_BYTES or block[:-4] in self._heads:
+            return
+        try:
+            parsed = parse_head(block[:-4])
+        except BadRequest:
+            return
+        head = self._heads[block[:-4]] = AdmittedHead(block, parsed, like.settings)
+        head.replay, head.seen = memo, True
+
+    def __len__(self) -> int:
+        return len(self._heads)
+
+
+class ConnectionMemos:
+    """One connection's memos of what it was sent (performance, not HTTP state: forgetting them
+    changes no reply): the remembered head being read and the one sent last (the fast path's
+    replay), and the server's head family learnt on this connection (protocol/families.py)."""
+
+    __slots__ = ("admitted", "family", "family_head", "family_tries", "last_head")
+
+    def __init__(self) -> None:
+        self.admitted: AdmittedHead | None = None  # the remembered form of the head being read
+        self.last_head: AdmittedHead | None = None  # the remembered head this connection sent last
+        self.family: object | None = None  # the server's memo of requests like one head's (families.py)
+        self.family_head: AdmittedHead | None = None  # ... the head it was learnt on
+        self.family_tries = 0  # attempts at learning one (bounded per connection)
+
+
+# -- polling after a reply ---------------------------------------------------------------------
+_now = time.perf_counter
+
+
+class BusyPoll:
+    """Poll (instead of sleeping) for ``window`` seconds after each :meth:`touch`, while ``enabled``."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self.enabled = True
+        self._until = 0.0
+        self._pending = False
+        self.spins = 0  # loop iterations spent polling (for tests and benchmarks)
+        self.in_selector = False  # set by PollingSelector: it polls itself, no callbacks needed
+
+    @property
+    def active(self) -> bool:
+        """Polling may happen: a window, enabled, and not the portable path (MCP_NOTEBOOK_PORTABLE)."""
+        return self.window > 0 and self.enabled and not portable.ON
+
+    def touch(self) -> None:
+        """A reply went out: keep the loop awake for another ``window`` (call on the loop thread)."""
+        if not self.active:
+            return
+        self._until = _now() + self.window
+        if self.in_selector:
+            return
+        if not self._pending:
+            self._pending = True
+            asyncio.get_running_loop().call_soon(self._spin)
+
+    def _spin(self) -> None:
+        if self.enabled and _now() < self._until:
+            self.spins += 1
+            asyncio.get_running_loop().call_soon(self._spin)
+        else:
+            self._pending = False
+
+
+class PollingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """For asyncio's own loop: poll without sleeping while ``poll`` is hot, in one tight loop."""
+
+    def __init__(self, poll: BusyPoll) -> None:
+        super().__init__()
+        self.poll = poll
+        poll.in_selector = True
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, Any]]:
+        poll = self.poll
+        if timeout != 0 and poll.enabled:
+            until = poll._until
+            if timeout is not None:
+                until = min(until, _now() + timeout)
+            select = super().select
+            while _now() < until:
+                poll.spins += 1
+                events = select(0)
+                if events:
+                    return events
+        return super().select(timeout)
+
+
+# -- the switch interval while a cell runs -----------------------------------------------------
+class CellSwitchInterval:
+    """Owns the process's switch interval while (cell running) and (a client connected)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds  # the interval wanted; <= 0: never touch the process setting
+        self.cell_running = False
+        self.clients = 0
+        self._lock = threading.Lock()
+        self._saved: float | None = None  # the user's interval, while ours is in force
+        self._ours = 0.0  # what the interpreter reported after we set ours
+
+    @property
+    def lowered(self) -> bool:
+        return self._saved is not None
+
+    def cell(self, running: bool) -> None:
+        """The kernel's main thread starts (True) or ends (False) a cell."""
+        self.cell_running = running
+        self._update()
+
+    def client(self, delta: int) -> None:
+        """A client connection passed admission (+1) or closed (-1) (on the hub thread)."""
+        with self._lock:
+            self.clients = max(0, self.clients + delta)
+        self._update()
+
+    def restore(self) -> None:
+        """Put the user's interval back (the hub stops); nothing is lowered again until a new cell."""
+        self.cell_running = False
+        self._update()
+
+    def _update(self) -> None:
+        with self._lock:
+            want = self.cell_running and self.clients > 0 and self.seconds > 0
+            if want and self._saved is None:
+                saved = sys.getswitchinterval()
+                if self.seconds < saved:
+                    sys.setswitchinterval(self.seconds)
+                    self._saved, self._ours = saved, sys.getswitchinterval()
+            elif not want and self._saved is not None:
+                if sys.getswitchinterval() == self._ours:  # else the user set another one meanwhile
+                    sys.setswitchinterval(self._saved)
+                self._saved = None
