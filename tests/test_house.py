@@ -71,7 +71,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
     ("inkernel.lifecycle",),
     ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
-    ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier"),
+    ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier", "bridge.http_link"),
     ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "hubservice", "bridge"),
     ("", "commands.cli", "__main__", "commands"),  # "": the package itself (the public API)
 ]

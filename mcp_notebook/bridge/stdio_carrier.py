@@ -4,7 +4,7 @@
 The :class:`~.stdio.Bridge` turns each stdio JSON-RPC message into the HTTP exchange a hub would
 get (a POST under the session's or the stateless request's headers, a GET for a session's stream,
 a DELETE at exit) and hands it to its upstream. With a selector that upstream is HTTP to a hub
-(``stdio.Upstream``); here it is :class:`StdioCarrier`, a carrier of the exchange driver
+(``http_link.Upstream``); here it is :class:`StdioCarrier`, a carrier of the exchange driver
 (``transport/driver.py``; docs/DESIGN.md, "Carriers"), like the loopback HTTP connection and the
 control channel:
 
@@ -220,7 +220,7 @@ class StdioCarrier:
         for task in list(self._driver.tasks):
             task.cancel()  # each pump ends its stream (stream_closed, then the final call)
 
-    # -- the surface of bridge.stdio.Upstream ---------------------------------------------------
+    # -- the surface of bridge.http_link.Upstream ---------------------------------------------------
     def open(
         self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = None
     ) -> tuple[Reading, Reading]:

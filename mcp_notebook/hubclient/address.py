@@ -1,5 +1,5 @@
 """Where a hub is and what reaches it: :class:`HubAddress` (a URL and token, or a :class:`Carrier`)
-and :class:`Link`, the surface the bridge drives (``bridge.stdio.Upstream`` over HTTP, the stdio
+and :class:`Link`, the surface the bridge drives (``bridge.http_link.Upstream`` over HTTP, the stdio
 carrier in-process)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Carrier(Protocol):
 
 
 class Link(Protocol):
-    """What the bridge asks of its upstream, whatever carries it (``bridge.stdio.Upstream``,
+    """What the bridge asks of its upstream, whatever carries it (``bridge.http_link.Upstream``,
     ``bridge.stdio_carrier.StdioCarrier``)."""
 
     record: HubRecord  # the hub (or front) it reaches

@@ -1,5 +1,5 @@
 """The blocking face of the hub client (``http.client``, HTTP and HTTPS), for threads: the front's
-requests (``allkernels.upstream.call``), the bridge's (``bridge.stdio.Upstream``) and a Jupyter
+requests (``allkernels.upstream.call``), the bridge's (``bridge.http_link.Upstream``) and a Jupyter
 server's kernel list (``bridge.remote``).
 
 :func:`exchange` sends one request and reads its whole reply over a kept-alive connection: any
