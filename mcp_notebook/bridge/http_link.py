@@ -48,8 +48,8 @@ class Upstream:
         return conn, resp
 
     def address(self) -> HubAddress | None:
-        """Where ``--channel`` watches: this hub over plain HTTP (None: not reachable so)."""
-        return None if self.hub.endpoint.https else self.hub
+        """Where ``--channel`` watches: this hub, over HTTP or HTTPS."""
+        return self.hub
 
     def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
         """POST one message; (status, headers, JSON-RPC messages of the reply, whether JSON or SSE)."""

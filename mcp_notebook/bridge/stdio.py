@@ -148,7 +148,7 @@ class Bridge:
         except NoHub:
             return None
         if address is None:
-            self.log("--channel: watching needs a plain-HTTP endpoint; no events for this one")
+            self.log("--channel: this upstream cannot be watched; no events for it")
         return address
 
     # == stdio =================================================================================

@@ -1,6 +1,7 @@
-"""The asyncio face of the hub client: HTTP/1.1 requests to hubs, bodies read chunk by chunk (the
-server extension's pipe, the front's listens). Its rules (timeouts, keep-alive, retries, the
-error) are :mod:`.rules`'.
+"""The asyncio face of the hub client: HTTP/1.1 requests to hubs over HTTP or HTTPS, bodies read
+chunk by chunk (the server extension's pipe, the front's listens, ``bridge --channel``). Its rules
+(timeouts, keep-alive, retries, the error) are :mod:`.rules`'; HTTPS as the blocking face does it
+(the default context: the system's CAs or ``SSL_CERT_FILE``, the host name checked).
 
 It exists so the proxy can stream: every chunk of an SSE reply is handed on as it arrives, the
 reader waits while the client is slow (back-pressure), and closing it ends the request at once
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 
@@ -21,15 +24,27 @@ MAX_HEAD_BYTES = 64 * 1024
 READ_PIECE = 64 * 1024
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+Key = tuple[bool, str, int]  # (https, host, port): what a kept-alive connection is kept under
+_TLS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}  # loading the CAs costs milliseconds
+
+
+def tls_context() -> ssl.SSLContext:
+    """The client context of HTTPS connections: the default one (the system's CAs, the host name
+    checked), made once per ``SSL_CERT_FILE``/``SSL_CERT_DIR``, which it reads as http.client's does."""
+    where = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _TLS.get(where)
+    if context is None:
+        context = _TLS[where] = ssl.create_default_context()
+    return context
 
 
 class ConnectionPool:
     """Idle keep-alive connections to hubs, by (host, port)."""
 
     def __init__(self) -> None:
-        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
+        self._idle: dict[Key, list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
 
-    def take(self, key: tuple[str, int]) -> _Conn | None:
+    def take(self, key: Key) -> _Conn | None:
         conns = self._idle.get(key)
         now = time.monotonic()
         while conns:
@@ -39,7 +54,7 @@ class ConnectionPool:
             writer.close()
         return None
 
-    def give(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def give(self, key: Key, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conns = self._idle.setdefault(key, [])
         if len(conns) >= POOL_MAX_IDLE or len(self._idle) > POOL_MAX_HUBS:
             writer.close()
@@ -71,7 +86,7 @@ class UpstreamResponse:
         headers: list[tuple[str, str]],
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        pool: tuple[ConnectionPool, tuple[str, int]] | None = None,
+        pool: tuple[ConnectionPool, Key] | None = None,
     ):
         self.status = status
         self.reason = reason
@@ -141,7 +156,7 @@ class UpstreamResponse:
             while data := await reader.read(READ_PIECE):  # no framing: the body ends with the connection
                 yield data
             self.complete = True
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+        except (asyncio.IncompleteReadError, OSError, ValueError) as exc:  # (OSError: ssl.SSLError too)
             raise UpstreamError(f"the hub's reply broke off: {exc}") from exc
 
     def reusable(self) -> bool:
@@ -170,13 +185,16 @@ async def request(
     body: bytes | None = None,
     head_timeout: float = REPLY_SECONDS,
     pool: ConnectionPool | None = None,
+    *,
+    https: bool = False,
 ) -> UpstreamResponse:
-    """Send one request and read the status line and headers (within ``head_timeout`` seconds).
+    """Send one request and read the status line and headers (within ``head_timeout`` seconds);
+    ``https``: over TLS, the certificate and the host name verified.
 
     With a ``pool``, an idle connection is tried first; if the hub had closed it (nothing came
     back), the request goes once more on a fresh connection (rule 1 of :mod:`.rules`).
     """
-    key = (host, port)
+    key = (https, host, port)
     lines = [f"{method} {path} HTTP/1.1"]
     for name, value in headers.items():
         if "\r" in value or "\n" in value:
@@ -193,10 +211,11 @@ async def request(
         except _Untouched:
             pass  # closed by the hub while idle: it never saw this request
     try:
+        tls = {"ssl": tls_context(), "server_hostname": host} if https else {}
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), CONNECT_SECONDS
+            asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES, **tls), CONNECT_SECONDS
         )
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (OSError, asyncio.TimeoutError) as exc:  # (a certificate refused: ssl.SSLError, an OSError)
         # (no address in the message: a front's client must never learn where a hub listens)
         raise UpstreamError(f"cannot connect to the hub: {str(exc) or 'timed out'}", sent=False) from exc
     try:
@@ -215,7 +234,7 @@ async def _exchange(
     data: bytes,
     head_timeout: float,
     pool: ConnectionPool | None,
-    key: tuple[str, int],
+    key: Key,
 ) -> UpstreamResponse:
     try:
         writer.write(data)
