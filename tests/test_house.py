@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
         "postcell",
     ),
     ("resources",),
-    ("protocol.wire_stateless", "protocol.wire_sse"),
+    ("protocol.wire_stateless", "protocol.wire_sse", "protocol.wire_http11"),
     # The one client of a hub: its rules, then its two faces (both ends of a wire sit below it).
     ("hubclient.rules",),
     ("hubclient.aio", "hubclient.blocking", "hubclient.address", "hubclient"),
@@ -64,7 +64,7 @@ LAYERS: list[tuple[str, ...]] = [
     # The tools over the nb:// resources (the Apps views' tools, the notebook's words for the generic
     # ones): registered where a server is composed; above the protocol room, which cannot import them.
     ("providers.nb_tools",),
-    ("transport.http11", "transport.busy_poll", "transport.loop", "transport.control_wire"),
+    ("transport.busy_poll", "transport.loop", "transport.control_wire"),
     ("transport.heads", "transport.driver", "transport.http11_state"),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
@@ -101,6 +101,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "load",
         "hubservice",
         "bridge_latency",
+        "http_codec",
     ),
     ("run",),
 ]

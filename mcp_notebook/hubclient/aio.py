@@ -18,6 +18,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 
+from ..protocol.wire_http11 import HEAD_END, ResponseHead, chunk_size, parse_response_head, request_bytes
 from .rules import CONNECT_SECONDS, POOL_IDLE_SECONDS, POOL_MAX_HUBS, POOL_MAX_IDLE, REPLY_SECONDS, UpstreamError
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -77,45 +78,35 @@ class ConnectionPool:
 
 
 class UpstreamResponse:
-    """Status and headers of the hub's reply; :meth:`chunks` yields the body as it arrives."""
+    """Status and headers of the hub's reply (its head, parsed by the codec); :meth:`chunks` yields
+    the body as it arrives."""
 
     def __init__(
         self,
-        status: int,
-        reason: str,
-        headers: list[tuple[str, str]],
+        head: ResponseHead,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         pool: tuple[ConnectionPool, Key] | None = None,
     ):
-        self.status = status
-        self.reason = reason
-        self.headers = headers
+        self.head = head
+        self.status = head.status
+        self.reason = head.reason
+        self.headers = head.headers
         self._reader = reader
         self._writer = writer
         self._pool = pool
         self.complete = False  # the body ended as the hub declared it would
 
     def header(self, name: str) -> str | None:
-        name = name.lower()
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
+        return self.head.header(name)
 
     @property
     def chunked(self) -> bool:
-        return "chunked" in (self.header("transfer-encoding") or "").lower()
+        return self.head.chunked
 
     @property
     def length(self) -> int | None:
-        raw = self.header("content-length")
-        if raw is None or self.chunked:
-            return None
-        try:
-            return max(0, int(raw))
-        except ValueError:
-            return None
+        return self.head.length
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, piece by piece: each HTTP chunk as one piece, else up to 64 KiB at a time.
@@ -125,7 +116,7 @@ class UpstreamResponse:
         """
         reader = self._reader
         try:
-            if self.status in (204, 304) or self.status < 200:
+            if self.head.bodiless:
                 self.complete = True
                 return
             if self.chunked:
@@ -133,7 +124,7 @@ class UpstreamResponse:
                     line = await reader.readline()
                     if not line.endswith(b"\n"):
                         raise UpstreamError("the hub closed the stream mid-chunk")
-                    size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+                    size = chunk_size(line)
                     if size == 0:
                         while (await reader.readline()).strip():  # trailers, then the blank line
                             pass
@@ -195,14 +186,7 @@ async def request(
     back), the request goes once more on a fresh connection (rule 1 of :mod:`.rules`).
     """
     key = (https, host, port)
-    lines = [f"{method} {path} HTTP/1.1"]
-    for name, value in headers.items():
-        if "\r" in value or "\n" in value:
-            continue
-        lines.append(f"{name}: {value}")
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
-    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + (body or b"")
+    data = request_bytes(method, path, dict(headers), body)
     reused = pool.take(key) if pool is not None else None
     if reused is not None:
         reader, writer = reused
@@ -239,8 +223,8 @@ async def _exchange(
     try:
         writer.write(data)
         await writer.drain()
-        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), head_timeout)
-        status, reason, parsed = _parse_head(raw)
+        raw = await asyncio.wait_for(reader.readuntil(HEAD_END), head_timeout)
+        head = parse_response_head(raw[: -len(HEAD_END)])
     except (ConnectionError, asyncio.IncompleteReadError) as exc:
         writer.close()
         if not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial:
@@ -252,21 +236,4 @@ async def _exchange(
     except BaseException:
         writer.close()
         raise
-    return UpstreamResponse(status, reason, parsed, reader, writer, (pool, key) if pool is not None else None)
-
-
-def _parse_head(raw: bytes) -> tuple[int, str, list[tuple[str, str]]]:
-    lines = raw.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    if not version.startswith("HTTP/1."):
-        raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-    code, _, reason = rest.partition(" ")
-    headers = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ValueError(f"malformed header line {line[:80]!r}")
-        headers.append((name.strip(), value.strip()))
-    return int(code), reason.strip(), headers
+    return UpstreamResponse(head, reader, writer, (pool, key) if pool is not None else None)
