@@ -117,7 +117,7 @@ class Connection(asyncio.Protocol, Port):
             memos = self.memos
             head = memos.last_head
             if head is None or head.settings is not settings or not data.startswith(head.block):
-                end = http11.head_end(data)
+                end = data.find(http11.HEAD_END)  # (http11.head_end, inlined)
                 head = self.owner.heads.get(data[:end], settings) if end > 0 else None
                 if head is None and memos.family is not None and self._family_read(data, settings):
                     if self.paused_reading or http.eof:
@@ -194,7 +194,12 @@ class Connection(asyncio.Protocol, Port):
                 reply.headers if origin is None else {**reply.headers, **cors_headers(origin)}
             )
         payload = reply.body or b""
-        self._write(http11.whole_reply_bytes(reply.status, head.reply_block, payload))
+        self._write(  # http11.whole_reply_bytes, inlined: this runs for every replayed read
+            http11.REPLY_200 % (http11.Date.now(), head.reply_block, len(payload), payload)
+            if reply.status == 200
+            else http11.REPLY_ANY
+            % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
+        )
         after = reply.after_send
         if after is not None:
             after()
