@@ -121,9 +121,8 @@ HTTP_BY_HAND = re.compile(
 )
 CODEC = "protocol/wire_http11.py"
 # What may still handle HTTP itself, each with its reason: the JupyterHub service's outbound calls
-# (to JupyterHub, to metadata-document hosts) through a well-kept client library; and the blocking
-# face of the hub client, on http.client until it moves onto the codec (docs/DESIGN.md).
-ALLOWED = {"hubservice/cimd.py", "hubclient/blocking.py"}
+# (to JupyterHub, to metadata-document hosts) through a well-kept client library.
+ALLOWED = {"hubservice/cimd.py"}
 
 
 def test_nothing_but_the_codec_parses_or_writes_http_bytes():

@@ -137,7 +137,7 @@ class Bridge:
         self.subscriptions: set[str] = set()
         self.generation = 0
         # stateless-era listen streams: request id -> open connection
-        self._listens: dict[Any, Any] = {}  # (an http.client connection, a carrier's reading)
+        self._listens: dict[Any, Any] = {}  # (a hub client connection, a carrier's reading)
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
         self.channel: ClaudePush | None = ClaudePush(self.write, self._channel_hub) if channel else None
 

@@ -13,30 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 
 from ..protocol.wire_http11 import HEAD_END, ResponseHead, chunk_size, parse_response_head, request_bytes
-from .rules import CONNECT_SECONDS, POOL_IDLE_SECONDS, POOL_MAX_HUBS, POOL_MAX_IDLE, REPLY_SECONDS, UpstreamError
+from .rules import (
+    CONNECT_SECONDS,
+    POOL_IDLE_SECONDS,
+    POOL_MAX_HUBS,
+    POOL_MAX_IDLE,
+    REPLY_SECONDS,
+    UpstreamError,
+    tls_context,
+)
 
 MAX_HEAD_BYTES = 64 * 1024
 READ_PIECE = 64 * 1024
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 Key = tuple[bool, str, int]  # (https, host, port): what a kept-alive connection is kept under
-_TLS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}  # loading the CAs costs milliseconds
-
-
-def tls_context() -> ssl.SSLContext:
-    """The client context of HTTPS connections: the default one (the system's CAs, the host name
-    checked), made once per ``SSL_CERT_FILE``/``SSL_CERT_DIR``, which it reads as http.client's does."""
-    where = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-    context = _TLS.get(where)
-    if context is None:
-        context = _TLS[where] = ssl.create_default_context()
-    return context
 
 
 class ConnectionPool:

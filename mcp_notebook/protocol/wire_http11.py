@@ -500,12 +500,13 @@ def request_bytes(method: str, path: str, headers: dict[str, str], body: bytes |
 class ResponseHead:
     """A reply's status line and header fields (as sent, in order), with its body's framing."""
 
-    __slots__ = ("headers", "reason", "status")
+    __slots__ = ("headers", "reason", "status", "version")
 
-    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]]):
+    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]], version: str = "HTTP/1.1"):
         self.status = status
         self.reason = reason
         self.headers = headers
+        self.version = version
 
     def header(self, name: str) -> str | None:
         name = name.lower()
@@ -533,6 +534,14 @@ class ResponseHead:
     def bodiless(self) -> bool:
         return self.status in (204, 304) or self.status < 200
 
+    @property
+    def closes(self) -> bool:
+        """The connection ends after this reply (it says so, or its body ends with the connection)."""
+        conn = (self.header("connection") or "").lower()
+        if "close" in conn or (self.version != "HTTP/1.1" and "keep-alive" not in conn):
+            return True
+        return not self.bodiless and not self.chunked and self.length is None
+
 
 def parse_response_head(block: bytes) -> ResponseHead:
     """A reply's status line and fields (``block`` without its blank line); raises BadResponse."""
@@ -551,7 +560,7 @@ def parse_response_head(block: bytes) -> ResponseHead:
         if not sep:
             raise BadResponse(f"malformed header line {line[:80]!r}")
         headers.append((name.strip(), value.strip()))
-    return ResponseHead(int(code), phrase.strip(), headers)
+    return ResponseHead(int(code), phrase.strip(), headers, version)
 
 
 def chunk_size(line: bytes) -> int:
