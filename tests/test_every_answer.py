@@ -135,10 +135,12 @@ def _answers(bridge: RawBridge) -> Counter[str]:
     return seen
 
 
-def test_a_stdin_flood_gets_every_request_answered_once(runtime, hub_kernel):
+@pytest.mark.parametrize("args", [["--latest"], []], ids=["hub", "front"])
+def test_a_stdin_flood_gets_every_request_answered_once(runtime, hub_kernel, args):
     """Requests, batches (2025-03-26 has them), invalid lines, notifications, oversized lines, then
     slow reads still in flight when stdin ends: each request id is answered exactly once, nothing
-    else is answered, and the bridge exits cleanly."""
+    else is answered, and the bridge exits cleanly. (front: no selector, every kernel's front in the
+    bridge's process, the stdio carrier.)"""
     flood = Flood(seed=45)
     flood.build(600)
     huge_id = "huge"
@@ -149,7 +151,7 @@ def test_a_stdin_flood_gets_every_request_answered_once(runtime, hub_kernel):
         slow_id = flood._id()
         flood.owe(slow_id)
         flood.add({"jsonrpc": "2.0", "id": slow_id, "method": "resources/read", "params": {"uri": "test://slow"}})
-    bridge = RawBridge(runtime, "--latest")
+    bridge = RawBridge(runtime, *args)
     try:
         init = bridge.ask(_init("2025-03-26"))
         assert init["result"]["protocolVersion"] == "2025-03-26"
