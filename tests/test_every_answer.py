@@ -15,7 +15,7 @@ import pytest
 from kernel_harness import Kernel
 from raw_bridge import RawBridge, stateless
 
-from mcp_notebook.bridge.stdio_input import MAX_LINE_BYTES
+from mcp_notebook.bridge.stdio_input import MAX_LINE_BYTES, Ledger, owed_ids
 
 pytestmark = pytest.mark.timeout(240)
 SLOW_SECONDS = 0.2  # each read of test://slow: the hub's 4 workers answer 20 a second
@@ -188,3 +188,16 @@ def test_a_batch_is_refused_per_request_where_the_revision_forbids_it(runtime, h
     finally:
         assert bridge.close() == 0
     assert not bridge.unread(), bridge.unread()
+
+
+def test_the_ledger_counts_each_id_as_often_as_it_is_owed_and_settles_once():
+    ledger = Ledger()
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "method": "notifications/x"}]
+    ledger.owe(
+        owed_ids(batch) + owed_ids({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + owed_ids({"id": "1", "method": "p"})
+    )
+    assert owed_ids({"jsonrpc": "2.0", "id": 9, "result": {}}) == []  # a response is owed nothing
+    assert owed_ids({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen"}) == []  # a cancel may end it
+    assert ledger.paid([{"jsonrpc": "2.0", "id": 1, "result": {}}, {"jsonrpc": "2.0", "method": "n", "id": "1"}])
+    assert sorted(map(str, ledger.settle())) == ["1", "1"]  # id 1 once more, and "1" (not the int)
+    assert ledger.settle() == [] and not ledger.paid({"jsonrpc": "2.0", "id": 1, "result": {}})

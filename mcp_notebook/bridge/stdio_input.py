@@ -147,37 +147,44 @@ def batch_version(items: list[Any], session: str | None) -> str | None:
 
 class Ledger:
     """Every request id read on stdin and not yet answered on stdout (a count per id: a client may
-    reuse one). ``paid`` is called with each message written; ``settle`` answers what is left, once."""
+    reuse one). ``paid`` is called with each message written; ``settle`` answers what is left, once.
+    Its own lock, held only for the counts: the stdin thread never waits for a write to stdout."""
 
     def __init__(self) -> None:
         self._owed: dict[tuple[bool, RequestId], int] = {}
+        self._lock = threading.Lock()
         self.closed = False
 
     def owe(self, ids: list[RequestId]) -> None:
-        for i in ids:
-            key = (type(i) is str, i)
-            self._owed[key] = self._owed.get(key, 0) + 1
+        if not ids:
+            return
+        with self._lock:
+            for i in ids:
+                key = (type(i) is str, i)
+                self._owed[key] = self._owed.get(key, 0) + 1
 
     def paid(self, message: Any) -> bool:
         """Strike the answers in ``message`` off; False once settled (nothing more may be written)."""
-        if self.closed:
-            return False
-        for item in message if isinstance(message, list) else [message]:
-            if type(item) is dict and "method" not in item:
-                i = item.get("id")
-                key = (type(i) is str, i)
-                n = self._owed.get(key, 0)
-                if n > 1:
-                    self._owed[key] = n - 1
-                elif n:
-                    del self._owed[key]
-        return True
+        with self._lock:
+            if self.closed:
+                return False
+            for item in message if isinstance(message, list) else [message]:
+                if type(item) is dict and "method" not in item:
+                    i = item.get("id")
+                    key = (type(i) is str, i)
+                    n = self._owed.get(key, 0)
+                    if n > 1:
+                        self._owed[key] = n - 1
+                    elif n:
+                        del self._owed[key]
+            return True
 
     def settle(self) -> list[RequestId]:
         """The ids still owed (each as often as owed); nothing is accepted afterwards."""
-        left = [i for (_, i), n in self._owed.items() for _ in range(n)]
-        self._owed.clear()
-        self.closed = True
+        with self._lock:
+            left = [i for (_, i), n in self._owed.items() for _ in range(n)]
+            self._owed.clear()
+            self.closed = True
         return left
 
 
