@@ -97,9 +97,9 @@ def test_request_headers_are_one_codec_for_every_client():
 
 
 def test_one_client_of_a_hub():
-    """Nothing outside hubclient/ opens an HTTP connection (the Hub service's calls to JupyterHub's
+    """Nothing outside hubclient/ opens an HTTP connection (the JupyterHub service's calls to JupyterHub's
     API and its client-metadata fetches reach other peers than hubs)."""
-    others = {"hubservice/users.py", "hubservice/cimd.py"}
+    others = {"jupyterhub_service/users.py", "jupyterhub_service/cimd.py"}
     found = []
     for path in PACKAGE.rglob("*.py"):
         name = str(path.relative_to(PACKAGE))
@@ -122,7 +122,7 @@ HTTP_BY_HAND = re.compile(
 CODEC = "protocol/wire_http11.py"
 # What may still handle HTTP itself, each with its reason: the JupyterHub service's outbound calls
 # (to JupyterHub, to metadata-document hosts) through a well-kept client library.
-ALLOWED = {"hubservice/cimd.py"}
+ALLOWED = {"jupyterhub_service/cimd.py"}
 
 
 def test_nothing_but_the_codec_parses_or_writes_http_bytes():
