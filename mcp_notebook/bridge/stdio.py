@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ..hubclient.address import HubAddress, Link
+from ..hubclient.address import HubAddress, Link, Opened, OpenReply
 from ..hubclient.blocking import STREAM_ERRORS, sse_messages
 from ..hubclient.rules import (
     STREAM_IDLE_SECONDS,
@@ -137,7 +137,7 @@ class Bridge:
         self.subscriptions: set[str] = set()
         self.generation = 0
         # stateless-era listen streams: request id -> open connection
-        self._listens: dict[Any, Any] = {}  # (a hub client connection, a carrier's reading)
+        self._listens: dict[Any, Opened | None] = {}  # None: opening
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
         self.channel: ClaudePush | None = ClaudePush(self.write, self._channel_hub) if channel else None
 
@@ -494,7 +494,7 @@ class Bridge:
         finally:
             self._listens.pop(sub_id, None)
 
-    def _relay_listen(self, sub_id: Any, resp: Any, acknowledged: bool) -> tuple[bool, bool]:
+    def _relay_listen(self, sub_id: Any, resp: OpenReply, acknowledged: bool) -> tuple[bool, bool]:
         """Copy one listen stream to stdout until it breaks; (an acknowledgement came, the hub ended
         the subscription gracefully). A listen re-established on a new hub is not acknowledged
         twice: the client is told instead that what it watches may have changed."""
