@@ -14,9 +14,9 @@ import pytest
 from test_http_transport import INIT, TOKEN, closed_by_peer, connect, read_response, request
 
 from mcp_notebook.protocol.server import McpServer, ServerSettings
+from mcp_notebook.protocol.wire_http11 import ChunkedBody
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
-from mcp_notebook.transport.http11 import ChunkedBody
 from mcp_notebook.transport.server import HttpTransport
 
 STATELESS_META = {

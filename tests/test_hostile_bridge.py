@@ -68,8 +68,11 @@ def _answers(bridge: RawBridge, cases: list[tuple[str, Any]]) -> None:
         bridge.send_raw(line.encode("utf-8", "surrogatepass"))
         if answered_as == "-":
             continue
-        if answered_as == "batch":  # each invalid item answered, with id null
-            assert [bridge.reply(None)["error"]["code"] for _ in range(3)] == [-32600] * 3
+        if answered_as == "batch":  # each invalid item answered, with id null; in a session of a
+            first = bridge.reply(None)["error"]  # revision without batches, the batch refused once
+            assert first["code"] == -32600
+            if "not part of MCP" not in first["message"]:
+                assert [bridge.reply(None)["error"]["code"] for _ in range(2)] == [-32600] * 2
             continue
         reply = bridge.reply(answered_as)
         assert reply["error"]["code"] in (-32700, -32600, -32602), (line[:80], reply)

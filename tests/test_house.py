@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
         "postcell",
     ),
     ("resources",),
-    ("protocol.wire_stateless", "protocol.wire_sse"),
+    ("protocol.wire_stateless", "protocol.wire_sse", "protocol.wire_http11"),
     # The one client of a hub: its rules, then its two faces (both ends of a wire sit below it).
     ("hubclient.rules",),
     ("hubclient.aio", "hubclient.blocking", "hubclient.address", "hubclient"),
@@ -65,14 +65,14 @@ LAYERS: list[tuple[str, ...]] = [
     # The tools over the nb:// resources (the Apps views' tools, the notebook's words for the generic
     # ones): registered where a server is composed; above the protocol room, which cannot import them.
     ("nb_tools",),
-    ("transport.http11", "transport.control_wire"),
+    ("transport.control_wire",),
     ("transport.latency", "transport.loop", "transport.driver", "transport.http11_state"),
     ("transport.connection", "transport.control"),
     ("transport.server", "transport"),
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
     ("inkernel.lifecycle",),
     ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
-    ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier"),
+    ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier", "bridge.http_link"),
     ("serverside",),  # kernels without a hub, served from the Jupyter server's side (issue #43)
     ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "jupyterhub_service", "bridge"),
     # "": the package itself (the public API); hubservice: the deprecated name of jupyterhub_service
@@ -105,6 +105,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "load",
         "jupyterhub_service",
         "bridge_latency",
+        "http_codec",
     ),
     ("run",),
 ]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_notebook.transport.http11 import BadRequest, parse_head
+from mcp_notebook.protocol.wire_http11 import BadRequest, parse_head
 from mcp_notebook.transport.http11_state import (
     ANSWERING,
     CLOSED,

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from mcp_notebook.protocol.server import McpServer, ServerSettings
+from mcp_notebook.protocol.wire_http11 import BadRequest, ChunkedBody, RequestReader, parse_head
 from mcp_notebook.providers.custom import CustomProvider, make_registration
 from mcp_notebook.resources import Resources
-from mcp_notebook.transport.http11 import BadRequest, ChunkedBody, RequestReader, parse_head
 from mcp_notebook.transport.server import HttpTransport
 
 TOKEN = "tok"

@@ -8,6 +8,7 @@ import asyncio
 import io
 import json
 import os
+import queue
 import ssl
 import subprocess
 import time
@@ -17,8 +18,9 @@ from typing import Any
 
 import pytest
 from slow_relay import SlowRelay
+from tls_relay import AsyncTlsRelay, certificate
 
-from mcp_notebook.allkernels.upstream import HubGone, call, message
+from mcp_notebook.allkernels.upstream import HubGone, Listens, call, message
 from mcp_notebook.bridge.hub_selection import Selector
 from mcp_notebook.bridge.stdio import NO_HUB, Bridge, Upstream, _stateless_headers
 from mcp_notebook.hubclient import blocking
@@ -241,7 +243,57 @@ def test_https_is_verified_and_kept_alive(hubs, tmp_path, monkeypatch):
             status, _, replies = up.call(_stateless_headers(READ), READ)
             assert status == 200 and _text(replies[0]["result"]) == "hello"
         assert len(blocking._POOL._idle[Endpoint.of(url).key]) == 1
-        assert up.address() is None  # --channel watches plain HTTP only
+        assert up.address() == up.hub  # --channel watches it over HTTPS too
+    finally:
+        relay.close()
+
+
+def test_the_asyncio_face_and_the_channels_listen_go_over_https(hubs, tmp_path, monkeypatch):
+    """A hub behind TLS (a certificate made here): the asyncio face verifies it, keeps connections
+    alive per scheme, and a listen (what ``bridge --channel`` and the front open) tells a change."""
+    start, _ = hubs
+    hub = start()
+    key, cert = certificate(tmp_path)
+    relay = AsyncTlsRelay(("127.0.0.1", hub.port), key, cert)
+    headers, body = _post(hub, hub.token)
+
+    async def read(pool: ConnectionPool | None) -> tuple[int, bytes]:
+        reply = await request("127.0.0.1", relay.port, "POST", "/mcp", headers, body, 30.0, pool, https=True)
+        try:
+            return reply.status, b"".join([piece async for piece in reply.chunks()])
+        finally:
+            reply.close()
+
+    async def untrusted() -> None:
+        with pytest.raises(UpstreamError, match="CERTIFICATE_VERIFY_FAILED") as refused:
+            await read(None)
+        assert not refused.value.sent  # the hub saw nothing
+
+    async def trusted() -> None:
+        pool = ConnectionPool()
+        for _ in range(2):
+            status, data = await read(pool)
+            assert status == 200 and b"hello" in data
+        assert len(pool._idle[(True, "127.0.0.1", relay.port)]) == 1  # kept alive, and reused
+        await pool.aclose()
+
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))
+        asyncio.run(untrusted())
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        asyncio.run(trusted())
+        url = f"https://127.0.0.1:{relay.port}/mcp"
+        address = Upstream(HubRecord(Path("test"), {"url": url, "token": hub.token}, True)).address()
+        assert address is not None and address.endpoint.https
+        seen: queue.Queue[tuple[str, Any]] = queue.Queue()
+        listens = Listens(lambda key, kind, uri: seen.put((kind, uri)))
+        try:
+            listens.want("k", address, frozenset({"test://hello"}))
+            assert listens.wait_covering("k", "test://hello", 30)
+            hub.resources.changed(["test://hello"])
+            assert seen.get(timeout=30) == ("updated", "test://hello")
+        finally:
+            listens.close()
     finally:
         relay.close()
 
@@ -269,7 +321,7 @@ def test_the_pool_replaces_a_connection_the_hub_closed_once_and_tells_what_was_n
     async def go() -> None:
         pool = ConnectionPool()
         status, body = await read(pool, hub)
-        assert status == 200 and b"hello" in body and len(pool._idle[("127.0.0.1", hub.port)]) == 1
+        assert status == 200 and b"hello" in body and len(pool._idle[(False, "127.0.0.1", hub.port)]) == 1
         started.append(hub.restart("t2"))
         status, _ = await read(pool, started[-1])  # the kept one died with the old hub: replaced once
         assert status == 401  # the old token: the caller looks the hub up again (rules 2)

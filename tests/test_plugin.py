@@ -36,8 +36,8 @@ from mcp_notebook.allkernels.upstream import HubError, call
 from mcp_notebook.budget import wire_chars
 from mcp_notebook.hubclient.address import VERSION, HubAddress
 from mcp_notebook.hubclient.blocking import exchange
-from mcp_notebook.revisions import META_CAPS, META_CLIENT_INFO, META_VERSION
 from mcp_notebook.nb_tools import NB_WORDS, VIEW_TOOLS
+from mcp_notebook.revisions import META_CAPS, META_CLIENT_INFO, META_VERSION
 from mcp_notebook.version import __version__
 
 pytestmark = pytest.mark.timeout(240)

@@ -162,7 +162,12 @@ def test_batches_follow_the_revision():
     only_notes = server.handle(req([rpc("notifications/initialized", id=None)], mcp_session_id=old))
     assert only_notes.status == 202
     new = open_session(server, "2025-06-18")
-    assert server.handle(req([rpc("ping")], mcp_session_id=new)).status == 400
+    refused = server.handle(req([rpc("ping", id=3), rpc("notifications/initialized", id=None)], mcp_session_id=new))
+    assert refused.status == 400  # each request gets the error by its id, the notification nothing
+    assert [(a["id"], a["error"]["code"]) for a in json.loads(refused.body)] == [(3, -32600)]
+    assert "not part of MCP 2025-06-18" in json.loads(refused.body)[0]["error"]["message"]
+    only_notes = server.handle(req([rpc("notifications/initialized", id=None)], mcp_session_id=new))
+    assert only_notes.status == 400 and json.loads(only_notes.body)["id"] is None  # no request: one error
     assert server.handle(req([], mcp_session_id=old)).status == 400
 
 
@@ -436,7 +441,9 @@ def test_batch_and_uri_limits():
     old = open_session(server, "2025-03-26")
     too_many = [rpc("ping", id=i) for i in range(51)]
     reply = server.handle(req(too_many, mcp_session_id=old))
-    assert reply.status == 400 and "exceeds 50" in json.loads(reply.body)["error"]["message"]
+    answers = json.loads(reply.body)  # refused as a whole: each request answered with the error, by its id
+    assert reply.status == 400 and [a["id"] for a in answers] == list(range(51))
+    assert all("exceeds 50" in a["error"]["message"] for a in answers)
     assert len(json.loads(server.handle(req(too_many[:50], mcp_session_id=old)).body)) == 50
     long_uri = "test://item/" + "x" * 9000
     assert call(server, old, "resources/read", {"uri": long_uri})["error"]["code"] == -32602

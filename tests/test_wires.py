@@ -110,3 +110,35 @@ def test_one_client_of_a_hub():
             if re.search(pattern, text, re.M):
                 found.append(f"{name}: {pattern}")
     assert found == []
+
+
+# HTTP/1.1 bytes parsed or written: a status or request line, the blank line ending a head, a
+# framing field written by hand, a client library of HTTP. Only the codec may (issue #45).
+HTTP_BY_HAND = re.compile(
+    r"""b?["']HTTP/1\.[01x]|\\r\\n\\r\\n|["'](?:Content-Length|Transfer-Encoding): |^import http\.client|^from http\.client"""
+    r"""|\.readuntil\(b"|\.find\(b"\\r\\n""",
+    re.MULTILINE,
+)
+CODEC = "protocol/wire_http11.py"
+# What may still handle HTTP itself, each with its reason: the JupyterHub service's outbound calls
+# (to JupyterHub, to metadata-document hosts) through a well-kept client library.
+ALLOWED = {"jupyterhub_service/cimd.py"}
+
+
+def test_nothing_but_the_codec_parses_or_writes_http_bytes():
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(PACKAGE).as_posix()
+        if name == CODEC or name in ALLOWED:
+            continue
+        hits = [m.group() for m in HTTP_BY_HAND.finditer(path.read_text())]
+        if hits:
+            found[name] = hits
+    assert found == {}
+
+
+def test_the_search_sees_http_by_hand():
+    """The pattern finds what it is for (else the test above could not fail)."""
+    for text in ('b"HTTP/1.1 200 OK\\r\\n"', 'raw.find(b"\\r\\n\\r\\n")', '"Content-Length: %d"', "import http.client"):
+        assert HTTP_BY_HAND.search(text), text
+    assert HTTP_BY_HAND.search((PACKAGE / CODEC).read_text())

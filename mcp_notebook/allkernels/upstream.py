@@ -229,7 +229,10 @@ class Listens:
         if hub.route is not None:
             resp = await hub.route.open(headers, body, LISTEN_OPEN_SECONDS)
         else:
-            resp = await request(hub.host, hub.port, "POST", hub.path, headers, body, LISTEN_OPEN_SECONDS)
+            end = hub.endpoint
+            resp = await request(
+                end.host, end.port, "POST", end.path, headers, body, LISTEN_OPEN_SECONDS, https=end.https
+            )
         if self._wanted.get(key) != wish:
             resp.close()
             return  # the set changed while this one was opening

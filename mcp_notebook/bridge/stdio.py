@@ -22,81 +22,38 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ..hubclient.address import HubAddress, Link
-from ..hubclient.blocking import STREAM_ERRORS, exchange, open_stream, sse_messages
+from ..hubclient.address import HubAddress, Link, Opened, OpenReply
+from ..hubclient.blocking import STREAM_ERRORS, sse_messages
 from ..hubclient.rules import (
-    HUB_SCHEME,
-    REASON_HEADER,
-    REPLY_SECONDS,
-    SERVER_SCHEME,
     STREAM_IDLE_SECONDS,
-    UpstreamError,
-    authorization,
 )
-from ..protocol.jsonrpc import dumps
-from ..protocol.wire_sse import sse_data
+from ..protocol.jsonrpc import INVALID_REQUEST, RpcError, dumps, refuse_batch
 from ..protocol.wire_stateless import request_headers
-from ..revisions import META_SUB_ID, META_VERSION, STATELESS, classify
+from ..revisions import META_SUB_ID, META_VERSION, STATELESS, allows_batch, classify
 from ..runtime import HubRecord
 from .claude_push import ClaudePush
+from .http_link import Upstream
 from .hub_selection import POLL_SECONDS, FrontRecord, FrontSelector, NoHub, Selector
-from .stdio_input import MAX_INFLIGHT, MAX_WAITING, Oversize, RequestPool, check, decode, oversize_error, read_lines
+from .stdio_input import (
+    MAX_INFLIGHT,
+    MAX_WAITING,
+    Ledger,
+    Oversize,
+    RequestPool,
+    batch_version,
+    check,
+    decode,
+    oversize_error,
+    owed_ids,
+    read_lines,
+)
 
 NO_HUB = -32000  # implementation-defined range
 FAILED = (*STREAM_ERRORS, ValueError)  # no hub answered there (ValueError: not JSON, not a hub)
 MAX_LISTENS = 64  # open subscriptions/listen streams (their own bound: they last, requests do not)
 BUSY = -32001
 DRAIN_SECONDS = 5.0
-
-
-class Upstream:
-    """One hub over HTTP or HTTPS, through the hub client: requests over kept-alive connections,
-    each stream on a connection of its own."""
-
-    def __init__(self, record: HubRecord):
-        self.record = record
-        self.remote = bool(record.info.get("remote"))  # a Jupyter server's (mcp-notebook bridge --server)
-        self.hub = HubAddress(record.url, record.token, SERVER_SCHEME if self.remote else HUB_SCHEME)
-
-    def _headers(self, headers: dict[str, str], body: bytes | None) -> dict[str, str]:
-        h = {"Accept": "application/json, text/event-stream", **headers}
-        if body is not None:
-            h["Content-Type"] = "application/json"
-        return {**h, **authorization(self.hub.token, self.hub.scheme)}
-
-    def _refused(self, status: int, reason: str | None) -> None:
-        """remote: the server refused the token, or its extension (not the hub) says the kernel has no hub."""
-        if self.remote and (status in (401, 403) or reason):
-            raise UpstreamError(f"HTTP {status} from the Jupyter server for {self.hub.path}")
-
-    def open(
-        self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = REPLY_SECONDS
-    ) -> tuple[Any, Any]:
-        """A stream (or a DELETE): its own connection, the reply once its status is known."""
-        conn, resp = open_stream(self.hub.endpoint, method, self._headers(headers, body), body, timeout)
-        try:
-            self._refused(resp.status, resp.getheader(REASON_HEADER))
-        except UpstreamError:
-            conn.close()
-            raise
-        return conn, resp
-
-    def address(self) -> HubAddress | None:
-        """Where ``--channel`` watches: this hub over plain HTTP (None: not reachable so)."""
-        return None if self.hub.endpoint.https else self.hub
-
-    def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
-        """POST one message; (status, headers, JSON-RPC messages of the reply, whether JSON or SSE)."""
-        body = json.dumps(message).encode()
-        status, rheaders, data = exchange(self.hub.endpoint, "POST", self._headers(headers, body), body)
-        self._refused(status, rheaders.get(REASON_HEADER.lower()))
-        if "text/event-stream" not in rheaders.get("content-type", ""):
-            return status, rheaders, [json.loads(data)] if data.strip() else []
-        replies = []
-        for doc in sse_data(data):
-            with contextlib.suppress(ValueError):
-                replies.append(json.loads(doc))
-        return status, rheaders, replies
+GONE = "the bridge is closing (stdin ended) before the hub answered this request"
 
 
 def _error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
@@ -104,6 +61,44 @@ def _error(msg_id: Any, code: int, message: str, data: Any = None) -> dict[str, 
     if data is not None:
         err["data"] = data
     return {"jsonrpc": "2.0", "id": msg_id, "error": err}
+
+
+def errors_for(msg: Any, code: int, text: str) -> Any:
+    """The same error for each request of a line (a batch's as one array); None: none is owed."""
+    ids = owed_ids(msg)
+    if not ids:
+        return None
+    return [_error(i, code, text) for i in ids] if isinstance(msg, list) else _error(ids[0], code, text)
+
+
+def relisten_notes(sub_id: Any, honoured: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a listen re-established on a new hub tells the client: what it watches may have changed."""
+    meta = {META_SUB_ID: sub_id}
+    notes: list[dict[str, Any]] = []
+    if honoured.get("resourcesListChanged"):
+        notes.append({"jsonrpc": "2.0", "method": "notifications/resources/list_changed", "params": {"_meta": meta}})
+    for uri in honoured.get("resourceSubscriptions") or []:
+        notes.append(
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"_meta": meta, "uri": uri}}
+        )
+    return notes
+
+
+def track(subscriptions: set[str], msg: dict[str, Any], replies: list[Any]) -> None:
+    """Remember subscriptions, to restore them on a new hub."""
+    method = msg.get("method")
+    params = msg.get("params")
+    uri = params.get("uri") if isinstance(params, dict) else None
+    ok = any(isinstance(r, dict) and r.get("id") == msg.get("id") and "result" in r for r in replies)
+    if ok and isinstance(uri, str):
+        if method == "resources/subscribe":
+            subscriptions.add(uri)
+        elif method == "resources/unsubscribe":
+            subscriptions.discard(uri)
+
+
+def _subscribe(n: int, uri: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": f"bridge-sub-{n}", "method": "resources/subscribe", "params": {"uri": uri}}
 
 
 def _ours(replies: list[Any], msg_id: Any) -> list[Any]:
@@ -132,6 +127,7 @@ class Bridge:
         self._conn_lock = threading.RLock()
         self._closing = threading.Event()
         self._pool = RequestPool(self._busy, self._failed)  # stdin is never blocked: cancels go through
+        self._ledger = Ledger()  # every request read and not yet answered: answered at close at the latest
         # handshake-era session state
         self.up: Link | None = None
         self.session_id: str | None = None
@@ -140,7 +136,7 @@ class Bridge:
         self.subscriptions: set[str] = set()
         self.generation = 0
         # stateless-era listen streams: request id -> open connection
-        self._listens: dict[Any, Any] = {}  # (an http.client connection, a carrier's reading)
+        self._listens: dict[Any, Opened | None] = {}  # None: opening
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
         self.channel: ClaudePush | None = ClaudePush(self.write, self._channel_hub) if channel else None
 
@@ -151,7 +147,7 @@ class Bridge:
         except NoHub:
             return None
         if address is None:
-            self.log("--channel: watching needs a plain-HTTP endpoint; no events for this one")
+            self.log("--channel: this upstream cannot be watched; no events for it")
         return address
 
     # == stdio =================================================================================
@@ -169,13 +165,12 @@ class Bridge:
             if problem is not None:
                 self.write(problem)
                 continue
+            self._ledger.owe(owed_ids(msg))
             try:
                 self.dispatch(msg)
             except Exception as exc:  # a bug: said on stderr and to the client, and the bridge reads on
                 self.log(f"could not handle a message: {exc!r}")
-                msg_id = msg.get("id") if isinstance(msg, dict) else None
-                if msg_id is not None:
-                    self.write(_error(msg_id, -32603, "the bridge could not handle this message"))
+                self._answer_all(msg, -32603, "the bridge could not handle this message")
         self.close()
         return 0
 
@@ -184,6 +179,8 @@ class Bridge:
             message = self.channel.outgoing(message)
         data = dumps(message) + b"\n"  # never fails on text (a hub's reply may hold anything)
         with self._out_lock:
+            if not self._ledger.paid(message):
+                return  # the bridge settled its answers as it closed: this one was given already
             try:
                 self.out.write(data)
                 self.out.flush()
@@ -217,17 +214,18 @@ class Bridge:
     def _spawn(self, fn: Callable[[Any], None], msg: Any) -> None:
         self._pool.submit(fn, msg)
 
+    def _answer_all(self, msg: Any, code: int, text: str) -> None:
+        answer = errors_for(msg, code, text)
+        if answer is not None:
+            self.write(answer)
+
     def _busy(self, msg: Any) -> None:
-        busy = f"the bridge has {MAX_INFLIGHT} requests in flight and {MAX_WAITING} waiting: retry later"
-        ids = [m["id"] for m in (msg if isinstance(msg, list) else [msg]) if isinstance(m, dict) and "id" in m]
-        if ids:
-            self.write([_error(i, BUSY, busy) for i in ids] if isinstance(msg, list) else _error(ids[0], BUSY, busy))
+        self._answer_all(msg, BUSY, f"the bridge has {MAX_INFLIGHT} requests in flight and {MAX_WAITING} waiting")
 
     def _failed(self, msg: Any, exc: Exception) -> None:
         """A bug: the request still gets an answer, the bridge goes on."""
         self.log(f"a request failed: {exc!r}")
-        if isinstance(msg, dict) and "id" in msg:
-            self.write(_error(msg["id"], -32603, "the bridge could not handle this request"))
+        self._answer_all(msg, -32603, "the bridge could not handle this request")
 
     def _open_listen(self, msg: dict[str, Any]) -> None:
         """A listen holds its thread for its life: its own bound, never a request slot."""
@@ -246,10 +244,25 @@ class Bridge:
         threading.Thread(target=self._listen, args=(msg,), name="mcp-notebook-bridge-listen", daemon=True).start()
 
     def _batch(self, items: list[Any]) -> None:
+        """A batch where the revision has them (2025-03-26 and before): each request answered in one
+        array, notifications forwarded and answered nothing; elsewhere each request gets the error."""
+        version = batch_version(items, self.version)
+        if version is not None and not allows_batch(version):
+            text = f"Invalid Request: JSON-RPC batches are not part of MCP {version}"
+            self.write(refuse_batch(items, RpcError(INVALID_REQUEST, text)))
+            return
         replies: list[Any] = []
         for item in items:
-            problem = check(item)
-            replies += [problem] if problem is not None else self._handle(item)
+            if (problem := check(item)) is not None:
+                replies.append(problem)
+            elif "id" not in item or item.get("method") is None:  # a notification, a response: no answer
+                self._notify(item)
+            else:
+                try:
+                    replies += self._handle(item)
+                except Exception as exc:  # a bug: this item's answer says so, the others go on
+                    self.log(f"a batched request failed: {exc!r}")
+                    replies.append(_error(item["id"], -32603, "the bridge could not handle this request"))
         if replies:
             self.write(replies)
 
@@ -267,10 +280,10 @@ class Bridge:
     # == handshake era ===========================================================================
     def _initialize(self, msg: dict[str, Any]) -> None:
         with self._conn_lock:
-            self.init_message = msg
             try:
                 record = self.selector.find(prefer=self.up.record if self.up else None)
                 reply = self._open_session(record, msg)
+                self.init_message = msg  # what a reconnect replays: an initialize the hub accepted
             except NoHub as exc:
                 self.log(str(exc))
                 self.write(_error(msg.get("id"), NO_HUB, str(exc)))
@@ -331,21 +344,9 @@ class Bridge:
                 continue
             if status == 0:
                 return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
-            self._track(msg, replies)
+            track(self.subscriptions, msg, replies)
             return _ours(replies, msg_id)
         return [_error(msg_id, NO_HUB, self.selector.no_hub_message())]
-
-    def _track(self, msg: dict[str, Any], replies: list[Any]) -> None:
-        """Remember subscriptions, to restore them on a new hub."""
-        method = msg.get("method")
-        params = msg.get("params")
-        uri = params.get("uri") if isinstance(params, dict) else None
-        ok = any(isinstance(r, dict) and r.get("id") == msg.get("id") and "result" in r for r in replies)
-        if ok and isinstance(uri, str):
-            if method == "resources/subscribe":
-                self.subscriptions.add(uri)
-            elif method == "resources/unsubscribe":
-                self.subscriptions.discard(uri)
 
     def _reconnect(self, gen: int) -> None:
         """Replace a dead session by one on the current hub (same kernel or notebook)."""
@@ -374,14 +375,8 @@ class Bridge:
             with contextlib.suppress(*FAILED):
                 self.up.call(headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
             for n, uri in enumerate(sorted(self.subscriptions)):
-                req = {
-                    "jsonrpc": "2.0",
-                    "id": f"bridge-sub-{n}",
-                    "method": "resources/subscribe",
-                    "params": {"uri": uri},
-                }
                 with contextlib.suppress(*FAILED):
-                    self.up.call(headers, req)
+                    self.up.call(headers, _subscribe(n, uri))
             self._start_stream(self.generation)
         self.log(f"reconnected to {record.describe()}")
         self.write({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
@@ -498,7 +493,7 @@ class Bridge:
         finally:
             self._listens.pop(sub_id, None)
 
-    def _relay_listen(self, sub_id: Any, resp: Any, acknowledged: bool) -> tuple[bool, bool]:
+    def _relay_listen(self, sub_id: Any, resp: OpenReply, acknowledged: bool) -> tuple[bool, bool]:
         """Copy one listen stream to stdout until it breaks; (an acknowledgement came, the hub ended
         the subscription gracefully). A listen re-established on a new hub is not acknowledged
         twice: the client is told instead that what it watches may have changed."""
@@ -520,12 +515,8 @@ class Bridge:
 
     def _replay(self, sub_id: Any, honoured: dict[str, Any]) -> None:
         """After a re-listen on a new hub, say that what the client watches may have changed."""
-        meta = {META_SUB_ID: sub_id}
-        if honoured.get("resourcesListChanged"):
-            self.write({"jsonrpc": "2.0", "method": "notifications/resources/list_changed", "params": {"_meta": meta}})
-        for uri in honoured.get("resourceSubscriptions") or []:
-            params = {"_meta": meta, "uri": uri}
-            self.write({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": params})
+        for note in relisten_notes(sub_id, honoured):
+            self.write(note)
 
     def _cancel_listen(self, msg: dict[str, Any]) -> bool:
         params = msg.get("params")
@@ -548,6 +539,7 @@ class Bridge:
         for request_id in list(self._listens):
             self._cancel_listen({"params": {"requestId": request_id}})
         self._pool.drain(DRAIN_SECONDS)  # let answers to the last requests go out
+        self._settle()
         up, sid = self.up, self.session_id
         self.generation += 1
         if up is not None and sid:
@@ -556,6 +548,14 @@ class Bridge:
                 conn.close()
         if self.channel is not None:
             self.channel.close()
+
+    def _settle(self) -> None:
+        """Every request still unanswered gets its error; nothing is written for it afterwards."""
+        with self._out_lock:
+            data = b"".join(dumps(_error(i, NO_HUB, GONE)) + b"\n" for i in self._ledger.settle())
+            with contextlib.suppress(BrokenPipeError, ValueError, OSError):
+                self.out.write(data)
+                self.out.flush()
 
 
 def run_bridge(

@@ -4,7 +4,7 @@
 The :class:`~.stdio.Bridge` turns each stdio JSON-RPC message into the HTTP exchange a hub would
 get (a POST under the session's or the stateless request's headers, a GET for a session's stream,
 a DELETE at exit) and hands it to its upstream. With a selector that upstream is HTTP to a hub
-(``stdio.Upstream``); here it is :class:`StdioCarrier`, a carrier of the exchange driver
+(``http_link.Upstream``); here it is :class:`StdioCarrier`, a carrier of the exchange driver
 (``transport/driver.py``; docs/DESIGN.md, "Carriers"), like the loopback HTTP connection and the
 control channel:
 
@@ -18,7 +18,7 @@ control channel:
    (``hubclient/blocking.py``), so a read reuses one whatever thread carries it. No head replay.
    A stream is pumped on the carrier's own event loop (a thread).
 3. **Replies** reach the bridge's thread through a :class:`PipePort`: the driver's writes are
-   queued, and :class:`Reading` reads them as the bridge reads an ``http.client`` response. No
+   queued, and :class:`Reading` reads them as the bridge reads a hub client response (``hubclient.blocking.Response``). No
    keepalive comments: nothing in a process times out idle. The driver's guarantees hold as for
    every carrier: one final call, ``stream_closed`` for every stream however it ended.
 4. **Stops**: the bridge ends its session first (DELETE), then :meth:`StdioCarrier.close` refuses
@@ -89,7 +89,7 @@ class PipePort(Port):
 
 
 class Reading:
-    """One reply, read as the bridge reads an ``http.client`` response (``status``, ``getheader``,
+    """One reply, read as the bridge reads a hub client response (``hubclient.blocking.Response``) (``status``, ``getheader``,
     ``read``; ``readline`` gives a stream's next events, any chunking) and closed as it closes the
     connection (``close``; ``sock.shutdown`` ends a stream and wakes a blocked reader, as a cancel
     does over TCP)."""
@@ -220,7 +220,7 @@ class StdioCarrier:
         for task in list(self._driver.tasks):
             task.cancel()  # each pump ends its stream (stream_closed, then the final call)
 
-    # -- the surface of bridge.stdio.Upstream ---------------------------------------------------
+    # -- the surface of bridge.http_link.Upstream ---------------------------------------------------
     def open(
         self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = None
     ) -> tuple[Reading, Reading]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ..protocol.jsonrpc import INVALID_REQUEST, RequestId, RpcError, error, parse_body, request_id_of, to_message
+from ..revisions import META_VERSION, STATELESS, classify
 
 MAX_INFLIGHT = 32  # requests answered at once (each on its own thread); more wait in a queue
 MAX_WAITING = 1024  # requests queued behind those; beyond, answered "busy" at once
@@ -120,6 +121,71 @@ def _clean_id(raw: bytes) -> RequestId | None:
     except ValueError:
         return None
     return request_id_of({"id": value})
+
+
+def owed_ids(msg: Any) -> list[RequestId]:
+    """The ids a decoded line is owed answers for: each request's (a notification, a response and a
+    subscriptions/listen, which a cancel may end without an answer, are owed none)."""
+    items = msg if isinstance(msg, list) else [msg]
+    return [
+        i
+        for m in items
+        if isinstance(m, dict)
+        and isinstance(m.get("method"), str)
+        and m["method"] != "subscriptions/listen"
+        and (i := request_id_of(m)) is not None
+    ]
+
+
+def batch_version(items: list[Any], session: str | None) -> str | None:
+    """The revision a batch is read under: a stateless item's, else the session's (None: none yet)."""
+    for item in items:
+        if isinstance(item, dict) and classify({}, item) == STATELESS:
+            return str(item["params"]["_meta"].get(META_VERSION))
+    return session
+
+
+class Ledger:
+    """Every request id read on stdin and not yet answered on stdout (a count per id: a client may
+    reuse one). ``paid`` is called with each message written; ``settle`` answers what is left, once.
+    Its own lock, held only for the counts: the stdin thread never waits for a write to stdout."""
+
+    def __init__(self) -> None:
+        self._owed: dict[tuple[bool, RequestId], int] = {}
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def owe(self, ids: list[RequestId]) -> None:
+        if not ids:
+            return
+        with self._lock:
+            for i in ids:
+                key = (type(i) is str, i)
+                self._owed[key] = self._owed.get(key, 0) + 1
+
+    def paid(self, message: Any) -> bool:
+        """Strike the answers in ``message`` off; False once settled (nothing more may be written)."""
+        with self._lock:
+            if self.closed:
+                return False
+            for item in message if isinstance(message, list) else [message]:
+                if type(item) is dict and "method" not in item:
+                    i = item.get("id")
+                    key = (type(i) is str, i)
+                    n = self._owed.get(key, 0)
+                    if n > 1:
+                        self._owed[key] = n - 1
+                    elif n:
+                        del self._owed[key]
+            return True
+
+    def settle(self) -> list[RequestId]:
+        """The ids still owed (each as often as owed); nothing is accepted afterwards."""
+        with self._lock:
+            left = [i for (_, i), n in self._owed.items() for _ in range(n)]
+            self._owed.clear()
+            self.closed = True
+        return left
 
 
 Job = Callable[[Any], None]

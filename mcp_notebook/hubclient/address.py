@@ -1,5 +1,5 @@
 """Where a hub is and what reaches it: :class:`HubAddress` (a URL and token, or a :class:`HubRoute`)
-and :class:`Link`, the surface the bridge drives (``bridge.stdio.Upstream`` over HTTP, the stdio
+and :class:`Link`, the surface the bridge drives (``bridge.http_link.Upstream`` over HTTP, the stdio
 carrier in-process)."""
 
 from __future__ import annotations
@@ -29,15 +29,45 @@ class HubRoute(Protocol):
         ...
 
 
+class Shutdown(Protocol):
+    """What ends a stream at once and wakes its blocked reader (a socket, or the stdio carrier's reading)."""
+
+    def shutdown(self, how: int, /) -> None: ...
+
+
+class Opened(Protocol):
+    """What carries one exchange the bridge opened (``hubclient.blocking.Connection``, the stdio
+    carrier's ``Reading``): closed when done; ``sock`` shut down to cancel (None once closed)."""
+
+    @property
+    def sock(self) -> Shutdown | None: ...
+
+    def close(self) -> None: ...
+
+
+class OpenReply(Protocol):
+    """A reply whose status is known (``hubclient.blocking.Response``, the stdio carrier's
+    ``Reading``): its fields, and its body whole or line by line as it comes (a stream)."""
+
+    @property
+    def status(self) -> int: ...
+
+    def getheader(self, name: str, default: str | None = None) -> str | None: ...
+
+    def read(self) -> bytes: ...
+
+    def readline(self) -> bytes: ...
+
+
 class Link(Protocol):
-    """What the bridge asks of its upstream, whatever carries it (``bridge.stdio.Upstream``,
+    """What the bridge asks of its upstream, whatever carries it (``bridge.http_link.Upstream``,
     ``bridge.stdio_carrier.StdioCarrier``)."""
 
     record: HubRecord  # the hub (or front) it reaches
 
     def open(
         self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = None
-    ) -> tuple[Any, Any]:
+    ) -> tuple[Opened, OpenReply]:
         """One exchange, the reply once its status is known: (its connection, the response)."""
         ...
 

@@ -1,6 +1,7 @@
-"""The asyncio face of the hub client: HTTP/1.1 requests to hubs, bodies read chunk by chunk (the
-server extension's pipe, the front's listens). Its rules (timeouts, keep-alive, retries, the
-error) are :mod:`.rules`'.
+"""The asyncio face of the hub client: HTTP/1.1 requests to hubs over HTTP or HTTPS, bodies read
+chunk by chunk (the server extension's pipe, the front's listens, ``bridge --channel``). Its rules
+(timeouts, keep-alive, retries, the error) are :mod:`.rules`'; HTTPS as the blocking face does it
+(the default context: the system's CAs or ``SSL_CERT_FILE``, the host name checked).
 
 It exists so the proxy can stream: every chunk of an SSE reply is handed on as it arrives, the
 reader waits while the client is slow (back-pressure), and closing it ends the request at once
@@ -15,21 +16,31 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 
-from .rules import CONNECT_SECONDS, POOL_IDLE_SECONDS, POOL_MAX_HUBS, POOL_MAX_IDLE, REPLY_SECONDS, UpstreamError
+from ..protocol.wire_http11 import HEAD_END, ResponseHead, chunk_size, parse_response_head, request_bytes
+from .rules import (
+    CONNECT_SECONDS,
+    POOL_IDLE_SECONDS,
+    POOL_MAX_HUBS,
+    POOL_MAX_IDLE,
+    REPLY_SECONDS,
+    UpstreamError,
+    tls_context,
+)
 
 MAX_HEAD_BYTES = 64 * 1024
 READ_PIECE = 64 * 1024
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+Key = tuple[bool, str, int]  # (https, host, port): what a kept-alive connection is kept under
 
 
 class ConnectionPool:
     """Idle keep-alive connections to hubs, by (host, port)."""
 
     def __init__(self) -> None:
-        self._idle: dict[tuple[str, int], list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
+        self._idle: dict[Key, list[tuple[asyncio.StreamReader, asyncio.StreamWriter, float]]] = {}
 
-    def take(self, key: tuple[str, int]) -> _Conn | None:
+    def take(self, key: Key) -> _Conn | None:
         conns = self._idle.get(key)
         now = time.monotonic()
         while conns:
@@ -39,7 +50,7 @@ class ConnectionPool:
             writer.close()
         return None
 
-    def give(self, key: tuple[str, int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def give(self, key: Key, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conns = self._idle.setdefault(key, [])
         if len(conns) >= POOL_MAX_IDLE or len(self._idle) > POOL_MAX_HUBS:
             writer.close()
@@ -62,45 +73,35 @@ class ConnectionPool:
 
 
 class UpstreamResponse:
-    """Status and headers of the hub's reply; :meth:`chunks` yields the body as it arrives."""
+    """Status and headers of the hub's reply (its head, parsed by the codec); :meth:`chunks` yields
+    the body as it arrives."""
 
     def __init__(
         self,
-        status: int,
-        reason: str,
-        headers: list[tuple[str, str]],
+        head: ResponseHead,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        pool: tuple[ConnectionPool, tuple[str, int]] | None = None,
+        pool: tuple[ConnectionPool, Key] | None = None,
     ):
-        self.status = status
-        self.reason = reason
-        self.headers = headers
+        self.head = head
+        self.status = head.status
+        self.reason = head.reason
+        self.headers = head.headers
         self._reader = reader
         self._writer = writer
         self._pool = pool
         self.complete = False  # the body ended as the hub declared it would
 
     def header(self, name: str) -> str | None:
-        name = name.lower()
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
+        return self.head.header(name)
 
     @property
     def chunked(self) -> bool:
-        return "chunked" in (self.header("transfer-encoding") or "").lower()
+        return self.head.chunked
 
     @property
     def length(self) -> int | None:
-        raw = self.header("content-length")
-        if raw is None or self.chunked:
-            return None
-        try:
-            return max(0, int(raw))
-        except ValueError:
-            return None
+        return self.head.length
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body, piece by piece: each HTTP chunk as one piece, else up to 64 KiB at a time.
@@ -110,7 +111,7 @@ class UpstreamResponse:
         """
         reader = self._reader
         try:
-            if self.status in (204, 304) or self.status < 200:
+            if self.head.bodiless:
                 self.complete = True
                 return
             if self.chunked:
@@ -118,7 +119,7 @@ class UpstreamResponse:
                     line = await reader.readline()
                     if not line.endswith(b"\n"):
                         raise UpstreamError("the hub closed the stream mid-chunk")
-                    size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+                    size = chunk_size(line)
                     if size == 0:
                         while (await reader.readline()).strip():  # trailers, then the blank line
                             pass
@@ -141,7 +142,7 @@ class UpstreamResponse:
             while data := await reader.read(READ_PIECE):  # no framing: the body ends with the connection
                 yield data
             self.complete = True
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+        except (asyncio.IncompleteReadError, OSError, ValueError) as exc:  # (OSError: ssl.SSLError too)
             raise UpstreamError(f"the hub's reply broke off: {exc}") from exc
 
     def reusable(self) -> bool:
@@ -170,21 +171,17 @@ async def request(
     body: bytes | None = None,
     head_timeout: float = REPLY_SECONDS,
     pool: ConnectionPool | None = None,
+    *,
+    https: bool = False,
 ) -> UpstreamResponse:
-    """Send one request and read the status line and headers (within ``head_timeout`` seconds).
+    """Send one request and read the status line and headers (within ``head_timeout`` seconds);
+    ``https``: over TLS, the certificate and the host name verified.
 
     With a ``pool``, an idle connection is tried first; if the hub had closed it (nothing came
     back), the request goes once more on a fresh connection (rule 1 of :mod:`.rules`).
     """
-    key = (host, port)
-    lines = [f"{method} {path} HTTP/1.1"]
-    for name, value in headers.items():
-        if "\r" in value or "\n" in value:
-            continue
-        lines.append(f"{name}: {value}")
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
-    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + (body or b"")
+    key = (https, host, port)
+    data = request_bytes(method, path, dict(headers), body)
     reused = pool.take(key) if pool is not None else None
     if reused is not None:
         reader, writer = reused
@@ -193,10 +190,11 @@ async def request(
         except _Untouched:
             pass  # closed by the hub while idle: it never saw this request
     try:
+        tls = {"ssl": tls_context(), "server_hostname": host} if https else {}
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES), CONNECT_SECONDS
+            asyncio.open_connection(host, port, limit=MAX_HEAD_BYTES, **tls), CONNECT_SECONDS
         )
-    except (OSError, asyncio.TimeoutError) as exc:
+    except (OSError, asyncio.TimeoutError) as exc:  # (a certificate refused: ssl.SSLError, an OSError)
         # (no address in the message: a front's client must never learn where a hub listens)
         raise UpstreamError(f"cannot connect to the hub: {str(exc) or 'timed out'}", sent=False) from exc
     try:
@@ -215,13 +213,13 @@ async def _exchange(
     data: bytes,
     head_timeout: float,
     pool: ConnectionPool | None,
-    key: tuple[str, int],
+    key: Key,
 ) -> UpstreamResponse:
     try:
         writer.write(data)
         await writer.drain()
-        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), head_timeout)
-        status, reason, parsed = _parse_head(raw)
+        raw = await asyncio.wait_for(reader.readuntil(HEAD_END), head_timeout)
+        head = parse_response_head(raw[: -len(HEAD_END)])
     except (ConnectionError, asyncio.IncompleteReadError) as exc:
         writer.close()
         if not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial:
@@ -233,21 +231,4 @@ async def _exchange(
     except BaseException:
         writer.close()
         raise
-    return UpstreamResponse(status, reason, parsed, reader, writer, (pool, key) if pool is not None else None)
-
-
-def _parse_head(raw: bytes) -> tuple[int, str, list[tuple[str, str]]]:
-    lines = raw.decode("latin-1").split("\r\n")
-    version, _, rest = lines[0].partition(" ")
-    if not version.startswith("HTTP/1."):
-        raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-    code, _, reason = rest.partition(" ")
-    headers = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ValueError(f"malformed header line {line[:80]!r}")
-        headers.append((name.strip(), value.strip()))
-    return int(code), reason.strip(), headers
+    return UpstreamResponse(head, reader, writer, (pool, key) if pool is not None else None)

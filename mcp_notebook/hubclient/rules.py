@@ -17,6 +17,8 @@ Retries, all of them (nothing else is ever sent twice):
 
 from __future__ import annotations
 
+import os
+import ssl
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
@@ -81,3 +83,16 @@ class UpstreamError(Exception):
     def __init__(self, message: str, sent: bool = True):
         super().__init__(message)
         self.sent = sent
+
+
+_TLS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}  # loading the CAs costs milliseconds
+
+
+def tls_context() -> ssl.SSLContext:
+    """The client context of HTTPS connections: the default one (the system's CAs, the host name
+    checked), made once per ``SSL_CERT_FILE``/``SSL_CERT_DIR``, which it reads as http.client's does."""
+    where = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    context = _TLS.get(where)
+    if context is None:
+        context = _TLS[where] = ssl.create_default_context()
+    return context

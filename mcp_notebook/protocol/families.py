@@ -21,6 +21,7 @@ from typing import Any
 from .exchange import HttpReply
 from .fast_read import FlatReads, ReadShape
 from .jsonrpc import MAX_URI
+from .wire_http11 import CRLF, value_spans
 
 # A URI whose JSON string is the URI itself (no quote, backslash, control or non-ASCII character)
 # and whose header value is too; not the "=?base64?...?=" form of Mcp-Name (it starts with "=").
@@ -86,7 +87,7 @@ class Families:
         raw = uri.encode("ascii", "replace")
         if _PLAIN_URI.fullmatch(raw) is None or len(raw) > MAX_URI_BYTES or raw == _PROBE_URI:
             return None
-        spans = _value_spans(head)
+        spans = value_spans(head, (_NAME, _LENGTH))
         if spans is None or _LENGTH not in spans or (_NAME in spans and head[slice(*spans[_NAME])] != raw):
             return None
         order = sorted(spans, key=lambda name: spans[name][0])
@@ -108,7 +109,7 @@ class Families:
         la, lb = family.lengths[0], family.lengths[1]
         if not data.startswith(a):
             return None
-        i = data.find(b"\r\n", la, la + MAX_URI_BYTES + 2)
+        i = data.find(CRLF, la, la + MAX_URI_BYTES + 2)
         if i < 0 or not data.startswith(b, i):
             return None
         end = i + lb
@@ -116,7 +117,7 @@ class Families:
         length = data[la:i]
         if family.named:  # a second value: the URI (in either order)
             c, lc = family.parts[2], family.lengths[2]
-            j = data.find(b"\r\n", end, end + MAX_URI_BYTES + 2)
+            j = data.find(CRLF, end, end + MAX_URI_BYTES + 2)
             if j < 0 or not data.startswith(c, j):
                 return None
             named, length = (length, data[end:j]) if family.uri_first_in_head else (data[end:j], length)
@@ -158,24 +159,6 @@ class Families:
         raw = uri.encode("ascii")
         prefix, suffix = (p + raw + q, r) if family.uri_first_in_body else (p, q + raw + r)
         return self.flat.member_shape(family.shape, uri, prefix, suffix)
-
-
-def _value_spans(head: bytes) -> dict[bytes, tuple[int, int]] | None:
-    """Where the values of Content-Length and Mcp-Name are in ``head`` (each once, after one
-    space, with no space around it); None when a field comes twice or is written otherwise."""
-    spans: dict[bytes, tuple[int, int]] = {}
-    pos = head.find(b"\r\n") + 2
-    while pos < len(head) - 2:  # bounded by the head's length
-        end = head.find(b"\r\n", pos)
-        name = head[pos:end].partition(b":")[0]
-        key = name.lower()
-        if key in (_NAME, _LENGTH):
-            start = pos + len(name) + 2
-            if key in spans or head[start - 1 : start] != b" " or head[start:end] != head[start:end].strip():
-                return None
-            spans[key] = (start, end)
-        pos = end + 2
-    return spans
 
 
 def _body_shape(prefix: bytes, suffix: bytes, raw: bytes) -> tuple[tuple[bytes, bytes, bytes], bool, bytes] | None:

@@ -81,14 +81,13 @@ class HandshakeEra:
         """A JSON-RPC batch (2025-03-26 and before), answered as one array."""
         problem = self._batch_problem(items)
         if problem is not None:
-            return HttpReply.error(RpcError(rpc.INVALID_REQUEST, f"Invalid Request: {problem}", status=400))
+            return _refused(items, f"Invalid Request: {problem}")
         session, refusal = self._session_of(req.headers)
         if refusal is not None:
             return refusal
         assert session is not None
         if not allows_batch(session.version):
-            text = f"Invalid Request: JSON-RPC batches are not part of MCP {session.version}"
-            return HttpReply.error(RpcError(rpc.INVALID_REQUEST, text, status=400))
+            return _refused(items, f"Invalid Request: JSON-RPC batches are not part of MCP {session.version}")
         replies = []
         ctx = Ctx(session.version, session, headers=req.headers)
         for item in items:
@@ -331,3 +330,8 @@ def _send_events(session: Session, events: list[bytes]) -> None:
     for stream in reversed(session.streams):
         if stream.push_events(events):
             return
+
+
+def _refused(items: list[Any], text: str) -> HttpReply:
+    """A batch refused as a whole: 400, each request in it answered with the error by its id."""
+    return HttpReply.json(rpc.refuse_batch(items, RpcError(rpc.INVALID_REQUEST, text)), 400)

@@ -196,6 +196,18 @@ def error(msg_id: RequestId | None, err: RpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": err.to_json()}
 
 
+def refuse_batch(items: list[Any], err: RpcError) -> Any:
+    """A batch refused as a whole (the revision forbids batches, too many items): the same error for
+    each request in it, by its id; a single error with id null when it holds no request (each
+    request is owed an answer, a notification or a response none)."""
+    ids = [
+        request_id_of(item)
+        for item in items
+        if isinstance(item, dict) and isinstance(item.get("method"), str) and request_id_of(item) is not None
+    ]
+    return [error(i, err) for i in ids] if ids else error(None, err)
+
+
 def notification(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:

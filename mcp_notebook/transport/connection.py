@@ -27,13 +27,13 @@ import socket
 from collections.abc import Awaitable
 from typing import Protocol, cast
 
+from ..protocol import wire_http11 as http11
 from ..protocol.exchange import ENDPOINT_PATH, carrier_error
 from ..protocol.security import cors_headers, origin_allowed
 from ..protocol.server import HttpReply, HttpRequest, McpServer
 from ..protocol.streams import Stream
-from . import http11
+from ..protocol.wire_http11 import BadRequest, RequestHead
 from .driver import ExchangeDriver, Port
-from .http11 import BadRequest, RequestHead
 from .http11_state import CLOSED, DISCARD, IDLE, SEND_BODY, ConnectionState
 from .latency import AdmittedHead, AdmittedHeads, BusyPoll, ConnectionMemos
 
@@ -116,7 +116,7 @@ class Connection(asyncio.Protocol, Port):
             memos = self.memos
             head = memos.last_head
             if head is None or head.settings is not settings or not data.startswith(head.block):
-                end = data.find(b"\r\n\r\n")
+                end = data.find(http11.HEAD_END)  # (http11.head_end, inlined)
                 head = self.owner.heads.get(data[:end], settings) if end > 0 else None
                 if head is None and memos.family is not None and self._family_read(data, settings):
                     if self.paused_reading or http.eof:
@@ -193,11 +193,10 @@ class Connection(asyncio.Protocol, Port):
                 reply.headers if origin is None else {**reply.headers, **cors_headers(origin)}
             )
         payload = reply.body or b""
-        self._write(
-            b"HTTP/1.1 200 OK\r\n%s%sContent-Length: %d\r\n\r\n%s"
-            % (http11.Date.now(), head.reply_block, len(payload), payload)
+        self._write(  # http11.whole_reply_bytes, inlined: this runs for every replayed read
+            http11.REPLY_200 % (http11.Date.now(), head.reply_block, len(payload), payload)
             if reply.status == 200
-            else b"%s%s%sContent-Length: %d\r\n\r\n%s"
+            else http11.REPLY_ANY
             % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
         )
         after = reply.after_send
@@ -361,7 +360,7 @@ class Connection(asyncio.Protocol, Port):
         stream = self.exchange.stream
         http = self.http
         # (a long-lived stream, GET or subscriptions/listen, ends when its client half-closes)
-        http.stream_opened(stream.kind != "response", head.version == "HTTP/1.1")
+        http.stream_opened(stream.kind != "response", head.is_http11)
         if not end:
             self.owner.streams.add(stream)  # the transport's stop lets it write its final events
         headers = self._cors(head, headers)
@@ -371,7 +370,7 @@ class Connection(asyncio.Protocol, Port):
     def send_events(self, events: bytes, end: bool) -> Awaitable[None] | None:
         head = self._head
         assert head is not None
-        chunked = head.version == "HTTP/1.1"
+        chunked = head.is_http11
         data = http11.chunk_bytes(events, chunked) if events else b""
         if end:
             self._write(data + http11.LAST_CHUNK if chunked else data)
@@ -433,7 +432,7 @@ class Connection(asyncio.Protocol, Port):
             reply = carrier_error(413, f"Payload too large: the limit is {limit} bytes", -32600)
         else:
             reply = HttpReply(status, f"{http11.reason(status)}: {exc}".encode(), {"Content-Type": "text/plain"})
-        self._reply(http11.RequestHead("POST", "", "HTTP/1.1", {"connection": "close"}), reply)
+        self._reply(http11.RequestHead.unread(), reply)
 
     # -- deadlines ------------------------------------------------------------------------------
     def _wait_for_request(self) -> None:

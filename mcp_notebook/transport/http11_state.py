@@ -3,7 +3,7 @@
 Each side of the connection is in one explicit state, and only named transitions move them; an
 impossible one (a reply done while nothing was asked, a request read while one is being answered)
 raises :class:`StateError` instead of leaving a mix of flags. The machine also owns the bytes read
-(its :class:`~.http11.RequestReader`). The connection (connection.py) asks it: may I read the next
+(its :class:`~..protocol.wire_http11.RequestReader`). The connection (connection.py) asks it: may I read the next
 request (:attr:`ConnectionState.may_read`), is the client gone (:attr:`ConnectionState.client_gone`),
 is it idle (:attr:`ConnectionState.idle`). Deadlines stay with the connection: they are loop time,
 and the machine, like h11's, knows no clock.
@@ -31,7 +31,7 @@ sides ``IDLE`` back to both ``IDLE``: that cycle records nothing, so the fast pa
 
 from __future__ import annotations
 
-from .http11 import RequestHead, RequestReader
+from ..protocol.wire_http11 import RequestHead, RequestReader
 
 # One set of states; each side uses its subset (as h11 does).
 IDLE, SEND_BODY, DONE, DISCARD, MUST_CLOSE, CLOSED, GONE, SEND_RESPONSE, SEND_LONG = range(9)

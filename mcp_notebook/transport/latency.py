@@ -48,7 +48,7 @@ import time
 from typing import Any
 
 from .. import portable
-from .http11 import BadRequest, RequestHead, parse_head
+from ..protocol.wire_http11 import HEAD_END, BadRequest, RequestHead, parse_head
 
 # -- heads admitted before ---------------------------------------------------------------------
 HEADS_KEPT = 256  # admitted heads remembered per transport (cleared when full)
@@ -65,7 +65,7 @@ class AdmittedHead:
         self.block = block
         self.proto = proto
         self.settings = settings
-        self.keep_alive = proto.keep_alive and proto.version == "HTTP/1.1"
+        self.keep_alive = proto.keep_alive and proto.is_http11
         self.replay: object | None = None
         self.seen = False  # a request was answered under this head (a replay is learnt on the second)
         self.reply_headers: dict[str, str] | None = None
@@ -91,7 +91,7 @@ class AdmittedHeads:
             return None
         if len(self._heads) >= HEADS_KEPT:
             self._heads.clear()
-        known = self._heads[block] = AdmittedHead(block + b"\r\n\r\n", head.copy(), settings)
+        known = self._heads[block] = AdmittedHead(block + HEAD_END, head.copy(), settings)
         return known
 
     def room(self) -> bool:

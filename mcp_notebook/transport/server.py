@@ -2,7 +2,7 @@
 
 The kernel's main thread is busy while a cell runs, so requests are answered elsewhere: a daemon
 thread runs its own loop (loop.py) and accepts connections (connection.py), which speak HTTP/1.1
-(http11.py) and hand requests to the protocol. The socket is bound by the caller's thread, so an
+(protocol/wire_http11.py) and hand requests to the protocol. The socket is bound by the caller's thread, so an
 error (address in use) surfaces in the cell that loaded us; the thread only serves. Requests that
 may run user code (a ``__repr__``, a custom resource) go to a small worker pool so they never
 stall the loop; the rest, and event streams, are handled on the loop itself.

@@ -1,10 +1,15 @@
-"""HTTP/1.1 without I/O (the h11 model): bytes in, request heads and bodies out; replies to bytes.
+"""HTTP/1.1 without I/O (the h11 model), both roles: the one place the package parses or writes
+HTTP/1.1 bytes (issue #45). The server role (the hub's loopback carrier, transport/): bytes in,
+request heads and bodies out, replies to bytes. The client role (both faces of the hub client,
+hubclient/): a request to bytes, a reply's head parsed, its chunk lines read.
 
 Nothing here reads a socket, awaits or knows asyncio: :class:`RequestReader` is fed what arrived
 and says what it can tell (a head, a body, or "need more"), :func:`parse_head` and
 :class:`ChunkedBody` parse, and the ``*_bytes`` helpers encode status and header lines. The
-connection's state (http11_state.py) owns the reader and says which step may come next; the
-connection (connection.py) drives both and decides what to do with a head (admit it, refuse it).
+connection's state (transport/http11_state.py) owns the reader and says which step may come next;
+the connection (transport/connection.py) drives both and decides what to do with a head (admit
+it, refuse it). The fast paths ask here where a head ends (:func:`head_end`) and where a field's
+value sits in a head's bytes (:func:`value_spans`).
 
 What one MCP endpoint needs of HTTP/1.1: requests with a Content-Length or chunked body,
 keep-alive (answered in order), ``Expect: 100-continue``, stray blank lines between requests,
@@ -20,6 +25,8 @@ from email.utils import formatdate
 from http import HTTPStatus
 
 MAX_HEAD_BYTES = 65536
+CRLF = b"\r\n"  # the end of a line of a head (where a field's value ends)
+HEAD_END = b"\r\n\r\n"  # the blank line that ends a head
 VERSIONS = ("HTTP/1.1", "HTTP/1.0")
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 LAST_CHUNK = b"0\r\n\r\n"
@@ -65,6 +72,16 @@ class RequestHead:
             self.length = int(raw)
         else:
             raise BadRequest("invalid Content-Length")
+
+    @classmethod
+    def unread(cls) -> RequestHead:
+        """The head a refusal answers when no request could be read (HTTP/1.1, then close)."""
+        return cls("POST", "", "HTTP/1.1", {"connection": "close"})
+
+    @property
+    def is_http11(self) -> bool:
+        """HTTP/1.1 (kept alive by default, chunked replies) rather than 1.0."""
+        return self.version == "HTTP/1.1"
 
     def copy(self) -> RequestHead:
         """The same head as a fresh object (a remembered head must not share ``keep_alive`` edits)."""
@@ -420,3 +437,135 @@ def stream_head_bytes(status: int, headers: dict[str, str], *, keep: bool, head:
 
 def chunk_bytes(data: bytes, chunked: bool) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
+
+
+def head_end(data: bytes | bytearray) -> int:
+    """Where the head in ``data`` ends (the offset of its blank line), or -1: not all here yet."""
+    return data.find(HEAD_END)
+
+
+def value_spans(head: bytes, names: tuple[bytes, ...]) -> dict[bytes, tuple[int, int]] | None:
+    """Where the values of the fields ``names`` (lower-case) sit in a head's bytes, each present
+    once, after one space and with no space around it; None when one comes twice or is written
+    otherwise (the fast paths then take the usual one)."""
+    spans: dict[bytes, tuple[int, int]] = {}
+    pos = head.find(b"\r\n") + 2
+    while pos < len(head) - 2:  # bounded by the head's length
+        end = head.find(b"\r\n", pos)
+        if end < 0:
+            end = len(head)
+        name = head[pos:end].partition(b":")[0]
+        key = name.lower()
+        if key in names:
+            start = pos + len(name) + 2
+            if key in spans or head[start - 1 : start] != b" " or head[start:end] != head[start:end].strip():
+                return None
+            spans[key] = (start, end)
+        pos = end + 2
+    return spans
+
+
+def whole_reply_bytes(status: int, header_block: bytes, body: bytes) -> bytes:
+    """A kept-alive reply with a Content-Length body, its header lines encoded already (a replay)."""
+    if status == 200:
+        return REPLY_200 % (Date.now(), header_block, len(body), body)
+    return REPLY_ANY % (status_line(status), Date.now(), header_block, len(body), body)
+
+
+# The same as formats, for a hot path that fills them in itself (no call): Date, header lines,
+# the body's length, the body (REPLY_ANY: the status line first).
+REPLY_200 = b"HTTP/1.1 200 OK\r\n%s%sContent-Length: %d\r\n\r\n%s"
+REPLY_ANY = b"%s%s%sContent-Length: %d\r\n\r\n%s"
+
+
+# == the client role =============================================================================
+
+
+class BadResponse(ValueError):
+    """The bytes are not an HTTP/1.x reply."""
+
+
+def request_bytes(method: str, path: str, headers: dict[str, str], body: bytes | None) -> bytes:
+    """A request's head and body; a header value holding CR or LF is dropped (no injection)."""
+    lines = [f"{method} {path} HTTP/1.1"]
+    for name, value in headers.items():
+        if "\r" in value or "\n" in value:
+            continue
+        lines.append(f"{name}: {value}")
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", "replace") + (body or b"")
+
+
+class ResponseHead:
+    """A reply's status line and header fields (as sent, in order), with its body's framing."""
+
+    __slots__ = ("headers", "reason", "status", "version")
+
+    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]], version: str = "HTTP/1.1"):
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.version = version
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        for key, value in self.headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    @property
+    def chunked(self) -> bool:
+        return "chunked" in (self.header("transfer-encoding") or "").lower()
+
+    @property
+    def length(self) -> int | None:
+        """The Content-Length (None: chunked, or the body ends with the connection)."""
+        raw = self.header("content-length")
+        if raw is None or self.chunked:
+            return None
+        try:
+            return max(0, int(raw))
+        except ValueError:
+            return None
+
+    @property
+    def bodiless(self) -> bool:
+        return self.status in (204, 304) or self.status < 200
+
+    @property
+    def closes(self) -> bool:
+        """The connection ends after this reply (it says so, or its body ends with the connection)."""
+        conn = (self.header("connection") or "").lower()
+        if "close" in conn or (self.version != "HTTP/1.1" and "keep-alive" not in conn):
+            return True
+        return not self.bodiless and not self.chunked and self.length is None
+
+
+def parse_response_head(block: bytes) -> ResponseHead:
+    """A reply's status line and fields (``block`` without its blank line); raises BadResponse."""
+    lines = block.decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    if not version.startswith("HTTP/1."):
+        raise BadResponse(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    code, _, phrase = rest.partition(" ")
+    if not (code.isdigit() and len(code) == 3):
+        raise BadResponse(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise BadResponse(f"malformed header line {line[:80]!r}")
+        headers.append((name.strip(), value.strip()))
+    return ResponseHead(int(code), phrase.strip(), headers, version)
+
+
+def chunk_size(line: bytes) -> int:
+    """The size a reply's chunk-size line announces (extensions ignored); raises BadResponse."""
+    text = line.split(b";", 1)[0].strip()
+    if not text or not set(text) <= _HEXDIGITS or len(text) > 16:
+        raise BadResponse("malformed chunk size")
+    return int(text, 16)
