@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from ..hubclient.address import HubAddress
-from ..hubclient.blocking import Connection, Response, exchange, open_stream
+from ..hubclient.blocking import HubConnection, HubResponse, exchange, open_stream
 from ..hubclient.rules import HUB_SCHEME, REASON_HEADER, REPLY_SECONDS, SERVER_SCHEME, UpstreamError, authorization
 from ..protocol.wire_sse import sse_data
 from ..runtime import HubRecord
@@ -37,7 +37,7 @@ class Upstream:
 
     def open(
         self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = REPLY_SECONDS
-    ) -> tuple[Connection, Response]:
+    ) -> tuple[HubConnection, HubResponse]:
         """A stream (or a DELETE): its own connection, the reply once its status is known."""
         conn, resp = open_stream(self.hub.endpoint, method, self._headers(headers, body), body, timeout)
         try:

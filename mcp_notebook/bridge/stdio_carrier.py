@@ -18,7 +18,7 @@ control channel:
    (``hubclient/blocking.py``), so a read reuses one whatever thread carries it. No head replay.
    A stream is pumped on the carrier's own event loop (a thread).
 3. **Replies** reach the bridge's thread through a :class:`PipePort`: the driver's writes are
-   queued, and :class:`Reading` reads them as the bridge reads a hub client response (``hubclient.blocking.Response``). No
+   queued, and :class:`Reading` reads them as the bridge reads a hub client response (``hubclient.blocking.HubResponse``). No
    keepalive comments: nothing in a process times out idle. The driver's guarantees hold as for
    every carrier: one final call, ``stream_closed`` for every stream however it ended.
 4. **Stops**: the bridge ends its session first (DELETE), then :meth:`StdioCarrier.close` refuses
@@ -89,7 +89,7 @@ class PipePort(Port):
 
 
 class Reading:
-    """One reply, read as the bridge reads a hub client response (``hubclient.blocking.Response``) (``status``, ``getheader``,
+    """One reply, read as the bridge reads a hub client response (``hubclient.blocking.HubResponse``) (``status``, ``getheader``,
     ``read``; ``readline`` gives a stream's next events, any chunking) and closed as it closes the
     connection (``close``; ``sock.shutdown`` ends a stream and wakes a blocked reader, as a cancel
     does over TCP)."""

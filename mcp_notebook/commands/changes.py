@@ -74,7 +74,7 @@ def _cut(text: Any, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class Output:
+class LineOutput:
     """Lines to a stream, whole and one at a time; False once the reader has gone."""
 
     def __init__(self, stream: TextIO):
@@ -147,7 +147,7 @@ class Follower:
     """One kernel: waits on its hub's journal, reports its cells in order, and a restart."""
 
     entry: KernelEntry
-    out: Output
+    out: LineOutput
     stop: threading.Event
     position: Position | None = None  # None: from now on
     announce: str | None = None  # "kernel_started" for a kernel found after the start
@@ -260,7 +260,7 @@ class Watch:
     """The directory's kernels, each with a follower; reports deaths and new kernels."""
 
     def __init__(
-        self, lister: Lister, selection: Selection, out: Output, since: dict[str, Position], grace: float
+        self, lister: Lister, selection: Selection, out: LineOutput, since: dict[str, Position], grace: float
     ) -> None:
         self.lister, self.selection, self.out, self.grace = lister, selection, out, grace
         self.since = since
@@ -355,7 +355,7 @@ def remote_lister(server: str, token: str) -> Lister:
 
 def run_changes(lister: Lister, selection: Selection, since: dict[str, Position], follow: bool, grace: float) -> int:
     """Print the lines; with ``follow``, until SIGINT/SIGTERM or the reader goes away."""
-    watch = Watch(lister, selection, Output(sys.stdout), since, grace)
+    watch = Watch(lister, selection, LineOutput(sys.stdout), since, grace)
     if not follow:
         watch.once()
         return 0

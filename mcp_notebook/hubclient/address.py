@@ -36,7 +36,7 @@ class Shutdown(Protocol):
 
 
 class Opened(Protocol):
-    """What carries one exchange the bridge opened (``hubclient.blocking.Connection``, the stdio
+    """What carries one exchange the bridge opened (``hubclient.blocking.HubConnection``, the stdio
     carrier's ``Reading``): closed when done; ``sock`` shut down to cancel (None once closed)."""
 
     @property
@@ -46,7 +46,7 @@ class Opened(Protocol):
 
 
 class OpenReply(Protocol):
-    """A reply whose status is known (``hubclient.blocking.Response``, the stdio carrier's
+    """A reply whose status is known (``hubclient.blocking.HubResponse``, the stdio carrier's
     ``Reading``): its fields, and its body whole or line by line as it comes (a stream)."""
 
     @property

@@ -23,6 +23,7 @@ from .rules import (
     POOL_MAX_HUBS,
     POOL_MAX_IDLE,
     REPLY_SECONDS,
+    ClosedWhileIdle,
     UpstreamError,
     tls_context,
 )
@@ -187,7 +188,7 @@ async def request(
         reader, writer = reused
         try:
             return await _exchange(reader, writer, data, head_timeout, pool, key)
-        except _Untouched:
+        except ClosedWhileIdle:
             pass  # closed by the hub while idle: it never saw this request
     try:
         tls = {"ssl": tls_context(), "server_hostname": host} if https else {}
@@ -199,12 +200,8 @@ async def request(
         raise UpstreamError(f"cannot connect to the hub: {str(exc) or 'timed out'}", sent=False) from exc
     try:
         return await _exchange(reader, writer, data, head_timeout, pool, key)
-    except _Untouched as exc:
+    except ClosedWhileIdle as exc:
         raise UpstreamError(f"the hub closed the connection: {exc.__cause__}") from exc
-
-
-class _Untouched(Exception):
-    """The connection ended before a byte of the reply came back."""
 
 
 async def _exchange(
@@ -223,7 +220,7 @@ async def _exchange(
     except (ConnectionError, asyncio.IncompleteReadError) as exc:
         writer.close()
         if not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial:
-            raise _Untouched(str(exc)) from exc
+            raise ClosedWhileIdle(str(exc)) from exc
         raise UpstreamError(f"the hub did not answer: {exc}") from exc
     except (OSError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError) as exc:
         writer.close()

@@ -39,6 +39,7 @@ from .rules import (
     POOL_MAX_IDLE,
     REPLY_SECONDS,
     SERVER_SCHEME,
+    ClosedWhileIdle,
     Endpoint,
     UpstreamError,
     authorization,
@@ -58,11 +59,7 @@ class Reply(NamedTuple):
     body: bytes
 
 
-class _Untouched(Exception):
-    """The connection ended before a byte of the reply came back (the hub closed it while idle)."""
-
-
-class Connection:
+class HubConnection:
     """One connection to a hub (a socket, TLS for HTTPS): requests written and replies read through
     the codec. ``sock`` is None once closed; ``timeout`` bounds each read (None: never)."""
 
@@ -93,8 +90,8 @@ class Connection:
             headers = {"Host": f"{self.end.host}:{self.end.port}", **headers}
         self._socket().sendall(request_bytes(method, path, headers, body))
 
-    def getresponse(self) -> Response:
-        """The reply's head (raises _Untouched when the connection ended before any byte of it)."""
+    def getresponse(self) -> HubResponse:
+        """The reply's head (raises ClosedWhileIdle when the connection ended before any byte of it)."""
         buf = self._buf
         while (end := buf.find(HEAD_END)) < 0:
             if len(buf) > MAX_HEAD_BYTES:
@@ -102,12 +99,12 @@ class Connection:
             data = self._socket().recv(READ_PIECE)
             if not data:
                 if not buf:
-                    raise _Untouched("the hub closed the connection")
+                    raise ClosedWhileIdle("the hub closed the connection")
                 raise BadResponse("the hub closed the connection mid-head")
             buf += data
         head = parse_response_head(bytes(buf[:end]))
         del buf[: end + len(HEAD_END)]
-        return Response(self, head)
+        return HubResponse(self, head)
 
     def _socket(self) -> socket.socket:
         if self.sock is None:
@@ -132,11 +129,11 @@ class Connection:
                 sock.close()
 
 
-class Response:
+class HubResponse:
     """A reply whose head was read: ``status``, ``getheader``, the body by :meth:`read` (whole) or
     :meth:`readline` (a stream's lines, de-chunked), ``will_close``."""
 
-    def __init__(self, conn: Connection, head: ResponseHead):
+    def __init__(self, conn: HubConnection, head: ResponseHead):
         self.conn = conn
         self.head = head
         self.status = head.status
@@ -223,7 +220,7 @@ class Response:
         return line
 
 
-_Conn = Connection
+_Conn = HubConnection
 
 
 class _Pool:
@@ -247,7 +244,7 @@ class _Pool:
         return None
 
     def new(self, end: Endpoint, timeout: float | None) -> _Conn:
-        conn = Connection(end, timeout)
+        conn = HubConnection(end, timeout)
         with self._lock:
             self._open.add(conn)
         return conn
@@ -307,7 +304,7 @@ def exchange(
             conn.request(method, path or end.path, body, headers)
             resp = conn.getresponse()
             data = resp.read()
-        except (_Untouched, BrokenPipeError, ConnectionResetError) as exc:
+        except (ClosedWhileIdle, BrokenPipeError, ConnectionResetError) as exc:
             _POOL.drop(conn)
             if reused and attempt == 1:
                 continue
@@ -329,15 +326,15 @@ def exchange(
 
 def open_stream(
     end: Endpoint, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = None
-) -> tuple[Connection, Response]:
+) -> tuple[HubConnection, HubResponse]:
     """A request on a connection of its own, the reply once its status is known (a stream: read it
     with :func:`sse_messages`, end it with ``conn.close()``; ``timeout``: per read, None never)."""
-    conn = Connection(end, timeout)
+    conn = HubConnection(end, timeout)
     conn.connect()
     try:
         conn.request(method, end.path, body, headers)
         return conn, conn.getresponse()
-    except (OSError, BadResponse, _Untouched) as exc:
+    except (OSError, BadResponse, ClosedWhileIdle) as exc:
         conn.close()
         raise UpstreamError(f"the hub did not answer: {str(exc) or 'timed out'}") from None
     except BaseException:

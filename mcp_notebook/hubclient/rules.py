@@ -96,3 +96,8 @@ def tls_context() -> ssl.SSLContext:
     if context is None:
         context = _TLS[where] = ssl.create_default_context()
     return context
+
+
+class ClosedWhileIdle(Exception):
+    """The connection ended before a byte of the reply came back (the hub closed it while idle: it never
+    saw the request, which may be sent again on a new connection)."""
