@@ -8,7 +8,9 @@ each era, with ``sys.setprofile`` (and ``threading.setprofile``: a worker thread
 Prints, per era: the distinct package files touched, in first-touch order, and the crossings of
 the transport <-> protocol boundary (a call whose callee is in one room and whose nearest package
 caller is in the other; a callback through asyncio counts once), each call counted twice (there
-and back), as issue 33 counts them. ``--calls`` lists every call across.
+and back), as issue 33 counts them. The wire modules (``protocol/wire_*.py``: the HTTP/1.1 codec,
+the stateless header codec, SSE) are imported by both ends and hold no MCP logic: a call into one
+is counted apart, as a use of the wire, not as a crossing. ``--calls`` lists every call across.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ import loadgen
 from request_cost import _ListTransport, _raw
 
 
+def _room(path: str) -> str:
+    """A file's room for counting crossings: the wire modules are a room of their own."""
+    return "wire" if path.startswith("protocol/wire_") else path.split("/")[0]
+
+
 class Tracer:
     """A profile function recording package files and transport <-> protocol crossings."""
 
@@ -33,6 +40,7 @@ class Tracer:
         self.package = str(package) + "/"
         self.files: dict[str, None] = {}
         self.crossings: list[tuple[str, str]] = []
+        self.wire_calls = 0  # calls from transport/ into the wire modules both ends share
 
     def _rel(self, filename: str) -> str | None:
         return filename[len(self.package) :] if filename.startswith(self.package) else None
@@ -50,8 +58,10 @@ class Tracer:
         if caller_frame is None:
             return
         caller = self._rel(caller_frame.f_code.co_filename) or ""
-        rooms = {caller.split("/")[0], callee.split("/")[0]}
-        if rooms == {"transport", "protocol"}:
+        rooms = {_room(caller), _room(callee)}
+        if rooms == {"transport", "wire"}:
+            self.wire_calls += 1
+        elif rooms == {"transport", "protocol"}:
             self.crossings.append((f"{caller}:{caller_frame.f_code.co_name}", f"{callee}:{frame.f_code.co_name}"))
 
 
@@ -109,7 +119,10 @@ def main() -> None:
             tracer = trace_one(transport, _raw({**head, **auth}, body, 1), package)
             print(f"{era}: first read of {uri}: {len(tracer.files)} package files, ", end="")
             n = len(tracer.crossings)
-            print(f"{n} calls across transport<->protocol ({2 * n} crossings, counting each return)")
+            print(
+                f"{n} calls across transport<->protocol ({2 * n} crossings, counting each return); "
+                f"{tracer.wire_calls} calls from transport into the shared wire modules"
+            )
             print("  files: " + ", ".join(tracer.files))
             if args.calls:
                 for caller, callee in tracer.crossings:
