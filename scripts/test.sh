@@ -50,7 +50,7 @@ py_stamp=.venv/.mcp-notebook-test-deps
 if [[ ! -f $py_stamp || pyproject.toml -nt $py_stamp ]]; then
   echo "scripts/test.sh: installing Python dependencies"
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data,engines,hub,docs]' ipywidgets
+  "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data,plots,engines,hub,docs]' ipywidgets
   touch "$py_stamp"
 fi
 

@@ -38,8 +38,11 @@ LAYERS: list[tuple[str, ...]] = [
         "commands.kernel_launch",
         "revisions",
         "budget",
+        "figures",
+        "figures.summary",
     ),
-    ("render", "inkernel.config", "commands.autoload", "guard"),
+    ("render", "inkernel.config", "commands.autoload", "guard", "figures.mpl", "figures.bundle"),
+    ("figures.live",),
     ("logs", "types"),
     (
         "providers",
