@@ -211,7 +211,7 @@ def _trace(trace: dict[str, Any]) -> str:
     if kind == "heatmap":
         z = plotly_values(trace.get("z")) or []
         flat = [v for row in z for v in (row if isinstance(row, list) else [row])]
-        return f"heatmap{name}: {len(z)} rows; values " + describe_series(flat).split("; ", 1)[-1]
+        return f"heatmap{name}: {len(z)} rows; " + describe_series(flat, label="value")
     if kind in ("histogram", "box", "violin"):
         data, axis = (
             (x, "x")

@@ -162,13 +162,16 @@ def _name(artist: Any, fallback: str) -> str:
 def _series(ax: Any, xf: Any, yf: Any) -> list[str]:
     out: list[str] = []
     in_containers: set[int] = set()
+    labels: dict[int, str] = {}  # a line drawn by a labelled container (errorbar): the container's label
     for container in ax.containers:
+        if type(container).__name__ == "ErrorbarContainer" and container.lines and container.lines[0] is not None:
+            labels[id(container.lines[0])] = _name(container, "(unlabelled)") + " (with error bars)"
         for patch in getattr(container, "patches", ()) or ():
             in_containers.add(id(patch))
         if type(container).__name__ == "BarContainer":
             out.append(_guarded(_bars, container, xf, yf))
     for line in ax.get_lines():
-        out.append(_guarded(_line, line, xf, yf))
+        out.append(_guarded(_line, line, xf, yf, labels.get(id(line))))
     for coll in ax.collections:
         out.append(_guarded(_collection, coll, xf, yf))
     for image in ax.get_images():
@@ -179,18 +182,18 @@ def _series(ax: Any, xf: Any, yf: Any) -> list[str]:
     return [s for s in out if s]
 
 
-def _guarded(fn: Any, artist: Any, xf: Any, yf: Any) -> str:
+def _guarded(fn: Any, artist: Any, xf: Any, yf: Any, *more: Any) -> str:
     try:
-        return fn(artist, xf, yf)
+        return fn(artist, xf, yf, *more)
     except Exception as exc:
         return f"{type(artist).__name__}: could not be read ({type(exc).__name__}: {str(exc)[:100]})"
 
 
-def _line(line: Any, xf: Any, yf: Any) -> str:
+def _line(line: Any, xf: Any, yf: Any, label: str | None = None) -> str:
     xy = line.get_xydata()
     style = line.get_linestyle()
     kind = "scatter (markers only)" if style in ("None", "none", "", " ") else "line"
-    return f"{kind} {_name(line, '(unlabelled)')}: " + describe_series(xy[:, 1], xy[:, 0], xf, yf)
+    return f"{kind} {label or _name(line, '(unlabelled)')}: " + describe_series(xy[:, 1], xy[:, 0], xf, yf)
 
 
 def _collection(coll: Any, xf: Any, yf: Any) -> str:
@@ -201,11 +204,11 @@ def _collection(coll: Any, xf: Any, yf: Any) -> str:
         line = f"scatter {name}: " + describe_series(offsets[:, 1], offsets[:, 0], xf, yf)
         arr = coll.get_array()
         if arr is not None and len(arr):
-            line += f"; colour values {describe_series(arr).split('; ', 1)[-1]}"
+            line += "; colour " + describe_series(arr, label="value")
         return line
     if kind == "QuadMesh":
         arr = coll.get_array()
-        return f"heatmap (mesh) {name}: {arr.size} cells; values " + describe_series(arr.ravel()).split("; ", 1)[-1]
+        return f"heatmap (mesh) {name}: {arr.size} cells; " + describe_series(arr.ravel(), label="value")
     if kind in ("PolyCollection", "FillBetweenPolyCollection"):
         verts = [p.vertices for p in coll.get_paths()]
         if not verts:
@@ -264,7 +267,7 @@ def _image(image: Any, xf: Any, yf: Any) -> str:
     shape = "x".join(str(s) for s in getattr(arr, "shape", ()))
     text = f"image/heatmap {shape}"
     if arr is not None and getattr(arr, "ndim", 0) == 2:
-        text += "; values " + describe_series(arr.ravel()).split("; ", 1)[-1]
+        text += "; " + describe_series(arr.ravel(), label="value")
         cmap = getattr(image.get_cmap(), "name", None)
         if cmap:
             text += f"; colormap {cmap}"

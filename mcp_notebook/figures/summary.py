@@ -62,8 +62,8 @@ def as_floats(values: Any) -> Any:
     return out
 
 
-def describe_series(y: Any, x: Any = None, x_fmt: Formatter = fmt, y_fmt: Formatter = fmt) -> str:
-    """One line of numbers for y (and x, when given, of the same length)."""
+def describe_series(y: Any, x: Any = None, x_fmt: Formatter = fmt, y_fmt: Formatter = fmt, label: str = "y") -> str:
+    """One line of numbers for y (and x, when given, of the same length); ``label`` names the values."""
     ys = as_floats(y)
     if ys is None:
         return f"{len(y)} values (not numbers)"
@@ -84,11 +84,11 @@ def describe_series(y: Any, x: Any = None, x_fmt: Formatter = fmt, y_fmt: Format
         if xr["finite"]:
             parts.append(f"x {x_fmt(xr['min'])} to {x_fmt(xr['max'])}")
     if not stats["finite"]:
-        parts.append("no finite y value")
+        parts.append(f"no finite {label} value")
     else:
         at = (lambda i: f" at x={x_fmt(xs[i])}") if xs is not None else (lambda i: f" at index {i * step}")
         parts.append(
-            f"y min {y_fmt(stats['min'])}{at(stats['argmin'])}, max {y_fmt(stats['max'])}{at(stats['argmax'])}"
+            f"{label} min {y_fmt(stats['min'])}{at(stats['argmin'])}, max {y_fmt(stats['max'])}{at(stats['argmax'])}"
         )
         parts.append(f"mean {fmt(stats['mean'])}")
         parts.append(f"first {y_fmt(ys[0])}, last {y_fmt(ys[-1])}")
