@@ -137,7 +137,7 @@ nb_status=0
   notebooks/00-start-here.ipynb notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
 "$VENV_PY" -m pytest -q --nbval --nbval-current-env \
   --nbval-sanitize-with notebooks/sanitize.cfg \
-  notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb notebooks/05-lineage.ipynb || nb_status=$?
+  notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb notebooks/05-lineage.ipynb notebooks/06-figures.ipynb || nb_status=$?
 if [[ $status -eq 0 ]]; then
   status=$nb_status
 fi

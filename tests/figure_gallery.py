@@ -293,7 +293,7 @@ GALLERY: list[Fig] = [
         "plotly",
         CATS,
         "import plotly.graph_objects as go\ngo.Figure(go.Bar(x=cats, y=va, name='A'))",
-        lambda ns: ['bar "A"', "categories north, south, east", *nums(ns["va"])],
+        lambda ns: ['bar "A"', "categories north, south, east", *nums(ns["va"], ns["cats"], str)],
     ),
     Fig(
         "plotly_facets",

@@ -233,7 +233,7 @@ def _values(y: Any, x: Any = None) -> str:
     if y is None:
         return "no data"
     if x is not None and x and all(isinstance(v, str) for v in list(x)[:50]):
-        return f"categories {categories(list(x))}; " + describe_series(y)
+        return f"categories {categories(list(x))}; " + describe_series(y, list(x))
     return describe_series(y, x)
 
 

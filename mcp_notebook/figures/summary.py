@@ -71,6 +71,9 @@ def describe_series(y: Any, x: Any = None, x_fmt: Formatter = fmt, y_fmt: Format
     if n == 0:
         return "no points"
     xs = as_floats(x) if x is not None else None
+    if x is not None and xs is None and len(x) == n:  # categories: positions named by their labels
+        names = [str(v)[:40] for v in x]
+        xs, x_fmt = as_floats(range(n)), lambda i: names[int(i)]
     if xs is not None and len(xs) != n:
         xs = None
     step = 1 if n <= EXACT_POINTS else math.ceil(n / EXACT_POINTS)
