@@ -218,3 +218,22 @@ def test_numbers_helper_agrees_with_numpy():
         "min 1 at x=10",
         "first 1, last 2",
     ]
+
+
+def test_show_outputs_tells_the_model_what_the_figure_shows(hub, drawn):
+    """The Apps output viewer's tool: its text for the model holds the description too."""
+    from conftest import Mcp
+
+    host = Mcp(hub)
+    host.initialize(
+        capabilities={"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
+    )
+    try:
+        seq = int(drawn["two_lines"].split("/")[3])
+        result = host.result("tools/call", {"name": "show_outputs", "arguments": {"cell": seq}})
+        text = result["content"][0]["text"]
+        assert "Output 0: matplotlib Figure" in text and 'line "cos"' in text
+        row = result["structuredContent"]["cell"]["outputs"][0]
+        assert row["alt"].startswith("matplotlib Figure") and row["description_uri"].endswith("/outputs/0/description")
+    finally:
+        host.close()
