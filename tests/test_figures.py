@@ -237,3 +237,21 @@ def test_show_outputs_tells_the_model_what_the_figure_shows(hub, drawn):
         assert row["alt"].startswith("matplotlib Figure") and row["description_uri"].endswith("/outputs/0/description")
     finally:
         host.close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ipympl") is None, reason="ipympl (the plots extra) not installed")
+def test_a_widget_figure_is_described_live_when_read(kernel, hub, mcp):
+    """%matplotlib widget: the canvas is a widget that lives on; a line added in a later cell is in
+    the description read after it."""
+    kernel.run("%matplotlib widget")
+    try:
+        kernel.run(
+            "# fig:widget1\nimport matplotlib.pyplot as plt\nfig_w, ax_w = plt.subplots()\nax_w.plot([1, 3, 2], label='w')"
+        )
+        kernel.run("ax_w.plot([5, 6], label='later')")
+        uri = locate(hub, ["widget1"])["widget1"]
+        text = mcp.result("resources/read", {"uri": uri + "/description"})["contents"][0]["text"]
+        assert text.startswith("Interactive matplotlib figure (%matplotlib widget)")
+        assert 'line "w": 3 points' in text and "max 3 at x=1" in text and 'line "later": 2 points' in text
+    finally:
+        kernel.run("plt.close('all')\n%matplotlib inline")
