@@ -255,3 +255,30 @@ def test_a_widget_figure_is_described_live_when_read(kernel, hub, mcp):
         assert 'line "w": 3 points' in text and "max 3 at x=1" in text and 'line "later": 2 points' in text
     finally:
         kernel.run("plt.close('all')\n%matplotlib inline")
+
+
+def test_the_bundle_describers_need_no_kernel():
+    """figures.bundle (and what it imports) loads without IPython, a kernel, numpy or a plotting
+    library, so a Jupyter server can describe a hub-less kernel's outputs (issue #43); and it reads
+    Plotly JSON and a Vega-Lite spec handed to it as plain data."""
+    code = (
+        "import sys\n"
+        "from mcp_notebook.figures.bundle import describe_bundle\n"
+        "KERNEL = ('IPython', 'ipykernel', 'jupyter_client', 'matplotlib', 'plotly', 'altair', 'traitlets')\n"
+        "at_import = sorted(m for m in sys.modules if m.split('.')[0] in KERNEL + ('numpy',))\n"
+        "p = describe_bundle({'application/vnd.plotly.v1+json': {'data': [{'type': 'bar', 'x': ['a', 'b'], 'y': [1, 5]}],"
+        " 'layout': {'title': {'text': 'T'}}}})\n"
+        "v = describe_bundle({'application/vnd.vegalite.v5+json': {'mark': 'point', 'data': {'values': [{'q': 2}, {'q': 4}]},"
+        " 'encoding': {'y': {'field': 'q', 'type': 'quantitative'}}}})\n"
+        "after = sorted(m for m in sys.modules if m.split('.')[0] in KERNEL)  # numpy used when importable\n"
+        "print(repr((p, v, at_import + after)))\n"
+    )
+    import ast
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    plotly, vega, loaded = ast.literal_eval(out.stdout.strip())
+    assert loaded == []
+    assert 'Plotly figure "T"' in plotly and "categories a, b" in plotly and "max 5 at x=b" in plotly
+    assert "point mark; 2 data rows" in vega and "mean 3" in vega

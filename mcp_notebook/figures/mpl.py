@@ -124,6 +124,7 @@ def _axes(ax: Any, index: int, plots: list[Any]) -> list[str]:
         out.append("  " + line)
     if len(series) > MAX_SERIES:
         out.append(f"  … {len(series) - MAX_SERIES} more series ({len(series)} in all) not listed one by one.")
+        out.append("  " + _guarded(_all_lines, ax, xf, yf))
     legend = ax.get_legend()
     if legend is not None:
         labels = [t.get_text() for t in legend.get_texts()]
@@ -194,6 +195,24 @@ def _line(line: Any, xf: Any, yf: Any, label: str | None = None) -> str:
     style = line.get_linestyle()
     kind = "scatter (markers only)" if style in ("None", "none", "", " ") else "line"
     return f"{kind} {label or _name(line, '(unlabelled)')}: " + describe_series(xy[:, 1], xy[:, 0], xf, yf)
+
+
+def _all_lines(ax: Any, xf: Any, yf: Any) -> str:
+    """What many lines span together: their points and the x and y ranges of all of them."""
+    import numpy as np
+
+    lines = ax.get_lines()
+    if not lines:
+        return "No lines among them."
+    xy = np.concatenate([line.get_xydata() for line in lines])
+    good = xy[np.isfinite(xy).all(axis=1)]
+    if not len(good):
+        return f"All {len(lines)} lines together: {len(xy)} points, none finite."
+    x0, x1 = good[:, 0].min(), good[:, 0].max()
+    return (
+        f"All {len(lines)} lines together: {len(xy)} points; x {xf(x0)} to {xf(x1)}; "
+        f"y {yf(good[:, 1].min())} to {yf(good[:, 1].max())}"
+    )
 
 
 def _collection(coll: Any, xf: Any, yf: Any) -> str:
