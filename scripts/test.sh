@@ -152,7 +152,7 @@ print(f"ipykernel {ipykernel.__version__}, IPython {IPython.__version__}, ipywid
     tests/test_security.py tests/test_magics.py tests/test_widgets.py tests/test_acceptance_data.py \
     tests/test_hardening_data.py tests/test_secrets_matrix.py \
     tests/test_first_hour.py tests/test_tool_watches.py tests/test_gateway.py tests/test_nsdiff.py tests/test_nswatch.py \
-    tests/test_lineage.py tests/test_history.py tests/test_driver.py tests/test_hubclient.py tests/test_http11_state.py \
+    tests/test_lineage.py tests/test_history.py tests/test_figures.py tests/test_driver.py tests/test_hubclient.py tests/test_http11_state.py \
     || compat_status=$?
   if [[ $compat_status -eq 5 ]]; then
     echo "scripts/test.sh: compat pass collected no tests; treating that as a failure" >&2

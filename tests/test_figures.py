@@ -282,3 +282,19 @@ def test_the_bundle_describers_need_no_kernel():
     assert loaded == []
     assert 'Plotly figure "T"' in plotly and "categories a, b" in plotly and "max 5 at x=b" in plotly
     assert "point mark; 2 data rows" in vega and "mean 3" in vega
+
+
+def test_large_series_are_estimated_and_tables_bounded():
+    """Past 200,000 points a series is read every k-th point and says so; an HTML table of 100 rows
+    and 30 columns comes as its header and 15 rows of 10 columns in Markdown with what was left out."""
+    import pandas as pd
+
+    from mcp_notebook.figures.bundle import describe_bundle
+    from mcp_notebook.figures.summary import describe_series
+
+    y = np.arange(1_000_000, dtype=float)
+    line = describe_series(y, y)
+    assert line.startswith("1000000 points") and "(estimated from every 5th point)" in line
+    html = pd.DataFrame(np.arange(3000).reshape(100, 30)).to_html()
+    text = describe_bundle({"text/html": html, "text/plain": "frame"})
+    assert text.count("\n| ") == 17 and "… 85 more rows in the HTML." in text and "… 21 more columns" in text
