@@ -238,6 +238,13 @@ GALLERY: list[Fig] = [
     Fig("pandas_bar", "pandas", MPL + DF, "df['a'].plot.bar(); plt.show()", lambda ns: ["bars", "0=1, 1=4, 2=2, 3=8"]),
     Fig("pandas_hist", "pandas", MPL + DF + HIST, "pd.Series(h).plot.hist(bins=10); plt.show()", _hist),
     Fig(
+        "pandas_time_index",
+        "pandas",
+        MPL + DF,
+        "pd.Series([5.0, 7.0, 6.0, 9.0, 8.0], index=pd.date_range('2024-03-01', periods=5)).plot(label='daily'); plt.show()",
+        lambda ns: ["x datetime", "x 2024-03-01 to 2024-03-05", "max 9 at x=2024-03-04", "mean 7"],
+    ),
+    Fig(
         "pandas_scatter",
         "pandas",
         MPL + DF,

@@ -76,13 +76,30 @@ def _scale_and_format(axis: Any, scale: str) -> tuple[str, Any]:
     try:
         from matplotlib import dates
 
-        if isinstance(
-            axis.get_major_formatter(), (dates.DateFormatter, dates.AutoDateFormatter, dates.ConciseDateFormatter)
-        ):
+        formatter = axis.get_major_formatter()
+        if isinstance(formatter, (dates.DateFormatter, dates.AutoDateFormatter, dates.ConciseDateFormatter)):
             return "datetime", _date_fmt
+        freq = getattr(formatter, "freq", None)
+        if freq is not None and type(formatter).__module__.startswith("pandas."):  # pandas' own time axis
+            return "datetime", _period_fmt(freq)
     except Exception:
         pass
     return scale, fmt
+
+
+def _period_fmt(freq: Any) -> Any:
+    """pandas plots a DatetimeIndex as period ordinals of its frequency: written back as dates."""
+
+    def write(value: float) -> str:
+        try:
+            import pandas as pd
+
+            stamp = pd.Period(ordinal=round(float(value)), freq=freq).start_time
+            return stamp.date().isoformat() if stamp == stamp.normalize() else stamp.isoformat()
+        except Exception:
+            return fmt(value)
+
+    return write
 
 
 def _date_fmt(value: float) -> str:
