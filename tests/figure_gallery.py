@@ -369,7 +369,7 @@ GALLERY: list[Fig] = [
 
 # Other rich outputs: bundles with no figure behind them.
 RICH: list[Fig] = [
-    Fig("html_table", "pandas", DF, "df", lambda ns: ["HTML table as Markdown", "| a | b |", "| 3 | 8.0 | 2.0 |"]),
+    Fig("html_table", "pandas", DF, "df", lambda ns: ["HTML table as Markdown", "| a | b |", "| 3 | 8.0 | 2.0 |", "while df holds it: nb://frames/df"]),
     Fig("styler", "pandas", DF, "df.style.format('{:.1f}')", lambda ns: ["HTML table as Markdown", "8.0"]),
     Fig(
         "latex",

@@ -108,6 +108,13 @@ def describe_output(out: Output, limit: int) -> str | None:
     return desc
 
 
+def _shown_name(source: str) -> str | None:
+    """The variable a cell shows as its result (its last line is a bare name), if it does."""
+    lines = [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+    last = lines[-1] if lines else ""
+    return last if last.isidentifier() and len(last) <= 100 else None
+
+
 def alt_text(description: str, limit: int = 150) -> str:
     """A short alt text: the description's first line, bounded."""
     line = description.split("\n", 1)[0].strip()
@@ -159,7 +166,7 @@ class CellsProvider(Provider):
         if params is not None:
             cell = self._cell(uri, params["seq"])
             out, index = self._output(uri, cell, params["index"])
-            return [self._description(uri, cell.seq, index, out, required=True)]
+            return [self._description(uri, cell, index, out, required=True)]
         params = _OUTPUT.match(uri)
         if params is not None:
             cell = self._cell(uri, params["seq"])
@@ -308,15 +315,19 @@ class CellsProvider(Provider):
             first = self._text_page(uri, cell.seq, index, out, mime, int_param(params, "offset", 0))
         if params.get("mime") or params.get("offset"):
             return [first]
-        described = self._description(description_uri(cell.seq, index), cell.seq, index, out, required=False)
+        described = self._description(description_uri(cell.seq, index), cell, index, out, required=False)
         return [first] if described is None else [first, described]
 
-    def _description(self, uri: str, seq: int, index: int, out: Output, required: bool) -> Contents | None:
+    def _description(self, uri: str, cell: CellRecord, index: int, out: Output, required: bool) -> Contents | None:
         text = describe_output(out, getattr(self._limits, "figure_description_chars", 2000))
         if text is None:
             if not required:
                 return None
-            text = f"Output {index} of cell {seq} is {out.output_type} text: read {output_uri(seq, index)} itself."
+            text = f"Output {index} of cell {cell.seq} is {out.output_type} text: read {output_uri(cell.seq, index)} itself."
+        elif out.output_type == "execute_result" and text.startswith("HTML table"):
+            name = _shown_name(cell.source)
+            if name is not None:
+                text += f"\nThe whole frame, while {name} holds it: nb://frames/{name} (pages, schema, sort, filter)."
         return Contents(uri=uri, mime_type="text/plain", text=text)
 
     def _text_page(self, uri: str, seq: int, index: int, out: Output, mime: str, offset: int) -> Contents:
