@@ -229,6 +229,20 @@ GALLERY: list[Fig] = [
         lambda ns: ['line "err"', *nums(ns["y"], ns["x"])],
     ),
     Fig(
+        "contour",
+        "matplotlib",
+        MPL + GRID,
+        "plt.contourf(g, levels=[0, 3, 6, 9, 12]); plt.show()",
+        lambda ns: ["filled contours", "5 levels, 0 to 12"],
+    ),
+    Fig(
+        "stairs",
+        "matplotlib",
+        MPL,
+        "plt.stairs([4, 1, 7], [0, 1, 2, 3], label='st'); plt.show()",
+        lambda ns: ['steps "st"', "3 points", "max 7 at x=2.5", "bins 0 to 3"],
+    ),
+    Fig(
         "pandas_lines",
         "pandas",
         MPL + DF,
@@ -369,7 +383,13 @@ GALLERY: list[Fig] = [
 
 # Other rich outputs: bundles with no figure behind them.
 RICH: list[Fig] = [
-    Fig("html_table", "pandas", DF, "df", lambda ns: ["HTML table as Markdown", "| a | b |", "| 3 | 8.0 | 2.0 |", "while df holds it: nb://frames/df"]),
+    Fig(
+        "html_table",
+        "pandas",
+        DF,
+        "df",
+        lambda ns: ["HTML table as Markdown", "| a | b |", "| 3 | 8.0 | 2.0 |", "while df holds it: nb://frames/df"],
+    ),
     Fig("styler", "pandas", DF, "df.style.format('{:.1f}')", lambda ns: ["HTML table as Markdown", "8.0"]),
     Fig(
         "latex",

@@ -197,7 +197,21 @@ def _series(ax: Any, xf: Any, yf: Any) -> list[str]:
     wedges = [p for p in ax.patches if type(p).__name__ == "Wedge" and id(p) not in in_containers]
     if wedges:
         out.append(_guarded(_pie, wedges, ax, None))
+    for patch in ax.patches:
+        if type(patch).__name__ == "StepPatch" and id(patch) not in in_containers:
+            out.append(_guarded(_stairs, patch, xf, yf))
     return [s for s in out if s]
+
+
+def _stairs(patch: Any, xf: Any, yf: Any) -> str:
+    """A step histogram (plt.stairs, hist(histtype='step'), seaborn's element='step')."""
+    values, edges, _ = patch.get_data()
+    centers = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
+    return (
+        f"steps {_name(patch, '(unlabelled)')}: "
+        + describe_series(values, centers, xf, yf)
+        + f"; bins {xf(edges[0])} to {xf(edges[-1])}"
+    )
 
 
 def _guarded(fn: Any, artist: Any, xf: Any, yf: Any, *more: Any) -> str:
@@ -256,6 +270,10 @@ def _collection(coll: Any, xf: Any, yf: Any) -> str:
     if kind == "LineCollection":
         segs = coll.get_segments()
         return f"line segments {name}: {len(segs)} segments"
+    levels = getattr(coll, "levels", None)
+    if levels is not None and len(levels):
+        filled = "filled contours" if getattr(coll, "filled", False) else "contour lines"
+        return f"{filled} {name}: {len(levels)} levels, {fmt(min(levels))} to {fmt(max(levels))}"
     return f"{kind} {name}: drawn (not described further)"
 
 
