@@ -243,6 +243,28 @@ GALLERY: list[Fig] = [
         lambda ns: ['steps "st"', "3 points", "max 7 at x=2.5", "bins 0 to 3"],
     ),
     Fig(
+        "boxplot",
+        "matplotlib",
+        MPL,
+        "plt.boxplot([[1, 2, 3, 4, 5, 40], [2, 4, 6, 8, 10]]); plt.show()",
+        lambda ns: [
+            "box plot: 2 boxes",
+            "1: median 3.5, quartiles 2.25 to 4.75, whiskers 1 to 5, 1 outliers",
+            "2: median 6, quartiles 4 to 8, whiskers 2 to 10",
+        ],
+    ),
+    Fig(
+        "seaborn_boxplot",
+        "seaborn",
+        MPL + DF + LONG,
+        "import seaborn as sns\nsns.boxplot(data=lt, x='g', y='y'); plt.show()",
+        lambda ns: [
+            "box plot: 2 boxes",
+            "A: median 2, quartiles 1.5 to 2.5, whiskers 1 to 3",
+            "B: median 4, quartiles 2.25 to 5, whiskers 0.5 to 6",
+        ],
+    ),
+    Fig(
         "pandas_lines",
         "pandas",
         MPL + DF,
@@ -257,6 +279,18 @@ GALLERY: list[Fig] = [
         MPL + DF,
         "pd.Series([5.0, 7.0, 6.0, 9.0, 8.0], index=pd.date_range('2024-03-01', periods=5)).plot(label='daily'); plt.show()",
         lambda ns: ["x datetime", "x 2024-03-01 to 2024-03-05", "max 9 at x=2024-03-04", "mean 7"],
+    ),
+    Fig(
+        "pandas_box",
+        "pandas",
+        MPL + DF,
+        "df.plot.box(); plt.show()",
+        lambda ns: [
+            "labelled ticks",
+            "box plot: 2 boxes",
+            "a: median 3, quartiles 1.75 to 5, whiskers 1 to 8",
+            "b: median 2.5, quartiles 1.75 to 3.5, whiskers 1 to 5",
+        ],
     ),
     Fig(
         "pandas_scatter",

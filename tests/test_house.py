@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
         "budget",
         "figures",
         "figures.summary",
+        "figures.mpl_boxes",
     ),
     ("render", "inkernel.config", "commands.autoload", "guard", "figures.mpl", "figures.bundle"),
     ("figures.live",),

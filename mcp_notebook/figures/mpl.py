@@ -12,6 +12,7 @@ import itertools
 import math
 from typing import Any
 
+from .mpl_boxes import describe_boxes, find_boxes
 from .summary import MAX_CATEGORIES, categories, clip, describe_series, fmt
 
 DEFAULT_CHARS = 2000
@@ -79,12 +80,41 @@ def _scale_and_format(axis: Any, scale: str) -> tuple[str, Any]:
         formatter = axis.get_major_formatter()
         if isinstance(formatter, (dates.DateFormatter, dates.AutoDateFormatter, dates.ConciseDateFormatter)):
             return "datetime", _date_fmt
+        labelled = _tick_labels(axis, formatter)
+        if labelled is not None:
+            return f"{scale}, labelled ticks", labelled
         freq = getattr(formatter, "freq", None)
         if freq is not None and type(formatter).__module__.startswith("pandas."):  # pandas' own time axis
             return "datetime", _period_fmt(freq)
     except Exception:
         pass
     return scale, fmt
+
+
+def _tick_labels(axis: Any, formatter: Any) -> Any:
+    """Positions named by fixed tick labels that are words (pandas' box plots, set_xticks with
+    labels): the formatter of a FixedLocator asked for its labels."""
+    from matplotlib import ticker
+
+    locator = axis.get_major_locator()
+    if not isinstance(locator, ticker.FixedLocator) or not isinstance(
+        formatter, (ticker.FixedFormatter, ticker.FuncFormatter)
+    ):
+        return None
+    locs = list(locator.locs)
+    labels = [str(t) for t in formatter.format_ticks(locs)] if locs else []
+    if not labels or all(_is_number(t) for t in labels):
+        return None
+    names = {float(loc): label for loc, label in zip(locs, labels, strict=True)}
+    return lambda v: names.get(float(v), fmt(v))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.replace("\u2212", "-"))
+    except ValueError:
+        return not text.strip()  # an empty label names nothing
+    return True
 
 
 def _period_fmt(freq: Any) -> Any:
@@ -188,8 +218,16 @@ def _series(ax: Any, xf: Any, yf: Any) -> list[str]:
             in_containers.add(id(patch))
         if type(container).__name__ == "BarContainer":
             out.append(_guarded(_bars, container, xf, yf))
+    try:
+        boxes, in_boxes = find_boxes(ax)
+    except Exception as exc:
+        boxes, in_boxes = [], set()
+        out.append(f"box plot: could not be read ({type(exc).__name__})")
+    if boxes:
+        out.append(describe_boxes(boxes, xf, yf))
     for line in ax.get_lines():
-        out.append(_guarded(_line, line, xf, yf, labels.get(id(line))))
+        if id(line) not in in_boxes:
+            out.append(_guarded(_line, line, xf, yf, labels.get(id(line))))
     for coll in ax.collections:
         out.append(_guarded(_collection, coll, xf, yf))
     for image in ax.get_images():
