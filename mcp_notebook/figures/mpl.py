@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from .mpl_boxes import describe_boxes, find_boxes
-from .summary import MAX_CATEGORIES, categories, clip, describe_series, fmt
+from .summary import EXACT_POINTS, MAX_CATEGORIES, categories, clip, describe_series, fmt
 
 DEFAULT_CHARS = 2000
 MAX_SERIES = 8  # per axes, the rest summarised in one line
@@ -164,13 +164,14 @@ def _axes(ax: Any, index: int, plots: list[Any]) -> list[str]:
         out.append("  x categories: " + categories(list(ax.xaxis.units._mapping)))
     if yscale == "categorical":
         out.append("  y categories: " + categories(list(ax.yaxis.units._mapping)))
-    series = _series(ax, xf, yf)
+    series, unread = _series(ax, xf, yf)
     if not series:
         out.append("  No data drawn.")
     for line in series[:MAX_SERIES]:
         out.append("  " + line)
-    if len(series) > MAX_SERIES:
-        out.append(f"  … {len(series) - MAX_SERIES} more series ({len(series)} in all) not listed one by one.")
+    total = len(series) + unread
+    if total > MAX_SERIES:
+        out.append(f"  … {total - MAX_SERIES} more series ({total} in all) not listed one by one.")
         out.append("  " + _guarded(_all_lines, ax, xf, yf))
     legend = ax.get_legend()
     if legend is not None:
@@ -207,7 +208,7 @@ def _name(artist: Any, fallback: str) -> str:
     return f'"{label[:60]}"' if label and not label.startswith("_") else fallback
 
 
-def _series(ax: Any, xf: Any, yf: Any) -> list[str]:
+def _series(ax: Any, xf: Any, yf: Any) -> tuple[list[str], int]:
     out: list[str] = []
     in_containers: set[int] = set()
     labels: dict[int, str] = {}  # a line drawn by a labelled container (errorbar): the container's label
@@ -225,8 +226,13 @@ def _series(ax: Any, xf: Any, yf: Any) -> list[str]:
         out.append(f"box plot: could not be read ({type(exc).__name__})")
     if boxes:
         out.append(describe_boxes(boxes, xf, yf))
+    unread = 0  # lines past what is listed: counted, not read (all of them are summed up together)
     for line in ax.get_lines():
-        if id(line) not in in_boxes:
+        if id(line) in in_boxes:
+            continue
+        if len(out) > MAX_SERIES:
+            unread += 1
+        else:
             out.append(_guarded(_line, line, xf, yf, labels.get(id(line))))
     for coll in ax.collections:
         out.append(_guarded(_collection, coll, xf, yf))
@@ -238,7 +244,7 @@ def _series(ax: Any, xf: Any, yf: Any) -> list[str]:
     for patch in ax.patches:
         if type(patch).__name__ == "StepPatch" and id(patch) not in in_containers:
             out.append(_guarded(_stairs, patch, xf, yf))
-    return [s for s in out if s]
+    return [s for s in out if s], unread
 
 
 def _stairs(patch: Any, xf: Any, yf: Any) -> str:
@@ -273,15 +279,18 @@ def _all_lines(ax: Any, xf: Any, yf: Any) -> str:
     lines = ax.get_lines()
     if not lines:
         return "No lines among them."
-    xy = np.concatenate([line.get_xydata() for line in lines])
+    data = [line.get_xydata() for line in lines]
+    n = sum(len(xy) for xy in data)
+    step = max(1, -(-n // EXACT_POINTS))  # read every step-th point past the budget
+    xy = np.concatenate([d[::step] for d in data])
     good = xy[np.isfinite(xy).all(axis=1)]
     if not len(good):
-        return f"All {len(lines)} lines together: {len(xy)} points, none finite."
+        return f"All {len(lines)} lines together: {n} points, none finite."
     x0, x1 = good[:, 0].min(), good[:, 0].max()
     return (
-        f"All {len(lines)} lines together: {len(xy)} points; x {xf(x0)} to {xf(x1)}; "
+        f"All {len(lines)} lines together: {n} points; x {xf(x0)} to {xf(x1)}; "
         f"y {yf(good[:, 1].min())} to {yf(good[:, 1].max())}"
-    )
+    ) + (f" (estimated from every {step}th point)" if step > 1 else "")
 
 
 def _collection(coll: Any, xf: Any, yf: Any) -> str:
