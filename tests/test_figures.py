@@ -60,7 +60,9 @@ def locate(hub: dict[str, Any], names: list[str]) -> dict[str, str]:
             name = row["first_line"].removeprefix("# fig:")
             if name in names:
                 cell = json.loads(client.result("resources/read", {"uri": row["uri"]})["contents"][0]["text"])
-                described = [o for o in cell["outputs"] if "description_uri" in o]
+                described = [
+                    o for o in cell["outputs"] if "description_uri" in o or set(o["mime_types"]) - {"text/plain"}
+                ]
                 assert described, (name, cell["outputs"])
                 out[name] = described[0]["uri"]
         return out
@@ -179,7 +181,18 @@ def test_bad_input_is_served_and_says_what_could_not_be_read(kernel, hub, mcp, n
     assert kernel.run("print(1 + 1)").stdout.strip() == "2"  # the kernel goes on
 
 
-def test_descriptions_can_be_turned_off_and_bounded(kernel, hub, mcp):
+def test_descriptions_can_be_turned_off_and_bounded(kernel, hub, mcp, drawn):
+    kernel.run("%config MCPHub.figure_descriptions = False")
+    try:
+        kernel.run("# fig:while_off\nimport matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()")
+        for uri in (drawn["line"], locate(hub, ["while_off"])["while_off"]):
+            contents = mcp.result("resources/read", {"uri": uri})["contents"]
+            assert [c["mimeType"] for c in contents] == ["image/png"]
+            off = mcp.result("resources/read", {"uri": uri + "/description"})["contents"][0]["text"]
+            assert off == "Descriptions are off (MCPHub.figure_descriptions)."
+    finally:
+        kernel.run("%config MCPHub.figure_descriptions = True")
+    assert len(mcp.result("resources/read", {"uri": drawn["line"]})["contents"]) == 2
     kernel.run("%config MCPHub.figure_description_chars = 300")
     kernel.run(
         "# fig:bounded\nimport matplotlib.pyplot as plt\nfor k in range(30):\n    plt.plot([0, k], label=f's{k}')\nplt.legend(); plt.show()"

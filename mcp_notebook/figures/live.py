@@ -24,9 +24,9 @@ WIDGET_KEYS = ("description", "value", "min", "max", "step", "options", "index",
 class FigureReader:
     """Installed on one shell; ``annotate`` is what the cell capture calls per recorded bundle."""
 
-    def __init__(self, shell: Any, chars: Callable[[], int]):
+    def __init__(self, shell: Any, config: Any):
         self.shell = shell
-        self.chars = chars  # the configured bound, read per description
+        self.config = config  # figure_descriptions (on/off) and figure_description_chars, read each time
         self._slot = threading.local()
         self._undo: Callable[[], None] | None = None
 
@@ -39,7 +39,7 @@ class FigureReader:
 
         def format(obj: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(obj, *args, **kwargs)
-            if type(obj).__module__ not in _PLAIN_MODULES:
+            if type(obj).__module__ not in _PLAIN_MODULES and self.config.figure_descriptions:
                 try:
                     self._seen(obj)
                 except Exception:
@@ -68,10 +68,15 @@ class FigureReader:
         elif "ipywidgets" in sys.modules and hasattr(obj, "get_state") and hasattr(obj, "model_id"):
             self._slot.pending = _LiveWidget(obj, self.chars)
 
+    def chars(self) -> int:
+        return int(self.config.figure_description_chars)
+
     def annotate(self, data: dict[str, Any]) -> str | Callable[[], str] | None:
         """The description of the bundle being recorded: the live object's, else the chart JSON's."""
         pending = getattr(self._slot, "pending", None)
         self._slot.pending = None
+        if not self.config.figure_descriptions:
+            return None
         if pending is not None and (WIDGET in data or any(m.startswith("image/") for m in data)):
             return pending
         if PLOTLY in data or any(VEGALITE.fullmatch(m) for m in data):

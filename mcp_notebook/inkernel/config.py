@@ -122,7 +122,8 @@ class MCPHub(Configurable):
         True,
         help="Describe each figure and rich output in text a model can read (matplotlib figures from the live "
         "object when shown, Plotly and Vega-Lite from their JSON, HTML tables as Markdown), served after the "
-        "exact image and at nb://cells/{seq}/outputs/{index}/description. Kept on the hub's side only.",
+        "exact image and at nb://cells/{seq}/outputs/{index}/description. Kept on the hub's side only. "
+        "Read each time: off, nothing is described or served from then on.",
     ).tag(config=True)
     figure_description_chars = Int(2000, help="Longest figure description, in characters (at least 200).").tag(
         config=True

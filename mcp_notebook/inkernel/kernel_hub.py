@@ -74,9 +74,8 @@ class KernelHub:
         self.resources.add_provider(self.variables)
         self._add_tables(cfg)
         self.capture = CellCapture(shell, cfg)
-        self.figures = FigureReader(shell, lambda: self.config.figure_description_chars)
-        if self.config.figure_descriptions:
-            self.capture.annotate = self.figures.annotate
+        self.figures = FigureReader(shell, self.config)
+        self.capture.annotate = self.figures.annotate
         cells = CellsProvider(self.capture, cfg)
         self.resources.add_provider(cells)
         self._add_lineage(shell, cells)
@@ -179,8 +178,7 @@ class KernelHub:
         self.shell.events.register("post_run_cell", self._post_run_cell)
         self._hook_registered = True
         self.capture.install()
-        if self.config.figure_descriptions:
-            self.figures.install()
+        self.figures.install()
         self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
         self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())

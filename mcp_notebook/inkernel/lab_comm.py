@@ -356,7 +356,7 @@ class LabComm:
 def described_images(kh: Any, cell_id: str) -> list[dict[str, Any]]:
     """The image outputs of the latest run of a notebook cell, each with a short alt text and its
     full description (issue #44), masked: what the panel gives the notebook's own images."""
-    if kh is None:
+    if kh is None or not kh.config.figure_descriptions:
         return []
     from ..providers.cells import alt_text, describe_output
     from ..redact import REDACTOR

@@ -268,7 +268,8 @@ class CellsProvider(Provider):
             row["preview"] = text
         elif "text/plain" in out.data:
             row["preview"] = output_text(out, "text/plain")[:preview]
-        if out.output_type in ("display_data", "execute_result") and set(out.data) - {"text/plain"}:
+        described = getattr(self._limits, "figure_descriptions", True)
+        if described and out.output_type in ("display_data", "execute_result") and set(out.data) - {"text/plain"}:
             row["description_uri"] = description_uri(seq, index)
             if isinstance(out.description, str):
                 row["alt"] = alt_text(out.description)
@@ -313,12 +314,14 @@ class CellsProvider(Provider):
             first = Contents(uri=uri, mime_type=mime, blob=output_bytes(out, mime))
         else:
             first = self._text_page(uri, cell.seq, index, out, mime, int_param(params, "offset", 0))
-        if params.get("mime") or params.get("offset"):
+        if params.get("mime") or params.get("offset") or not getattr(self._limits, "figure_descriptions", True):
             return [first]
         described = self._description(description_uri(cell.seq, index), cell, index, out, required=False)
         return [first] if described is None else [first, described]
 
     def _description(self, uri: str, cell: CellRecord, index: int, out: Output, required: bool) -> Contents | None:
+        if not getattr(self._limits, "figure_descriptions", True):
+            return Contents(uri=uri, mime_type="text/plain", text="Descriptions are off (MCPHub.figure_descriptions).")
         text = describe_output(out, getattr(self._limits, "figure_description_chars", 2000))
         if text is None:
             if not required:
