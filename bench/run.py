@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cellfirst
+import quiet
 import scaling
 import sections as S
 import varied
@@ -76,6 +77,7 @@ def run_suite(quick: bool, request_only: bool = False) -> dict[str, Any]:
     prof = PROFILES["quick" if quick else "full"]
     res: dict[str, Any] = {"mode": "quick" if quick else "full", "profile": prof, "machine": S.machine_facts()}
     res["machine"]["loadavg_start"] = os.getloadavg()
+    others = quiet.OtherLoad().start()
     t_start = time.perf_counter()
     S.compile_package()  # bytecode as pip writes it: the load cost users see, whatever PYTHONDONTWRITEBYTECODE says
     with tempfile.TemporaryDirectory(prefix="mcpnb-bench-") as runtime:
@@ -114,6 +116,7 @@ def run_suite(quick: bool, request_only: bool = False) -> dict[str, Any]:
             res["hook"][name] = S.guarded(S.hook_scenario, runtime, setup, "big =" in setup, prof)
     res["elapsed_s"] = time.perf_counter() - t_start
     res["machine"]["loadavg_end"] = os.getloadavg()
+    res["machine"]["quiet"] = others.stop()
     return res
 
 
@@ -151,7 +154,8 @@ def render(res: dict[str, Any]) -> str:
         f"mcp {v.get('mcp')}, tornado {v.get('tornado')}, uvicorn {v.get('uvicorn')}, ipykernel {v.get('ipykernel')}, "
         f"numpy {v.get('numpy')}, pandas {v.get('pandas')}; load generator: wrk {m['wrk'] or 'absent (Python fallback)'}; "
         f"git {m['git'].get('commit')} (+{m['git'].get('dirty_files', 0)} changed files); "
-        f"load average (1/5/15 min) at start {_load(m.get('loadavg_start'))}, at end {_load(m.get('loadavg_end'))}",
+        f"load average (1/5/15 min) at start {_load(m.get('loadavg_start'))}, at end {_load(m.get('loadavg_end'))}; "
+        + quiet.verdict(m.get("quiet")),
     ]
     servers = [
         ("hub", "request_hub"),

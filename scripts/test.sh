@@ -4,7 +4,8 @@
 #   bash scripts/test.sh --setup-only
 # Creates .venv (Python 3.13 when present, else python3; PYTHON=... picks), installs the package with its test and data extras plus
 # ipywidgets (the install builds the JupyterLab extension; rebuilt when labextension/ changes),
-# installs chromium with apt when missing (browser tests), installs the pinned Node tooling in
+# installs chromium with apt when missing (browser tests), R with IRkernel and tibble likewise (kernels
+# without the hub), installs the pinned Node tooling in
 # tests/node (Node 22, the MCP conformance suite, the MCP Inspector), then runs pytest over tests/. Exit code: pytest's; "no tests ran" is an error.
 # Then a compat pass: .venv-compat holds the oldest supported stack (Python 3.10 when available,
 # ipykernel 6.29, IPython 8) and runs the kernel-facing tests; its failure fails the script too.
@@ -50,7 +51,7 @@ py_stamp=.venv/.mcp-notebook-test-deps
 if [[ ! -f $py_stamp || pyproject.toml -nt $py_stamp ]]; then
   echo "scripts/test.sh: installing Python dependencies"
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data,plots,engines,hub,docs]' ipywidgets
+  "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data,plots,engines,hub,docs,kernels]' ipywidgets
   touch "$py_stamp"
 fi
 
@@ -72,6 +73,16 @@ if [[ ! -x ${CHROMIUM:-/usr/bin/chromium} ]] && command -v apt-get >/dev/null; t
   echo "scripts/test.sh: installing chromium (apt)"
   SUDO=$([[ $(id -u) -eq 0 ]] || echo sudo)
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
+# Kernels without the hub (tests/test_serverside_kernels.py): R with IRkernel and tibble from Debian
+# (the package writes the "ir" kernelspec into /usr/share/jupyter/kernels); elsewhere those tests skip.
+if { ! command -v R >/dev/null || [[ ! -f /usr/share/jupyter/kernels/ir/kernel.json ]] \
+  || [[ ! -d /usr/lib/R/site-library/tibble ]]; } && command -v apt-get >/dev/null; then
+  echo "scripts/test.sh: installing R, IRkernel and tibble (apt)"
+  SUDO=$([[ $(id -u) -eq 0 ]] || echo sudo)
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends \
+    r-base-core r-cran-irkernel r-cran-tibble >/dev/null
 fi
 
 # npm writes node_modules/.package-lock.json on every install; reinstall when the lock is newer.

@@ -26,7 +26,6 @@ CONFIG = """
 import sys
 c = get_config()  # noqa
 c.JupyterHub.bind_url = {public!r}
-c.JupyterHub.public_url = {public!r}
 c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{api_port}"
 c.ConfigurableHTTPProxy.command = [{chp!r}]
@@ -42,37 +41,45 @@ c.JupyterHub.allow_named_servers = True
 c.JupyterHub.spawner_class = "simple"
 c.SimpleLocalProcessSpawner.home_dir_template = "{base}/home/{{username}}"
 c.Spawner.cmd = [{singleuser!r}]
-c.Spawner.args = ["--ServerApp.jpserver_extensions=mcp_notebook=True", "--allow-root"]
+c.Spawner.args = [
+    "--ServerApp.jpserver_extensions=mcp_notebook=True",
+    "--allow-root",
+    "--ServerApp.extra_static_paths={base}/static",  # pages a user's own server serves on the shared origin
+]
 c.Spawner.environment = {{
     "PYTHONPATH": {root!r},
     "JUPYTER_RUNTIME_DIR": lambda spawner: "{base}/run/" + spawner.user.name + "-" + (spawner.name or "default"),
 }}
 c.Spawner.start_timeout = 120
 c.Spawner.http_timeout = 120
-c.JupyterHub.services = [
-    {{
-        "name": "mcp-notebook",
-        "url": "http://127.0.0.1:{svc_port}",
-        "command": [sys.executable, "-m", "mcp_notebook.hubservice", *{svc_args!r}],
-        "cwd": "{base}",
-        "environment": {{"PYTHONPATH": {root!r}}},
-        "oauth_no_confirm": True,
-        "oauth_client_allowed_scopes": ["access:servers!user", "read:servers!user"],
-    }},
-    {{"name": "tester", "api_token": {tester!r}}},
-]
-c.JupyterHub.load_roles = [
-    {{"name": "user", "scopes": ["self", "access:services!service=mcp-notebook"]}},
+# -- the block of docs/start/jupyterhub.md, as pasted ------------------------------------------
+{docs_block}
+# -- then what this machine needs: its public URL, the service's port, its test settings ------
+c.JupyterHub.public_url = {public!r}
+(service,) = c.JupyterHub.services
+service["url"] = "http://127.0.0.1:{svc_port}"
+service["command"] = service["command"][:3] + {svc_args!r}  # upstream_url: the public URL's origin here
+service["cwd"] = "{base}"
+service["environment"] = {{"PYTHONPATH": {root!r}}}
+c.JupyterHub.services.append({{"name": "tester", "api_token": {tester!r}}})
+c.JupyterHub.load_roles.append(
     {{
         "name": "tester",
         "scopes": ["admin:users", "admin:servers", "access:servers", "tokens", "read:users"],
         "services": ["tester"],
-    }},
-]
+    }}
+)
 """
 
 
-class Hub:
+def docs_config_block() -> str:
+    """The ``jupyterhub_config.py`` block of docs/start/jupyterhub.md, exactly as a reader pastes it."""
+    page = (ROOT / "docs" / "start" / "jupyterhub.md").read_text()
+    section = page.split("## One URL for every user of a JupyterHub", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+class LocalJupyterHub:
     """``jupyterhub`` with the proxy and the service, stopped by :meth:`stop`."""
 
     def __init__(self, base: Path, svc_args: tuple[str, ...] = ()):
@@ -83,6 +90,7 @@ class Hub:
         self.mcp_url = self.service_url + "mcp"
         (base / "home").mkdir(parents=True, exist_ok=True)
         (base / "run").mkdir(parents=True, exist_ok=True)
+        (base / "static").mkdir(parents=True, exist_ok=True)
         conf = CONFIG.format(
             public=self.public,
             hub_port=free_port(),
@@ -96,11 +104,12 @@ class Hub:
             root=str(ROOT),
             svc_args=list(svc_args),
             tester=TESTER_TOKEN,
+            docs_block=docs_config_block(),
         )
         (base / "jupyterhub_config.py").write_text(conf)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
         env["PYTHONPATH"] = str(ROOT)
-        self.log = open(base / "hub.log", "wb")  # closed in stop()
+        self.log = open(base / "jupyterhub.log", "wb")  # closed in stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyterhub", "-f", str(base / "jupyterhub_config.py")],
             cwd=str(base),
@@ -112,7 +121,7 @@ class Hub:
             base_url=self.public + "hub/api/", headers={"Authorization": f"token {TESTER_TOKEN}"}, timeout=60
         )
         self.clients: list[BlockingKernelClient] = []
-        self._wait(lambda: self.api.get("").status_code == 200, "the Hub API")
+        self._wait(lambda: self.api.get("").status_code == 200, "JupyterHub API")
         self._wait(
             lambda: httpx.get(self.service_url + ".well-known/oauth-protected-resource").status_code == 200,
             "the service",
@@ -205,8 +214,8 @@ class Hub:
         self.log.close()
 
 
-def service_db(hub: Hub) -> Path:
-    return hub.base / "mcp-notebook-oauth.sqlite"
+def service_db(jupyterhub: LocalJupyterHub) -> Path:
+    return jupyterhub.base / "mcp-notebook-oauth.sqlite"
 
 
 def dump(obj: Any) -> str:

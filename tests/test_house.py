@@ -28,6 +28,7 @@ BENCH_MAX_FUNCTION_LINES = 90
 LAYERS: list[tuple[str, ...]] = [
     (
         "version",
+        "instructions",
         "portable",
         "redact",
         "uri",
@@ -76,8 +77,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("inkernel.lifecycle",),
     ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
     ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier"),
-    ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "hubservice", "bridge"),
-    ("", "commands.cli", "__main__", "commands"),  # "": the package itself (the public API)
+    ("serverside",),  # kernels without a hub, served from the Jupyter server's side (issue #43)
+    ("bridge.stdio", "bridge.remote", "commands.demo", "serverext", "commands.doctor", "jupyterhub_service", "bridge"),
+    # "": the package itself (the public API); hubservice: the deprecated name of jupyterhub_service
+    ("", "commands.cli", "commands.changes", "__main__", "commands", "hubservice"),
 ]
 
 # Functions allowed past MAX_FUNCTION_LINES, each with its reason in docs/DESIGN.md ("The house").
@@ -86,7 +89,7 @@ LONG_FUNCTIONS: dict[str, str] = {}
 # bench/ bottom to top: the package and tests/ helpers are below all of it; a script may import
 # scripts of its own layer or below. The package never imports bench/.
 BENCH_LAYERS: list[tuple[str, ...]] = [
-    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "figures"),
+    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "quiet", "figures"),
     ("sections", "remote"),
     (
         "busy",
@@ -96,6 +99,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "varied",
         "apps",
         "kernels",
+        "serverside",
         "typed",
         "probe",
         "fuzz",
@@ -103,7 +107,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "trace_read",
         "gateway",
         "load",
-        "hubservice",
+        "jupyterhub_service",
         "bridge_latency",
     ),
     ("run",),

@@ -97,9 +97,9 @@ def test_request_headers_are_one_codec_for_every_client():
 
 
 def test_one_client_of_a_hub():
-    """Nothing outside hubclient/ opens an HTTP connection (the Hub service's calls to JupyterHub's
+    """Nothing outside hubclient/ opens an HTTP connection (the JupyterHub service's calls to JupyterHub's
     API and its client-metadata fetches reach other peers than hubs)."""
-    others = {"hubservice/users.py", "hubservice/cimd.py"}
+    others = {"jupyterhub_service/users.py", "jupyterhub_service/cimd.py"}
     found = []
     for path in PACKAGE.rglob("*.py"):
         name = str(path.relative_to(PACKAGE))

@@ -11,6 +11,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { HubConnection } from './connection';
 import { reportFocus } from './focus';
 import { HubPanel } from './panel';
+import { ServerDocument } from './serverdoc';
 import { HubStatus } from './status';
 
 const ICON_SVG =
@@ -48,9 +49,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     tracker.widgetAdded.connect((_, nbPanel) => {
       const conn = new HubConnection(nbPanel);
+      const serverDoc = new ServerDocument(nbPanel, conn); // a kernel without a hub: the server's route
       connections.set(nbPanel, conn);
       nbPanel.disposed.connect(() => {
         connections.delete(nbPanel);
+        serverDoc.dispose();
         conn.dispose();
         if (!tracker.currentWidget) {
           follow();

@@ -29,6 +29,9 @@ class KernelEntry:
     state: str | None = None  # idle / busy, when the directory knows
     pid: int | None = None
     where: str | None = None  # the kernel's working directory, for a label when no notebook is known
+    language: str | None = None  # the kernelspec's language, when the directory knows
+    display_name: str | None = None  # the kernelspec's display name, when the directory knows
+    served_by: str = "hub"  # "hub": its in-kernel hub; "jupyter-server": served from the server's side
 
 
 class Directory(Protocol):

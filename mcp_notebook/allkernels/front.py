@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 
+from ..instructions import FRONT
 from ..protocol.exchange import ServerSettings
 from ..protocol.server import McpServer
 from ..providers.nb_tools import add_nb_tools
@@ -21,7 +22,13 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 class KernelsFront:
     """One MCP server for all kernels a directory finds (both protocol eras)."""
 
-    def __init__(self, directory: Directory, token: str | None = None, provider: KernelsProvider | None = None):
+    def __init__(
+        self,
+        directory: Directory,
+        token: str | None = None,
+        provider: KernelsProvider | None = None,
+        instructions: str = FRONT,
+    ):
         self.provider = provider or KernelsProvider(directory)
         self.resources = Resources([self.provider, ViewsProvider()])  # views: for Apps hosts (listed to them only)
         self.provider.changed = lambda uris, list_changed: self.resources.changed(uris, list_changed)
@@ -30,11 +37,7 @@ class KernelsFront:
             version=__version__,
             title="Jupyter kernels (mcp-notebook)",
             description="Live variables, data and cells of every running Jupyter kernel as MCP resources.",
-            instructions=(
-                "nb://kernels lists the kernels. nb://kernels/{kernel}/… addresses one kernel's resources "
-                "({kernel}: its notebook's name or its id); bare URIs such as nb://vars/df address the "
-                "current kernel (the notebook focused last, else the one that ran a cell last)."
-            ),
+            instructions=instructions,
             token=token or secrets.token_urlsafe(32),
         )
         self.server = McpServer(self.resources, self.settings)

@@ -293,24 +293,21 @@ class KernelsProvider(Provider):
                 seen.setdefault(str(item.get("uriTemplate", "")), item)
             if current is not None and entry.id == current.id:
                 bare = items
+        # Each template once in full, qualified; the current kernel's bare twins give only their URI and name
+        # (the instructions say bare URIs address the current kernel): what a host puts before the
+        # model stays small (tests/test_plugin.py holds the whole context under 12,000 characters).
         out = [
             ResourceTemplate(
                 uri_template=qualify_template(t),
                 name=f"kernels/{item.get('name', '')}",
-                title=f"{item.get('title') or item.get('name', '')} (any kernel)",
-                description=f"{item.get('description') or ''} {KERNEL_VAR}: a notebook name or kernel id (see nb://kernels).".strip(),
+                title=item.get("title") or item.get("name"),
+                description=item.get("description"),
                 mime_type=item.get("mimeType"),
             )
             for t, item in seen.items()
         ]
         out += [
-            ResourceTemplate(
-                uri_template=str(item.get("uriTemplate", "")),
-                name=str(item.get("name", "")),
-                title=f"{item.get('title') or item.get('name', '')} (current kernel)",
-                description=item.get("description"),
-                mime_type=item.get("mimeType"),
-            )
+            ResourceTemplate(uri_template=str(item.get("uriTemplate", "")), name=str(item.get("name", "")))
             for item in bare
         ]
         return out
@@ -392,6 +389,9 @@ class KernelsProvider(Provider):
                     "uri": qualify(names[e.id], "nb://"),
                     "kernel": qualify(names[e.id], EXECUTION_URI),
                     "notebook": e.notebook,
+                    "language": e.language or summary.get("language"),
+                    "display_name": e.display_name or summary.get("display_name"),
+                    "served_by": summary.get("served_by") or e.served_by,
                     "name": notebook_stem(e.notebook),
                     "cwd": e.where,
                     "pid": summary.get("pid") if isinstance(summary.get("pid"), int) else e.pid,

@@ -86,6 +86,24 @@ def _bridge(args: argparse.Namespace) -> int:
     return run_bridge(args.notebook, args.kernel, args.reconnect_timeout, latest=args.latest, channel=args.channel)
 
 
+def _changes(args: argparse.Namespace) -> int:
+    from .changes import CursorError, Selection, local_lister, parse_since, remote_lister, run_changes
+
+    try:
+        since = parse_since(args.since or [])
+        if args.server:
+            from ..bridge.remote import read_token, server_base
+
+            lister = remote_lister(server_base(args.server), read_token(args.token_file))
+        else:
+            lister = local_lister()
+    except (CursorError, ValueError) as exc:  # (TokenError is a ValueError)
+        print(f"mcp-notebook changes: {exc}", file=sys.stderr)
+        return 2
+    selection = Selection(args.kernel, args.notebook, args.latest)
+    return run_changes(lister, selection, since, args.follow, args.grace)
+
+
 def _remote_config(args: argparse.Namespace, selection: list[str]) -> dict:
     """The entry for a kernel on a remote Jupyter server (``--server``), through its server extension."""
     from ..bridge.hub_selection import NoHub
@@ -291,6 +309,33 @@ def _add_bridge(command: Callable[..., argparse.ArgumentParser]) -> None:
     bridge.set_defaults(func=_bridge)
 
 
+CHANGES_TEXT = """\
+Print one JSON line per change of the kernels' hubs on this machine (or, with --server, on that
+Jupyter server): a cell finished or failed ({"event": "cell", "status": "ok"|"error", "duration",
+"changed": [names], "uri", "cursor", ...}), a kernel restarted, died or started. With --follow it
+runs until SIGINT/SIGTERM: start it in Claude Code's Monitor tool and each line reaches the
+conversation. Every line has a cursor; pass the last one seen for each kernel with --since to resume
+after a reconnect without losing or repeating a change. Without --follow: the changes after --since,
+then exit."""
+
+
+def _add_changes(command: Callable[..., argparse.ArgumentParser]) -> None:
+    changes = command("changes", "print one JSON line per cell that ran, restart or kernel death", CHANGES_TEXT)
+    changes.add_argument("--follow", action="store_true", help="keep following until SIGINT/SIGTERM")
+    changes.add_argument(
+        "--since",
+        action="append",
+        metavar="CURSOR",
+        help="resume after this line's cursor (KERNEL@EPOCH.CELL); once per kernel",
+    )
+    changes.add_argument(
+        "--grace", type=float, default=10.0, metavar="S", help="a kernel missing this long is reported dead"
+    )
+    _add_selection(changes)
+    _add_remote(changes)
+    changes.set_defaults(func=_changes)
+
+
 def _add_config(command: Callable[..., argparse.ArgumentParser]) -> None:
     config = command("config", "print (or --write) the MCP config entry for a host", CONFIG_TEXT)
     config.add_argument(
@@ -345,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst.set_defaults(func=_list)
 
     _add_bridge(command)
+    _add_changes(command)
     _add_config(command)
 
     autoload = command(

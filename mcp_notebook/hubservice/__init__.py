@@ -1,12 +1,3 @@
-"""The JupyterHub service: one MCP endpoint for every user of a hub, with MCP authorization.
-
-``python -m mcp_notebook.hubservice`` (started by the Hub, one entry of ``c.JupyterHub.services``)
-serves ``{hub}/services/mcp-notebook/mcp``. A client that knows only that URL discovers the
-authorization server (this service), registers (Client ID Metadata Document, Dynamic Client
-Registration, or a client from the config), sends its user through the Hub's own sign-in and a
-consent page, and gets tokens bound to the endpoint. Each request then reaches only the signed-in
-user's running servers, through their ``mcp-notebook`` server extension, with that user's own
-Hub token. docs/DESIGN.md, "One URL for every user of a JupyterHub".
-
-Needs the ``hub`` extra (jupyterhub, authlib); nothing here is imported by a kernel.
-"""
+"""Deprecated name of :mod:`mcp_notebook.jupyterhub_service` (renamed after 0.1.0: "hub" is the kernel's
+MCP server only). ``python -m mcp_notebook.hubservice`` still runs the service, with a warning
+naming the new spelling; this alias goes away in the next release."""

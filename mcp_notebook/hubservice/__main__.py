@@ -1,6 +1,6 @@
-"""``python -m mcp_notebook.hubservice``: what the Hub runs."""
+"""Deprecated: ``python -m mcp_notebook.hubservice`` runs ``python -m mcp_notebook.jupyterhub_service``."""
 
-from .app import main
+from ..jupyterhub_service.app import main
 
 if __name__ == "__main__":
-    main()
+    main(renamed_from="mcp_notebook.hubservice")

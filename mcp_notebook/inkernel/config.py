@@ -6,6 +6,7 @@ from __future__ import annotations
 from traitlets import Bool, Enum, Float, Int, List, Unicode, validate
 from traitlets.config import Configurable
 
+from ..instructions import HUB as INSTRUCTIONS
 from ..redact import DEFAULT_SECRET_WORDS
 
 
@@ -75,8 +76,7 @@ class MCPHub(Configurable):
     include_names = List(Unicode(), help="Regexes of names always exposed (beats secret_words).").tag(config=True)
     exclude_names = List(Unicode(), help="Regexes of names never exposed.").tag(config=True)
     instructions = Unicode(
-        "Resources of a live Jupyter kernel. Start with nb://vars (what is defined) and nb://kernel.",
-        help="Instructions sent to clients.",
+        INSTRUCTIONS, help="Instructions sent to clients (what the model is told: docs/model-context.md)."
     ).tag(config=True)
     # -- tables and arrays (providers/frames.py)
     frame_page_rows = Int(100, help="Rows of a nb://frames page when the URI gives no limit.").tag(config=True)

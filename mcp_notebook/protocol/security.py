@@ -8,6 +8,10 @@ import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
+# The JupyterHub custom scope that admits a token to the server extension's MCP routes and to
+# nothing else of a single-user server (serverext/jupyterhub_scope.py; the JupyterHub service asks
+# JupyterHub for it, filtered to the signed-in user: docs/security.md).
+JUPYTERHUB_SCOPE = "custom:mcp-notebook:kernels"
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})
 _CACHE_SIZE = 256
 _host_decisions: dict[tuple[str, tuple[str, ...]], bool] = {}

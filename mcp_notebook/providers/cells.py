@@ -442,7 +442,8 @@ class CellsProvider(Provider):
                 uri_template=CELL_TEMPLATE,
                 name="cell",
                 title="Executed cell by number",
-                description="One executed cell (numbered 1..n by the hub): source, status, timing, list of outputs.",
+                description="One executed cell by number (nb://cells lists them): source, status, duration, what it "
+                "changed, its outputs and their URIs. Read it instead of re-running the cell.",
                 mime_type=_JSON,
             ),
             ResourceTemplate(

@@ -87,7 +87,7 @@ class DatabasesProvider(Provider):
                 uri_template=DB_TEMPLATE,
                 name="database",
                 title="Tables and views of a DuckDB connection",
-                description="Catalog of a DuckDB connection in the namespace: tables, views, columns and dtypes.",
+                description="A DuckDB connection's catalog: its tables and views, with columns and dtypes.",
                 mime_type=_JSON,
             ),
             ResourceTemplate(

@@ -72,16 +72,16 @@ class DiffsProvider(Provider):
                 uri_template=RUNS_TEMPLATE,
                 name="diff of two runs",
                 title="Source diff of two runs of one cell",
-                description="The runs of a notebook cell (by the cell_id the frontend sends) and the unified diff "
-                "of two of them: by default the previous and the latest run; ?a=&b= pick runs by nb://cells number.",
+                description="The runs of one notebook cell (by cell_id) and the diff of two: the previous and the "
+                "latest by default, ?a=&b= by nb://cells number.",
                 mime_type=_JSON,
             ),
             ResourceTemplate(
                 uri_template=NAMESPACE_TEMPLATE,
                 name="namespace diff",
                 title="What changed in the namespace between two cells",
-                description="Variables added, removed, rebound and changed in place after cell a up to after cell b, "
-                "with type and len/shape before and after, from the recorded lineage.",
+                description="Names added, removed, rebound or changed in place from after cell a to after cell b, "
+                "with type and len/shape before and after.",
                 mime_type=_JSON,
             ),
         ]

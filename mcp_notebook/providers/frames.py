@@ -189,14 +189,10 @@ class FramesProvider(Provider):
                 name="frame-page",
                 title="Rows of a table or array",
                 description=(
-                    "A page of rows of a DataFrame, Series, Arrow table, numpy array or lazy engine frame (Spark, "
-                    "Dask, DuckDB, Ibis, polars LazyFrame): offset (default 0), "
-                    f"limit (default {self._limits.frame_page_rows}, at most {self._limits.frame_max_rows}), "
-                    "columns=a,b, format=csv|json|markdown, count=true (count a lazy frame's rows, bounded), "
-                    "sort=-a,b (- descending; nulls last; stable), where=a>=3;b~text (AND of conditions joined "
-                    "by ';', OP one of == != < <= > >= ~ (case-insensitive contains), null with ==/!=); "
-                    "lazy engines sort and filter in their own plan. A second JSON item tells total_rows "
-                    "(null when unknown), sortable/filterable and the next page."
+                    "Rows of any table (pandas, polars, Arrow, numpy, Spark, Dask, DuckDB, Ibis), after its "
+                    f"schema: offset, limit (default {self._limits.frame_page_rows}, max {self._limits.frame_max_rows}), "
+                    "columns=a,b, format=csv|json|markdown, sort=-a,b, where=a>=3;b~text (';' joins; == != < <= > "
+                    ">= ~ contains), count=true. A second item gives total_rows and the next page."
                 ),
                 mime_type=FORMATS["csv"],
             ),
@@ -205,8 +201,8 @@ class FramesProvider(Provider):
                 name="frame-schema",
                 title="Schema of a table or array",
                 description=(
-                    "Shape, columns, dtypes, null counts, min/max/mean, categories, examples, index. Lazy engine "
-                    "frames: columns and dtypes from metadata; ?stats=true and ?count=true compute (bounded)."
+                    "Read this first for any table (small): shape, columns, dtypes, null counts, min/max/mean, "
+                    "categories, examples. Lazy frames: metadata only; ?stats=true, ?count=true compute (bounded)."
                 ),
                 mime_type=JSON,
             ),

@@ -198,7 +198,7 @@ class HistoryProvider(Provider):
                 uri_template="nb://history{?q,offset,limit}",
                 name="history search",
                 title="Search the inputs of earlier sessions",
-                description="Inputs of this notebook's earlier sessions containing q (case-insensitive), newest first.",
+                description="Inputs of this notebook's earlier sessions (before a restart) containing q, newest first.",
                 mime_type=_JSON,
             ),
             ResourceTemplate(

@@ -39,8 +39,7 @@ class KernelProvider(Provider):
                 uri_template=FACTS_TEMPLATE,
                 name="kernel/facts",
                 title="Facts of the value behind a URI",
-                description="Type, cheap shape and identity of the value behind ?uri= (no user code runs): "
-                "what changes_since compares.",
+                description="Type, cheap shape and identity of the value behind ?uri=, running no user code.",
                 mime_type="application/json",
             )
         ]

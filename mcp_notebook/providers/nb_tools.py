@@ -38,28 +38,27 @@ NB_WORDS = (
     Tool(
         "list_resources",
         "List notebook resources",
-        "List the resources of the live Jupyter kernel (variables, data frames, kernel facts) and, on the first "
-        "page, the URI templates. Read one with read_resource. Start with nb://vars.",
+        "List the live kernel's resources (variables, tables, cells, kernel facts) and, on the first page, the "
+        "URI templates; 100 per page. To see what is defined, read_resource nb://vars is smaller.",
         schema_of({"cursor": {"type": "string", "description": "nextCursor of the previous page"}}),
     ),
     Tool(
         "read_resource",
         "Read a notebook resource",
-        "Read one resource of the live kernel by URI, e.g. nb://vars, nb://vars/df or a filled-in template. "
-        "Where a value came from: nb://lineage/vars/df; what ran before a restart: nb://history. "
-        "Large values come in bounded pages that name the URI of the next page.",
+        "Read the live kernel by URI instead of asking the user to print a value or re-running a cell: "
+        "nb://vars (what is defined), nb://frames/df/schema then nb://frames/df?limit=20 (never a whole "
+        "table), nb://cells/3 (source, outputs, what it changed), nb://lineage/vars/df (where a value came "
+        "from). At most about 50,000 characters; long values come in pages naming the next.",
         schema_of({"uri": {"type": "string", "description": "resource URI, e.g. nb://vars/df"}}, ("uri",)),
     ),
     Tool(
         "changes_since",
         "What changed in the notebook",
-        "What changed in the kernel since a cursor (returned by the previous call), one line each in 'summary' "
-        "(e.g. 'nb://frames/df: changed in place, DataFrame shape (200, 3)', 'rebound, list len 3 → dict len 2'), so you "
-        "can decide what to re-read. Without a cursor: changes since your previous call or first read, else a "
-        f"starting cursor. Waits up to wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, 0-{int(MAX_WAIT_SECONDS)}; "
-        "0 answers at once) when nothing changed yet. Rebinding a name is always seen; in-place edits "
-        "(df['x'] *= 2) are seen for resources you read with read_resource (watched for you until you stop "
-        "calling tools for 30 minutes) and for subscribed ones.",
+        "What the user's cells changed since a cursor (from the previous call): one 'summary' line per "
+        "changed resource and the cell behind it (e.g. 'nb://vars/df: changed in place, DataFrame shape "
+        "(200, 3) (by cell 7: nb://cells/7)'): re-read only those; 200 changes a page at most. Without a "
+        f"cursor: since your previous call. Waits up to wait_seconds (default {int(DEFAULT_WAIT_SECONDS)}, "
+        f"0-{int(MAX_WAIT_SECONDS)}). In-place edits (df['x'] *= 2) are seen for what you read.",
         schema_of(
             {
                 "cursor": {"type": "string", "description": "cursor returned by the previous call"},
@@ -74,9 +73,8 @@ VIEW_TOOLS = (
     Tool(
         "explore_frame",
         "Explore a data frame",
-        "Open an interactive explorer of a table in the live kernel (pandas, polars, pyarrow, numpy, or a "
-        "lazy engine: Spark, Dask, DuckDB, Ibis), for the user to scroll, sort and filter; returns its schema "
-        "and first rows. name: a variable name, or nb://frames/NAME or nb://db/NAME/tables/TABLE.",
+        "Open an explorer of a table of the live kernel for the user to scroll, sort and filter; returns its "
+        "schema and first rows. name: a variable, nb://frames/{name} or nb://db/{name}/tables/{table}.",
         schema_of({"name": {"type": "string", "description": "variable name or table URI"}}, ("name",)),
         FRAME_EXPLORER,
     ),

@@ -351,14 +351,16 @@ class VariablesProvider(base.ModifiedStamps, Provider):
                 uri_template=VAR_TEMPLATE,
                 name="variable",
                 title="Variable by name",
-                description="One variable: type, shape or length, and a bounded repr.",
+                description="One variable: type, shape or length and a bounded repr (a few thousand characters at "
+                "most). For a table read nb://frames/{name}/schema instead.",
                 mime_type=_JSON,
             ),
             ResourceTemplate(
                 uri_template=VAR_SCHEMA_TEMPLATE,
                 name="variable schema",
                 title="JSON Schema of a structured variable",
-                description="JSON Schema of a pydantic model, dataclass, attrs or TypedDict-shaped variable (or a list of them).",
+                description="JSON Schema of a structured variable (pydantic model, dataclass, attrs, TypedDict-shaped, "
+                "or a list of them): its fields before its values.",
                 mime_type="application/schema+json",
             ),
         ]

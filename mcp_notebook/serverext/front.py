@@ -22,6 +22,8 @@ from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
 from ..hubclient.address import HubAddress
 from ..protocol.exchange import HttpRequest
+from ..serverside.kernel import spec_of
+from ..serverside.watch import served_here
 from .control_client import LoopBridge
 from .handlers import McpProxyHandler, _Base
 from .hubs import HubFinder
@@ -35,12 +37,14 @@ class ServerDirectory:
 
     FRESH_SECONDS = 0.25  # a listing this recent is answered again without looking
 
-    def __init__(self, finder: HubFinder):
+    def __init__(self, finder: HubFinder, settings: dict[str, Any] | None = None):
         self.finder = finder
+        self.settings = settings or {}
         self.paths: dict[str, str] = {}  # kernel id -> notebook path, refreshed by requests
         self.paths_at = 0.0
         self.focus: tuple[str, float] | None = None
         self._entries: list[KernelEntry] = []
+        self._specs: dict[str, dict[str, Any]] = {}  # kernel id -> its kernelspec's language and display name
         self._looked = 0.0
 
     def entries(self, fresh: bool = False) -> list[KernelEntry]:
@@ -69,20 +73,65 @@ class ServerDirectory:
                 continue
             record = finder.record(kernel_id) if kernel_id not in by_channel else None
             if record is None or finder.by_channel(kernel_id):
+                served = served_here(self.settings, finder, kernel_id) if kernel_id not in by_channel else None
+                if served is not None:  # no hub: served from the server's side
+                    out.append(served_entry(served, self.paths.get(kernel_id), state))
                 continue
             notebook = record.notebook_path or self.paths.get(kernel_id)
-            out.append(KernelEntry(kernel_id, notebook, HubAddress(record.url, record.token), record.started_at, state))
+            spec = self._spec(kernel_id)
+            hub = HubAddress(record.url, record.token)
+            out.append(
+                KernelEntry(
+                    kernel_id,
+                    notebook,
+                    hub,
+                    record.started_at,
+                    state,
+                    language=spec["language"] or None,
+                    display_name=spec["display_name"] or None,
+                )
+            )
         return sorted(out, key=lambda e: e.started_at)
+
+    def _spec(self, kernel_id: str) -> dict[str, Any]:
+        """A kernel's language and display name (its kernelspec read once per kernel)."""
+        found = self._specs.get(kernel_id)
+        if found is None:
+            if len(self._specs) > 1024:
+                self._specs.clear()
+            found = self._specs[kernel_id] = spec_of(self.finder.kernel_manager, _kernel(self.finder, kernel_id))
+        return found
 
     def focused(self) -> tuple[str, float] | None:
         return self.focus
+
+
+def served_entry(served: Any, notebook: str | None, state: str | None) -> KernelEntry:
+    """A kernel served from the server's side, as the front's directory lists it."""
+    return KernelEntry(
+        served.kernel_id,
+        notebook,
+        served.address(),
+        served.watched_since,
+        state,
+        language=served.language or None,
+        display_name=served.display_name or None,
+        served_by="jupyter-server",
+    )
+
+
+def _kernel(finder: HubFinder, kernel_id: str) -> Any:
+    try:
+        return finder.kernel_manager.get_kernel(kernel_id)
+    except Exception:
+        return None
 
 
 def front_of(settings: dict[str, Any]) -> tuple[KernelsFront, ServerDirectory]:
     """The server's front, started on first use."""
     found = settings.get("mcp_notebook_front")
     if found is None:
-        directory = ServerDirectory(settings["mcp_notebook_finder"])
+        directory = ServerDirectory(settings["mcp_notebook_finder"], settings)
         found = settings["mcp_notebook_front"] = (KernelsFront(directory), directory)
     return found
 
@@ -142,6 +191,7 @@ class FocusHandler(_Base):
     """``POST {base_url}mcp-notebook/focus`` ``{"kernel_id": ...}``: the notebook the user looks at."""
 
     _track_activity = False
+    accepts_jupyterhub_scope = False  # the user's own panel moves the focus, never the JupyterHub service
 
     @web.authenticated
     @authorized(action="write")

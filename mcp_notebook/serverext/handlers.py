@@ -21,6 +21,7 @@ from ..hubclient.aio import UpstreamResponse, request
 from ..hubclient.rules import HUB_SCHEME, LOOK_AGAIN_STATUS, LOOKUPS, REASON_HEADER, UpstreamError, authorization
 from .control_client import ChannelResponse, KernelChannel
 from .hubs import HubAddress, HubFinder, HubUnavailable
+from .jupyterhub_scope import SCOPE_AUTHORIZER, ScopeAuthorizer, scope_user
 
 AUTH_RESOURCE = "kernels"
 # Request headers handed to the hub (everything else stays: cookies, Jupyter's Authorization, Origin).
@@ -45,6 +46,13 @@ class _Base(APIHandler):
 
     auth_resource = AUTH_RESOURCE
     _refusal: web.HTTPError | None = None  # set by a handler that refuses only after reading the body
+    accepts_jupyterhub_scope = True  # an MCP route: JupyterHub's mcp-notebook scope admits a token here
+    _scope_authorizer: ScopeAuthorizer | None = None  # set when that scope admitted the request
+
+    @property
+    def authorizer(self) -> Any:  # type: ignore[override]
+        """The scope's authorizer for a request the mcp-notebook scope admitted, else the server's."""
+        return self._scope_authorizer or super().authorizer
 
     @property
     def finder(self) -> HubFinder:
@@ -55,7 +63,15 @@ class _Base(APIHandler):
 
     async def _admit(self) -> None:
         """Jupyter's checks (identity, Host, XSRF for cookie users), then ours: refuse anyone unknown,
-        and a present foreign Origin (403), token or not: the rule of every route of the extension."""
+        and a present foreign Origin (403), token or not: the rule of every route of the extension.
+        Under JupyterHub, a token carrying the mcp-notebook scope is admitted here (and only here,
+        on the MCP routes: ``jupyterhub_scope.py``); the identity provider then returns its user."""
+        if self.accepts_jupyterhub_scope:
+            user = await scope_user(self)
+            if user is not None:
+                self._jupyterhub_user = user  # what JupyterHub's identity provider returns as is
+                self._token_authenticated = True
+                self._scope_authorizer = SCOPE_AUTHORIZER
         await _settle(JupyterHandler.prepare(self))
         if self.current_user is None:
             raise web.HTTPError(403, "authentication required")
@@ -110,6 +126,9 @@ class KernelsHandler(_Base):
         base = self.base_url.rstrip("/")
         self.finder.loop = asyncio.get_running_loop()
         hubs = self.finder.hubs(paths, await self.finder.channel_hubs(self.finder.kernel_ids()))
+        from ..serverside.watch import served_rows  # the kernels without a hub, served from this side
+
+        hubs += served_rows(self.settings, self.finder, paths, {e["kernel_id"] for e in hubs})
         for entry in hubs:
             entry["mcp_path"] = f"{base}/mcp-notebook/kernels/{entry['kernel_id']}/mcp"
         self.finish(json.dumps(hubs))

@@ -119,7 +119,7 @@ class Response:
 class Client(ClientMixin):
     client_id: str
     metadata: dict[str, Any]
-    secret_hash: str | None = None
+    secret_hash: str | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -157,22 +157,22 @@ class Client(ClientMixin):
 
 
 @dataclass
-class HubUser:
-    """The signed-in user, the Hub token the grant uses, and (once issued) the grant's family."""
+class JupyterHubUser:
+    """The signed-in user, the JupyterHub token the grant uses, and (once issued) the grant's family."""
 
     name: str
-    hub_token: str
+    jupyterhub_token: str = field(repr=False)  # never in a log, whoever prints this
     family: str | None = None
 
 
 @dataclass
 class Code:
-    code: str
-    row: dict[str, Any]
-    user: HubUser = field(init=False)
+    code: str = field(repr=False)
+    row: dict[str, Any] = field(repr=False)
+    user: JupyterHubUser = field(init=False)
 
     def __post_init__(self) -> None:
-        self.user = HubUser(self.row["user"], self.row["hub_token"])
+        self.user = JupyterHubUser(self.row["user"], self.row["jupyterhub_token"])
 
     def get_redirect_uri(self) -> str:
         return self.row["redirect_uri"]
@@ -191,10 +191,10 @@ class Code:
 
 @dataclass
 class RefreshCredential:
-    token: str
+    token: str = field(repr=False)
     family: str
     client_id: str
-    user: HubUser
+    user: JupyterHubUser
     scope: str
 
     def check_client(self, client: Client) -> bool:
@@ -222,7 +222,7 @@ class S256Only(CodeChallenge):
 
 class CodeGrant(grants.AuthorizationCodeGrant):
     TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
-    server: Server
+    server: AuthorizationServer
 
     def validate_authorization_request(self) -> str:
         self.server.check_resource(self.request.payload.data.get("resource"))
@@ -239,7 +239,7 @@ class CodeGrant(grants.AuthorizationCodeGrant):
             "challenge": data["code_challenge"],
             "method": data["code_challenge_method"],
         }
-        self.server.store.save_code(code, fields, request.user.hub_token, time.time() + self.server.code_seconds)
+        self.server.store.save_code(code, fields, request.user.jupyterhub_token, time.time() + self.server.code_seconds)
 
     def query_authorization_code(self, code: str, client: Client) -> Code | None:
         row = self.server.store.code(code) if code else None
@@ -257,26 +257,26 @@ class CodeGrant(grants.AuthorizationCodeGrant):
     def delete_authorization_code(self, authorization_code: Code) -> None:
         self.server.store.use_code(authorization_code.code, authorization_code.user.family)
 
-    def authenticate_user(self, authorization_code: Code) -> HubUser:
+    def authenticate_user(self, authorization_code: Code) -> JupyterHubUser:
         return authorization_code.user
 
 
 class RefreshGrant(grants.RefreshTokenGrant):
     TOKEN_ENDPOINT_AUTH_METHODS = AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = True
-    server: Server
+    server: AuthorizationServer
 
     def authenticate_refresh_token(self, refresh_token: str) -> RefreshCredential | None:
         return self.server.refresh_credential(refresh_token, self.request.payload.data.get("resource"))
 
-    def authenticate_user(self, credential: RefreshCredential) -> HubUser:
+    def authenticate_user(self, credential: RefreshCredential) -> JupyterHubUser:
         return credential.user
 
     def revoke_old_credential(self, credential: RefreshCredential) -> None:
         self.server.store.use_refresh(credential.token)
 
 
-class Registration(ClientRegistrationEndpoint):
+class ClientRegistration(ClientRegistrationEndpoint):
     """RFC 7591, open (as MCP clients expect): public clients get no secret."""
 
     def authenticate_token(self, request: Any) -> bool:
@@ -329,7 +329,7 @@ class Revocation(RevocationEndpoint):
     """RFC 7009: a client ends its own grant (an unknown token is a success, as the RFC says)."""
 
     CLIENT_AUTH_METHODS = AUTH_METHODS
-    server: Server
+    server: AuthorizationServer
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> IssuedToken | None:
         row = self.server.store.token(token_string)
@@ -348,7 +348,7 @@ class _Issuer(IssuerParameter):
         return self.issuer
 
 
-class Server(_AuthorizationServer):
+class AuthorizationServer(_AuthorizationServer):
     """The authorization server for one resource (the MCP endpoint)."""
 
     def __init__(
@@ -377,7 +377,7 @@ class Server(_AuthorizationServer):
         self.access_seconds = access_seconds
         self.register_grant(CodeGrant, [S256Only(required=True)])
         self.register_grant(RefreshGrant)
-        self.register_endpoint(Registration(claims_classes=[ClientMetadataClaims]))
+        self.register_endpoint(ClientRegistration(claims_classes=[ClientMetadataClaims]))
         self.register_endpoint(Revocation)
         self.register_extension(_Issuer(issuer))
 
@@ -392,14 +392,16 @@ class Server(_AuthorizationServer):
         return Client(client_id, found[1], found[2]) if found is not None else None
 
     def save_token(self, token: dict[str, Any], request: Any) -> None:
-        user: HubUser = request.user
+        user: JupyterHubUser = request.user
         client: Client = request.client
         if user.family is None:
             user.family = self.store.new_grant(user.name, client.client_id, client.name, SCOPE, self.resource)
         now = time.time()
-        self.store.save_token(token["access_token"], user.family, "access", user.hub_token, now + self.access_seconds)
         self.store.save_token(
-            token["refresh_token"], user.family, "refresh", user.hub_token, now + self.refresh_seconds
+            token["access_token"], user.family, "access", user.jupyterhub_token, now + self.access_seconds
+        )
+        self.store.save_token(
+            token["refresh_token"], user.family, "refresh", user.jupyterhub_token, now + self.refresh_seconds
         )
         self.store.touch(user.family)
 
@@ -433,7 +435,7 @@ class Server(_AuthorizationServer):
         if row.expires < time.time():
             return None
         self.check_resource(resource)
-        user = HubUser(grant.user, unseal(token, row.sealed), row.family)
+        user = JupyterHubUser(grant.user, unseal(token, row.sealed), row.family)
         return RefreshCredential(token, row.family, grant.client_id, user, grant.scope)
 
     def revoke(self, family: str) -> None:

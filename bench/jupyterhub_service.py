@@ -1,8 +1,8 @@
 """What the JupyterHub service adds: the same kernel read and watched through the user's own server
-(``/user/{name}/mcp-notebook/kernels/{id}/mcp`` with the user's Hub token, through the proxy) and
+(``/user/{name}/mcp-notebook/kernels/{id}/mcp`` with the user's JupyterHub token, through the proxy) and
 through ``/services/mcp-notebook/mcp`` (an MCP access token from the OAuth flow).
 
-    .venv/bin/python bench/hubservice.py [--reads 500] [--cells 30] [--clients 20]
+    .venv/bin/python bench/jupyterhub_service.py [--reads 500] [--cells 30] [--clients 20]
 
 Reads: 2026-07-28 ``resources/read`` of a small variable, one keep-alive connection per client,
 p50/p99, and the service's CPU per read (robust to other load, unlike latency); first one
@@ -10,7 +10,7 @@ client, then ``--clients`` signed-in clients reading at once (each its own
 grant, so its own front in the service: the service sees as many users; the upstream servers are
 the two test users'). Notifications: cell end (stamped in the kernel) to
 ``notifications/resources/updated`` at the official SDK client (bench/notify.py), both eras.
-Prints a table and writes bench/results/hubservice.json.
+Prints a table and writes bench/results/jupyterhub_service.json.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-from hub_oauth import sign_in  # noqa: E402
-from jhub import Hub  # noqa: E402
+from jhub import LocalJupyterHub  # noqa: E402
 from notify import notification_latency  # noqa: E402
 from remote import ServerKernel, read_latency  # noqa: E402
+from service_oauth import sign_in  # noqa: E402
 
 VERSION = "2026-07-28"
 URI = "nb://vars/x"
@@ -63,12 +63,12 @@ def _body_and_headers(auth: str) -> tuple[bytes, dict[str, str]]:
     return json.dumps(body).encode(), headers
 
 
-def service_cpu(hub: Hub) -> float:
+def service_cpu(jupyterhub: LocalJupyterHub) -> float:
     """CPU seconds the service process has used (robust to other load, unlike latency)."""
     import psutil
 
-    for proc in psutil.Process(hub.proc.pid).children(recursive=True):
-        if "mcp_notebook.hubservice" in " ".join(proc.cmdline()):
+    for proc in psutil.Process(jupyterhub.proc.pid).children(recursive=True):
+        if "mcp_notebook.jupyterhub_service" in " ".join(proc.cmdline()):
             t = proc.cpu_times()
             return t.user + t.system
     raise RuntimeError("the service process was not found")
@@ -117,36 +117,36 @@ def main() -> int:
     out: dict[str, Any] = {"clients": args.clients}
     stamp = f"import sys as _s; _s.path.insert(0, {str(HERE)!r}); import kside; kside.install_stamp_hook()"
     with tempfile.TemporaryDirectory(prefix="mcpnb-hub-bench-") as tmp:
-        hub = Hub(Path(tmp))
+        jupyterhub = LocalJupyterHub(Path(tmp))
         try:
             kids = {}
             kernels = {}
             for user in ("alice", "bob"):
-                kids[user], kc = hub.kernel(user, f"{user}.ipynb", "x = [1, 2, 3]", before=stamp)
+                kids[user], kc = jupyterhub.kernel(user, f"{user}.ipynb", "x = [1, 2, 3]", before=stamp)
                 kernels[user] = ServerKernel(kc)
-            hub_tokens = {user: hub.user_token(user) for user in kids}
-            pipe = {u: f"{hub.public}user/{u}/mcp-notebook/kernels/{kids[u]}/mcp" for u in kids}
-            grants = [sign_in(hub, ("alice", "bob")[i % 2])[1]["access_token"] for i in range(args.clients)]
+            hub_tokens = {user: jupyterhub.user_token(user) for user in kids}
+            pipe = {u: f"{jupyterhub.public}user/{u}/mcp-notebook/kernels/{kids[u]}/mcp" for u in kids}
+            grants = [sign_in(jupyterhub, ("alice", "bob")[i % 2])[1]["access_token"] for i in range(args.clients)]
             out["read_direct"] = read_latency(pipe["alice"], f"token {hub_tokens['alice']}", args.reads)
-            cpu0 = service_cpu(hub)
-            out["read_service"] = read_latency(hub.mcp_url, f"Bearer {grants[0]}", args.reads)
-            out["service_cpu_ms_per_read"] = (service_cpu(hub) - cpu0) / (args.reads + 50) * 1e3
+            cpu0 = service_cpu(jupyterhub)
+            out["read_service"] = read_latency(jupyterhub.mcp_url, f"Bearer {grants[0]}", args.reads)
+            out["service_cpu_ms_per_read"] = (service_cpu(jupyterhub) - cpu0) / (args.reads + 50) * 1e3
             per = max(20, args.reads // 5)
             direct_many = [
                 (pipe[("alice", "bob")[i % 2]], f"token {hub_tokens[('alice', 'bob')[i % 2]]}")
                 for i in range(args.clients)
             ]
             out["read_direct_many"] = concurrent_reads(direct_many, per)
-            out["read_service_many"] = concurrent_reads([(hub.mcp_url, f"Bearer {g}") for g in grants], per)
+            out["read_service_many"] = concurrent_reads([(jupyterhub.mcp_url, f"Bearer {g}") for g in grants], per)
             direct = {"url": pipe["alice"], "token": hub_tokens["alice"]}
-            service = {"url": hub.mcp_url, "token": grants[0]}
+            service = {"url": jupyterhub.mcp_url, "token": grants[0]}
             out["notify_direct"] = notification_latency(kernels["alice"], direct, args.cells)
             out["notify_service"] = notification_latency(kernels["alice"], service, args.cells)
         finally:
-            hub.stop()
+            jupyterhub.stop()
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / "hubservice.json").write_text(json.dumps(out, indent=2))
+    (results / "jupyterhub_service.json").write_text(json.dumps(out, indent=2))
     print("| case | user's server | through the service | added |")
     print("|---|---|---|---|")
     for label, a, b in (

@@ -1,11 +1,13 @@
-"""The service's web side: metadata documents, the authorization endpoint (through the Hub's
+"""The service's web side: metadata documents, the authorization endpoint (through JupyterHub's
 sign-in), the consent page, the token and registration endpoints, and the grants API.
 
-The sign-in is the Hub's: ``/oauth/authorize`` validates the client's request (authlib), keeps it
+The sign-in is JupyterHub's: ``/oauth/authorize`` validates the client's request (authlib), keeps it
 server-side under a random id bound to the browser by a signed cookie, and sends the browser
-through the Hub's OAuth (``HubOAuth``) so the service gets a fresh token of the signed-in user;
+through JupyterHub's OAuth (``HubOAuth``) so the service gets a fresh token of the signed-in user;
 the consent page names the client and what it will read, and only a form carrying that page's
-CSRF token (an HMAC of the pending id and the user) issues a code.
+CSRF token (an HMAC of the pending id and the user) issues a code. No page on JupyterHub's shared
+origin can act for the person signed in (browser.py: navigation only, a click for the answer,
+JupyterHub's own cookie rules); the grants API takes a token from the ``Authorization`` header only.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -21,42 +24,51 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from authlib.oauth2.rfc6749.errors import OAuth2Error
-from jupyterhub.services.auth import HubOAuth, HubOAuthenticated
+from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler, HubOAuthenticated
 from tornado import web
 from tornado.escape import xhtml_escape
 from tornado.httputil import url_concat
 
+from ..protocol.security import JUPYTERHUB_SCOPE
+from .browser import PAGE_HEADERS, answer_problem, consent_cookie, page_problem
 from .config import SCOPE
 from .endpoint import Fronts
-from .oauth import Client, FormRequest, HubUser, JsonBodyRequest, Response, Server
+from .oauth import AuthorizationServer, Client, FormRequest, JsonBodyRequest, JupyterHubUser, Response
 
-CONSENT_COOKIE = "mcp-notebook-consent"
 PENDING_SECONDS = 600.0
+TOKEN_HEADER = re.compile(r"(?:token|bearer)\s+(\S+)\s*$", re.IGNORECASE)
 
 
 @dataclass
 class Site:
     """What every handler needs."""
 
-    server: Server
+    server: AuthorizationServer
     fronts: Fronts
     prefix: str  # /services/mcp-notebook/
     public: str  # https://hub.example.org/services/mcp-notebook/
-    hub_home: str
+    jupyterhub_home: str
     secret: bytes
     admin_scope: str
-    pending: dict[str, tuple[float, str]]
+    pending: dict[str, tuple[float, str, str]]  # id -> (when, the request's query, the browser's nonce)
+
+    @property
+    def secure(self) -> bool:
+        """The public URL is https: __Host-/Secure cookies, and browsers send fetch metadata."""
+        return self.public.startswith("https://")
 
     def csrf(self, pending: str, user: str) -> str:
         return hmac.new(self.secret, f"consent\0{pending}\0{user}".encode(), hashlib.sha256).hexdigest()
 
-    def add_pending(self, query: str) -> str:
+    def add_pending(self, query: str) -> tuple[str, str]:
+        """A pending request's id (only ever in the consent URL) and the nonce that binds it to the
+        browser (the consent cookie's value: a server that sees the cookie learns no pending id)."""
         now = time.monotonic()
-        for key in [k for k, (at, _) in self.pending.items() if now - at > PENDING_SECONDS]:
+        for key in [k for k, (at, _, _) in self.pending.items() if now - at > PENDING_SECONDS]:
             del self.pending[key]
-        pending = secrets.token_urlsafe(24)
-        self.pending[pending] = (now, query)
-        return pending
+        pending, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        self.pending[pending] = (now, query, nonce)
+        return pending, nonce
 
 
 def _send(handler: web.RequestHandler, resp: Response, cors: bool = False) -> None:
@@ -76,7 +88,16 @@ def _send(handler: web.RequestHandler, resp: Response, cors: bool = False) -> No
     handler.finish(body or b"")
 
 
-class _Base(web.RequestHandler):
+class QuietSummary:
+    """Tornado names a request in its logs by its path only: never its query (codes, states)."""
+
+    request: Any
+
+    def _request_summary(self) -> str:
+        return f"{self.request.method} {self.request.path} ({self.request.remote_ip})"
+
+
+class _ServiceHandler(QuietSummary, web.RequestHandler):
     site: Site
 
     def initialize(self, site: Site) -> None:
@@ -87,10 +108,8 @@ class _Base(web.RequestHandler):
         self.set_header("Content-Type", "text/html; charset=utf-8")
         # no form-action: browsers apply it to the redirect after the consent form too, and that
         # redirect goes to the client's own URI
-        csp = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
-        self.set_header("Content-Security-Policy", csp)
-        self.set_header("X-Frame-Options", "DENY")
-        self.set_header("Cache-Control", "no-store")
+        for name, value in PAGE_HEADERS.items():
+            self.set_header(name, value)
         self.finish(
             f"<!doctype html><html><head><meta charset='utf-8'><title>{xhtml_escape(title)}</title>"
             "<style>body{font-family:sans-serif;max-width:40em;margin:3em auto;line-height:1.5}</style></head>"
@@ -101,7 +120,7 @@ class _Base(web.RequestHandler):
         self.page(status, "Cannot sign in", f"<p>{xhtml_escape(message)}</p>")
 
 
-class ProtectedResourceHandler(_Base):
+class ProtectedResourceHandler(_ServiceHandler):
     """RFC 9728 metadata of the MCP endpoint."""
 
     def get(self) -> None:
@@ -113,12 +132,12 @@ class ProtectedResourceHandler(_Base):
                 "scopes_supported": [SCOPE],
                 "bearer_methods_supported": ["header"],
                 "resource_name": "Jupyter kernels on this JupyterHub (mcp-notebook)",
-                "resource_documentation": self.site.hub_home,
+                "resource_documentation": self.site.jupyterhub_home,
             }
         )
 
 
-class ServerMetadataHandler(_Base):
+class ServerMetadataHandler(_ServiceHandler):
     """RFC 8414 metadata, also at the OpenID discovery path clients try for an issuer with a path."""
 
     def get(self) -> None:
@@ -126,7 +145,7 @@ class ServerMetadataHandler(_Base):
         self.finish(self.site.server.metadata(self.site.public))
 
 
-class KeysHandler(_Base):
+class KeysHandler(_ServiceHandler):
     """The (empty) key set the discovery document names: this server signs nothing."""
 
     def get(self) -> None:
@@ -134,11 +153,14 @@ class KeysHandler(_Base):
         self.finish({"keys": []})
 
 
-class AuthorizeHandler(HubOAuthenticated, _Base):
-    """The authorization endpoint: validate, remember, and send the browser through the Hub."""
+class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
+    """The authorization endpoint: validate, remember, and send the browser through JupyterHub."""
 
     async def get(self) -> None:
         site = self.site
+        problem = page_problem(self.request.headers, site.secure)
+        if problem:
+            return self.refuse_page(403, problem)
         req = FormRequest("GET", site.public + "oauth/authorize", dict(self.request.headers), self.request.query)
         problem = await asyncio.get_running_loop().run_in_executor(
             None, site.server.fetch_client_metadata, req.payload.client_id
@@ -149,8 +171,9 @@ class AuthorizeHandler(HubOAuthenticated, _Base):
             site.server.get_consent_grant(req)
         except OAuth2Error as error:
             return self.oauth_error(req, error)
-        pending = site.add_pending(self.request.query)
-        self.set_secure_cookie(CONSENT_COOKIE, pending, path=site.prefix, httponly=True, expires_days=None)
+        pending, nonce = site.add_pending(self.request.query)
+        name, attributes = consent_cookie(site.secure)
+        self.set_secure_cookie(name, nonce, expires_days=None, **({"path": site.prefix} | attributes))
         hub_auth: HubOAuth = self.hub_auth
         params: dict[str, str] = {}
         verifier = None
@@ -164,8 +187,11 @@ class AuthorizeHandler(HubOAuthenticated, _Base):
         self.redirect(url_concat(hub_auth.login_url, params))
 
     def oauth_error(self, req: FormRequest, error: OAuth2Error) -> None:
-        """To the client's redirect URI only once authlib validated it; else a page here."""
-        if getattr(error, "redirect_uri", None):
+        """To the client's redirect URI only for a client from the service's config, once authlib
+        validated the URI; else a page here: before the user has seen consent, a registered or
+        metadata-document client's redirect URI is no place to send a browser (RFC 9700 §4.11.2)."""
+        found = self.site.server.store.client(req.payload.client_id or "")
+        if getattr(error, "redirect_uri", None) and found is not None and found[0] == "config":
             error.state = req.payload.state
             resp = self.site.server.handle_error_response(req, error)
             if resp.location:  # RFC 9207: error responses name the issuer too
@@ -174,20 +200,48 @@ class AuthorizeHandler(HubOAuthenticated, _Base):
         return self.refuse_page(400, f"{error.error}: {error.description or 'invalid request'}")
 
 
-class ConsentHandler(HubOAuthenticated, _Base):
+def scopes_problem(hub_auth: HubOAuth, model: dict[str, Any]) -> str | None:
+    """Why the JupyterHub token of a sign-in is refused (None: it has what the service needs and
+    nothing that reaches more of the user's servers than their mcp-notebook routes)."""
+    fix = "the administrator must set the service's oauth_client_allowed_scopes as docs/security.md shows"
+    if any(str(scope).split("!", 1)[0] == "access:servers" for scope in model.get("scopes") or ()):
+        return f"JupyterHub gave this service full access to your servers, more than it needs: {fix}."
+    if not hub_auth.check_scopes({f"{JUPYTERHUB_SCOPE}!user={model.get('name')}"}, model):
+        return f"JupyterHub did not give this service the {JUPYTERHUB_SCOPE} scope: {fix}."
+    return None
+
+
+class OAuthCallbackHandler(QuietSummary, HubOAuthCallbackHandler):
+    """JupyterHub's OAuth callback, opened only as a page of its own (never fetched or framed)."""
+
+    async def get(self) -> None:
+        secure = str(self.settings.get("mcp_notebook_public", "")).startswith("https://")
+        problem = page_problem(self.request.headers, secure)
+        if problem:
+            raise web.HTTPError(403, problem)
+        await super().get()
+
+
+class ConsentHandler(HubOAuthenticated, _ServiceHandler):
     """The consent page (GET) and its answer (POST)."""
 
     async def _context(self) -> tuple[str, str, str, str] | None:
         pending = self.get_argument("pending", "")
-        cookie = self.get_secure_cookie(CONSENT_COOKIE, max_age_days=1)
+        cookie = self.get_secure_cookie(consent_cookie(self.site.secure)[0], max_age_days=1)
         found = self.site.pending.get(pending)
-        if not pending or found is None or cookie is None or not hmac.compare_digest(cookie, pending.encode()):
+        if not pending or found is None or cookie is None or not hmac.compare_digest(cookie, found[2].encode()):
             self.refuse_page(400, "This sign-in request is unknown or expired: start again from your assistant.")
             return None
-        token = self.hub_auth._get_token_cookie(self)
-        model = await self.hub_auth.user_for_token(token, use_cache=False, sync=False) if token else None
-        if not model or model.get("kind", "user") != "user":
-            self.refuse_page(403, "Sign in to the Hub first: start again from your assistant.")
+        # JupyterHub's cookie, read as JupyterHub reads it for its own pages (its XSRF rules included)
+        model = await self.hub_auth._get_user_cookie(self)
+        token = self.hub_auth._get_token_cookie(self) if model else None
+        if not model or not token or model.get("kind", "user") != "user":
+            self.refuse_page(403, "Sign in to JupyterHub first: start again from your assistant.")
+            return None
+        problem = scopes_problem(self.hub_auth, model)
+        if problem:
+            self.hub_auth.clear_cookie(self)  # the browser keeps no token the service refused to use
+            self.refuse_page(403, problem)
             return None
         return pending, model["name"], token, found[1]
 
@@ -196,6 +250,9 @@ class ConsentHandler(HubOAuthenticated, _Base):
         return req, self.site.server.get_consent_grant(req)
 
     async def get(self) -> None:
+        problem = page_problem(self.request.headers, self.site.secure)
+        if problem:
+            return self.refuse_page(403, problem)
         ctx = await self._context()
         if ctx is None:
             return
@@ -213,43 +270,48 @@ class ConsentHandler(HubOAuthenticated, _Base):
         ident = f" ({e(client.client_id)})" if client.name != client.client_id else ""
         return (
             f"<p><b>{e(client.name)}</b>{ident} asks to read, as <b>{e(user)}</b>, the kernels of your running "
-            "servers on this hub: their variables, data frames, executed cells and their outputs, and the "
-            "notebook documents, and to be told when they change.</p>"
-            "<p>It cannot run code, start or stop servers, or see other users' servers. The access lasts until "
-            "you or an administrator revoke it, or your Hub sign-in ends.</p>"
+            "servers on this JupyterHub: their variables, data frames, executed cells and their outputs, and "
+            "the notebook documents, and to be told when they change.</p>"
+            "<p>For this, the mcp-notebook service keeps a JupyterHub token of yours that reaches only the "
+            "mcp-notebook routes of your servers and the list of your servers. Neither the assistant nor the "
+            "service can run code, read or write files, open terminals, start or stop servers, or reach other "
+            "users' servers. The access lasts until you or an administrator revoke it, or your JupyterHub "
+            "sign-in ends.</p>"
             f"<p>After you answer, you go back to <b>{e(back_to)}</b>.</p>"
             "<form method='post'>"
             f"<input type='hidden' name='pending' value='{e(pending)}'>"
             f"<input type='hidden' name='csrf' value='{self.site.csrf(pending, user)}'>"
+            f"<input type='hidden' name='_xsrf' value='{e(self.xsrf_token.decode())}'>"
             "<button name='decision' value='allow'>Allow</button> "
             "<button name='decision' value='deny'>Deny</button></form>"
         )
 
-    def check_xsrf_cookie(self) -> None:
-        """The form carries its own CSRF token (checked in post)."""
-
     async def post(self) -> None:
+        problem = answer_problem(self.request.headers, self.site.secure)
+        if problem:
+            return self.refuse_page(403, problem)
         ctx = await self._context()
         if ctx is None:
             return
-        pending, user, hub_token, query = ctx
+        pending, user, jupyterhub_token, query = ctx
         if not hmac.compare_digest(self.get_body_argument("csrf", ""), self.site.csrf(pending, user)):
             return self.refuse_page(403, "The form's CSRF token is missing or wrong: nothing was granted.")
         self.site.pending.pop(pending, None)
-        self.clear_cookie(CONSENT_COOKIE, path=self.site.prefix)
-        self.hub_auth.clear_cookie(self)  # the grant keeps the Hub token (sealed); the browser needs it no more
+        name, attributes = consent_cookie(self.site.secure)
+        self.clear_cookie(name, path=attributes.get("path", self.site.prefix), secure=self.site.secure)
+        self.hub_auth.clear_cookie(self)  # the grant keeps the JupyterHub token (sealed); the browser needs it no more
         try:
             req, grant = self._grant(query)
         except OAuth2Error as error:
             return self.refuse_page(400, f"{error.error}: {error.description}")
         allowed = self.get_body_argument("decision", "") == "allow"
         resp = self.site.server.create_authorization_response(
-            req, grant_user=HubUser(user, hub_token) if allowed else None, grant=grant
+            req, grant_user=JupyterHubUser(user, jupyterhub_token) if allowed else None, grant=grant
         )
         _send(self, resp)
 
 
-class TokenHandler(_Base):
+class TokenHandler(_ServiceHandler):
     """The token endpoint (authorization code, refresh token)."""
 
     def check_xsrf_cookie(self) -> None:
@@ -271,18 +333,18 @@ class TokenHandler(_Base):
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, site.server.fetch_client_metadata, req.payload.client_id)
         if req.payload.grant_type == "refresh_token" and not await self._hub_still_agrees(req):
-            resp = Response(400, {"error": "invalid_grant", "error_description": "the Hub sign-in ended"}, {})
+            resp = Response(400, {"error": "invalid_grant", "error_description": "the JupyterHub sign-in ended"}, {})
         else:
             resp = site.server.create_token_response(req)
         self._cors()
         _send(self, resp)
 
     async def _hub_still_agrees(self, req: FormRequest) -> bool:
-        """A refresh is refused when the Hub no longer accepts the grant's user."""
+        """A refresh is refused when JupyterHub no longer accepts the grant's user."""
         cred = self.site.server.refresh_credential(req.form.get("refresh_token", ""), None)
         if cred is None:
             return True  # authlib refuses it with the right error (and revokes a reused one)
-        model = await HubOAuth.instance().user_for_token(cred.user.hub_token, use_cache=False, sync=False)
+        model = await HubOAuth.instance().user_for_token(cred.user.jupyterhub_token, use_cache=False, sync=False)
         if model is None or model.get("name") != cred.user.name:
             self.site.server.revoke(cred.family)
             return False
@@ -316,21 +378,30 @@ class RegisterHandler(TokenHandler):
         _send(self, self.site.server.create_endpoint_response("client_registration", req))
 
 
-class GrantsHandler(HubOAuthenticated, _Base):
+class GrantsHandler(_ServiceHandler):
     """``GET {prefix}api/grants``: the signed-in MCP clients (yours; every user's for an admin);
-    ``DELETE {prefix}api/grants/{id}``: revoke one. A Hub API token in ``Authorization: token …``."""
+    ``DELETE {prefix}api/grants/{id}``: revoke one. A JupyterHub API token in the ``Authorization``
+    header and nothing else (no cookie, no URL: no page can use a browser's sign-in here), with
+    the scope to use this service; "admin" is the token's scopes (``admin_scope``), not the user's."""
+
+    current_user: dict[str, Any]
 
     def check_xsrf_cookie(self) -> None:
-        """Token-authenticated only (see prepare)."""
+        """Token-authenticated only (see prepare): no cookie is ever read here."""
 
-    def prepare(self) -> None:
-        if not (self.request.headers.get("Authorization") or "").lower().startswith("token "):
-            raise web.HTTPError(403, "use a Hub API token: Authorization: token …")
+    async def prepare(self) -> None:  # type: ignore[override]
+        found = TOKEN_HEADER.match(self.request.headers.get("Authorization") or "")
+        if found is None:
+            raise web.HTTPError(403, "use a JupyterHub API token: Authorization: token …")
+        hub_auth: HubOAuth = self.settings["hub_auth"]
+        model = await hub_auth.user_for_token(found.group(1), sync=False)
+        if not model or not hub_auth.check_scopes(hub_auth.access_scopes, model):
+            raise web.HTTPError(403, "this token may not use the mcp-notebook service")
+        self.current_user = model
 
     def _admin(self, model: dict[str, Any]) -> bool:
-        return bool(model.get("admin")) or bool(self.hub_auth.check_scopes({self.site.admin_scope}, model))
+        return bool(self.settings["hub_auth"].check_scopes({self.site.admin_scope}, model))
 
-    @web.authenticated
     def get(self, family: str = "") -> None:
         model = self.current_user
         store = self.site.server.store
@@ -356,7 +427,6 @@ class GrantsHandler(HubOAuthenticated, _Base):
             }
         )
 
-    @web.authenticated
     def delete(self, family: str = "") -> None:
         model = self.current_user
         grant = self.site.server.store.grant(family) if family else None

@@ -1,5 +1,5 @@
-"""The service's settings (``--MCPNotebookService.name=value`` on its command line in
-``c.JupyterHub.services``), and the URLs it derives from the Hub's environment."""
+"""The service's settings (``--JupyterHubService.name=value`` on its command line in
+``c.JupyterHub.services``), and the URLs it derives from JupyterHub's environment."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from traitlets.config import Configurable
 SCOPE = "kernels:read"  # the one scope: read the kernels of the user's running servers
 
 
-class MCPNotebookService(Configurable):
+class JupyterHubService(Configurable):
     """Settings of the mcp-notebook JupyterHub service."""
 
     public_url = Unicode(
         "",
-        help="The service's public URL (…/services/mcp-notebook/). Default: $JUPYTERHUB_PUBLIC_URL, which the Hub "
+        help="The service's public URL (…/services/mcp-notebook/). Default: $JUPYTERHUB_PUBLIC_URL, which JupyterHub "
         "sets when c.JupyterHub.public_url is set (required: tokens are bound to the public endpoint URL).",
     ).tag(config=True)
     upstream_url = Unicode(
@@ -36,11 +36,11 @@ class MCPNotebookService(Configurable):
     ).tag(config=True)
     access_token_seconds = Int(3600, help="Life of an access token (at most 3600).").tag(config=True)
     refresh_token_seconds = Int(
-        14 * 24 * 3600, help="Life of a refresh token (a grant also ends when its Hub token does)."
+        14 * 24 * 3600, help="Life of a refresh token (a grant also ends when its JupyterHub token does)."
     ).tag(config=True)
     code_seconds = Int(60, help="Life of an authorization code.").tag(config=True)
     check_seconds = Int(
-        5, help="How long the Hub's answer about a user (token valid, servers running) is trusted."
+        5, help="How long JupyterHub's answer about a user (token valid, servers running) is trusted."
     ).tag(config=True)
     clients = List(
         Dict(),
@@ -61,18 +61,18 @@ class MCPNotebookService(Configurable):
     cimd_timeout_seconds = Int(5, help="Time limit for fetching a metadata document.").tag(config=True)
     cimd_cache_seconds = Int(600, help="How long a fetched metadata document is reused.").tag(config=True)
     allowed_origins = List(
-        Unicode(), help="Origins (besides the Hub's own) whose browsers may call the MCP endpoint."
+        Unicode(), help="Origins (besides JupyterHub's own) whose browsers may call the MCP endpoint."
     ).tag(config=True)
     admin_scope = Unicode(
         "admin:users",
-        help="A Hub scope whose holders may list and revoke every user's MCP clients (admins have it).",
+        help="A JupyterHub scope whose holders may list and revoke every user's MCP clients (admins have it).",
     ).tag(config=True)
 
     def resolved_public_url(self) -> str:
         url = self.public_url or os.environ.get("JUPYTERHUB_PUBLIC_URL", "")
         if not url:
             raise SystemExit(
-                "mcp-notebook service: set c.JupyterHub.public_url (or --MCPNotebookService.public_url): "
+                "mcp-notebook service: set c.JupyterHub.public_url (or --JupyterHubService.public_url): "
                 "tokens are bound to the endpoint's public URL"
             )
         return url if url.endswith("/") else url + "/"
@@ -82,7 +82,7 @@ class MCPNotebookService(Configurable):
         if urlsplit(url).scheme != "http":
             raise SystemExit(
                 f"mcp-notebook service: the users' servers are reached over plain http inside the deployment, "
-                f"not {url}: set --MCPNotebookService.upstream_url to where the proxy listens "
+                f"not {url}: set --JupyterHubService.upstream_url to where the proxy listens "
                 "(http://127.0.0.1:8000 behind a TLS-terminating web server; http://proxy-public on Kubernetes)"
             )
         return url.rstrip("/")

@@ -1,10 +1,10 @@
 """A signed-in user's servers as the kernels front's directory.
 
-Each grant holds the user's own Hub token (from the Hub sign-in, scoped by the Hub to
+Each grant holds the user's own JupyterHub token (from the JupyterHub sign-in, scoped by JupyterHub to
 ``access:servers!user`` and ``read:servers!user``: that user's servers and nothing else). With it
-the service asks the Hub who the user is and which of their servers are ready (at most every
+the service asks JupyterHub who the user is and which of their servers are ready (at most every
 ``check_seconds``), lists each ready server's kernels through its ``mcp-notebook`` extension, and
-reaches each kernel at ``/user/{name}[/{server}]/mcp-notebook/kernels/{id}/mcp``. A Hub that
+reaches each kernel at ``/user/{name}[/{server}]/mcp-notebook/kernels/{id}/mcp``. A JupyterHub that
 no longer accepts the token (revoked, expired, user deleted) ends the grant.
 """
 
@@ -20,28 +20,29 @@ from typing import Any
 from urllib.parse import quote
 
 from ..allkernels.directory import KernelEntry
+from ..allkernels.naming import KERNELS_URI
 from ..allkernels.provider import KernelsProvider
 from ..hubclient.address import HubAddress
 from ..hubclient.blocking import server_kernels
 from ..hubclient.rules import UpstreamError
-from ..types import ResourceReadError
+from ..types import Contents, ResourceNotFound, ResourceReadError
 
 log = logging.getLogger(__name__)
 LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
 TIMEOUT = 10.0
 
 
-class HubRefused(Exception):
-    """The Hub no longer accepts the user's token (revoked, expired, or the user is gone)."""
+class JupyterHubRefused(Exception):
+    """JupyterHub no longer accepts the user's token (revoked, expired, or the user is gone)."""
 
 
-class HubLink:
-    """What the Hub says about one grant's user, through that user's own token (cached)."""
+class JupyterHubLink:
+    """What JupyterHub says about one grant's user, through that user's own token (cached)."""
 
-    def __init__(self, api_url: str, user: str, hub_token: str, check_seconds: float):
+    def __init__(self, api_url: str, user: str, jupyterhub_token: str, check_seconds: float):
         self.api_url = api_url.rstrip("/")
         self.user = user
-        self.hub_token = hub_token
+        self.jupyterhub_token = jupyterhub_token
         self.check_seconds = check_seconds
         self.refused: str | None = None
         self._model: dict[str, Any] | None = None
@@ -49,32 +50,38 @@ class HubLink:
         self._lock = threading.Lock()
 
     def model(self) -> dict[str, Any]:
-        """The user's model (``servers`` included); :class:`HubRefused` when the Hub says no."""
+        """The user's model (``servers`` included); :class:`JupyterHubRefused` when JupyterHub says no."""
         with self._lock:
             if self.refused is not None:
-                raise HubRefused(self.refused)
+                raise JupyterHubRefused(self.refused)
             if self._model is not None and time.monotonic() - self._checked < self.check_seconds:
                 return self._model
             req = urllib.request.Request(
                 f"{self.api_url}/user",
-                headers={"Authorization": f"token {self.hub_token}", "Accept": "application/json"},
+                headers={"Authorization": f"token {self.jupyterhub_token}", "Accept": "application/json"},
             )
             try:
                 with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
                     model = json.loads(resp.read())
             except urllib.error.HTTPError as exc:
                 if exc.code in (401, 403, 404):
-                    self.refused = f"the Hub no longer accepts {self.user}'s sign-in ({exc.code})"
-                    raise HubRefused(self.refused) from None
+                    self.refused = f"JupyterHub no longer accepts {self.user}'s sign-in ({exc.code})"
+                    raise JupyterHubRefused(self.refused) from None
                 raise
             if not isinstance(model, dict) or model.get("name") != self.user:
-                self.refused = "the Hub token belongs to someone else"
-                raise HubRefused(self.refused)
+                self.refused = "the JupyterHub token belongs to someone else"
+                raise JupyterHubRefused(self.refused)
+            if any(str(s).split("!", 1)[0] == "access:servers" for s in model.get("scopes") or ()):
+                self.refused = (  # a grant from before the mcp-notebook scope: it reaches too much
+                    "this sign-in's JupyterHub token opens all of the user's servers (an earlier configuration): "
+                    "sign in again"
+                )
+                raise JupyterHubRefused(self.refused)
             self._model, self._checked = model, time.monotonic()
             return model
 
     def fresh(self) -> bool:
-        """The Hub's answer is recent enough to trust without asking (and was a yes)."""
+        """JupyterHub's answer is recent enough to trust without asking (and was a yes)."""
         return (
             self.refused is None and self._model is not None and time.monotonic() - self._checked < self.check_seconds
         )
@@ -111,10 +118,10 @@ class Listings:
 class UserServers:
     """The kernels of the user's ready servers (a ``kernels.directory.Directory``)."""
 
-    def __init__(self, link: HubLink, upstream: str, hub_home: str, listings: Listings | None = None):
+    def __init__(self, link: JupyterHubLink, upstream: str, jupyterhub_home: str, listings: Listings | None = None):
         self.link = link
         self.upstream = upstream.rstrip("/")
-        self.hub_home = hub_home
+        self.jupyterhub_home = jupyterhub_home
         self.servers: dict[str, str] = {}
         self.error: str | None = None
         self.listings = listings or Listings()
@@ -124,7 +131,7 @@ class UserServers:
             servers = self.link.ready_servers()
         except Exception as exc:  # refused or unreachable: no kernels (why_empty says why)
             log.info("hub check for %s: %s", self.link.user, exc)
-            self.servers, self.error = {}, f"the Hub did not answer about {self.link.user}: {exc}"
+            self.servers, self.error = {}, f"JupyterHub did not answer about {self.link.user}: {exc}"
             return []
         self.servers, self.error = servers, None
         out: list[KernelEntry] = []
@@ -138,7 +145,7 @@ class UserServers:
         listed = self.listings.get(key, fresh)
         if listed is None:
             try:
-                status, _, raw = server_kernels(base, self.link.hub_token, TIMEOUT)
+                status, _, raw = server_kernels(base, self.link.jupyterhub_token, TIMEOUT)
                 if status != 200:
                     raise OSError(f"HTTP {status}")
                 listed = json.loads(raw)
@@ -152,7 +159,7 @@ class UserServers:
                 str(k["kernel_id"]),
                 k.get("notebook_path"),
                 HubAddress(
-                    f"{base}mcp-notebook/kernels/{quote(str(k['kernel_id']))}/mcp", self.link.hub_token, "token"
+                    f"{base}mcp-notebook/kernels/{quote(str(k['kernel_id']))}/mcp", self.link.jupyterhub_token, "token"
                 ),
                 float(k.get("started_at") or 0),
             )
@@ -171,8 +178,8 @@ class UserServers:
             return self.error
         if not self.servers:
             return (
-                f"{user} has no running server on this hub: start one at {self.hub_home} "
-                "(reading through MCP never starts a server)"
+                f"{user} has no running server on this JupyterHub: start one at {self.jupyterhub_home} "
+                "(reading through MCP never starts a server)."
             )
         names = ", ".join(repr(n or "default") for n in sorted(self.servers))
         return (
@@ -182,7 +189,8 @@ class UserServers:
 
 
 class UserKernels(KernelsProvider):
-    """The kernels front's provider, with an error that says where to start a server."""
+    """The kernels front's provider: a user whose servers are all stopped is told, on every read
+    (``nb://kernels`` as much as a kernel's URI), where on JupyterHub to start one."""
 
     directory: UserServers
 
@@ -191,3 +199,17 @@ class UserKernels(KernelsProvider):
             return super()._route(uri, fresh)
         except ResourceReadError:
             raise ResourceReadError(self.directory.why_empty()) from None
+        except ResourceNotFound:
+            if self.directory.servers:  # a kernel not found among running servers: the usual answer
+                raise
+            raise ResourceReadError(self.directory.why_empty()) from None
+
+    def read(self, uri: str) -> list[Contents]:
+        found = super().read(uri)
+        if uri != KERNELS_URI or self.directory.servers or len(found) != 1:
+            return found
+        listing = json.loads(found[0].text or "{}")
+        if listing.get("kernels"):
+            return found
+        listing["note"] = self.directory.why_empty()  # the sentence a person reads: where to start one
+        return [Contents(uri=uri, mime_type="application/json", text=json.dumps(listing))]

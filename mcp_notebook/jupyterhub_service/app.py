@@ -8,23 +8,26 @@ import os
 import secrets
 from urllib.parse import urlsplit
 
-from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
+from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.ioloop import PeriodicCallback
 from traitlets import Instance
-from traitlets.config import Application
+from traitlets.config import Application, Config
 
 from ..version import __version__
+from . import log_redaction
+from .browser import plain_http_warning
 from .cimd import MetadataFetcher
-from .config import MCPNotebookService
+from .config import JupyterHubService
 from .endpoint import Fronts, McpHandler
-from .oauth import Server
+from .oauth import AuthorizationServer
 from .store import Store
 from .web import (
     AuthorizeHandler,
     ConsentHandler,
     GrantsHandler,
     KeysHandler,
+    OAuthCallbackHandler,
     ProtectedResourceHandler,
     RegisterHandler,
     RevokeHandler,
@@ -46,7 +49,7 @@ def log_request(handler: web.RequestHandler) -> None:
         access_log.log(level, "%d %s %s %.1fms", status, handler.request.method, handler.request.path, ms)
 
 
-def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
+def _server(settings: JupyterHubService, resource: str, issuer: str) -> AuthorizationServer:
     """The authorization server for ``resource``, its store and its clients."""
     fetcher = None
     if settings.cimd:
@@ -61,7 +64,7 @@ def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
     for client in settings.clients:
         metadata = {k: v for k, v in client.items() if k not in ("client_id", "client_secret")}
         store.save_client(client["client_id"], "config", metadata, client.get("client_secret"))
-    return Server(
+    return AuthorizationServer(
         store,
         fetcher,
         issuer,
@@ -72,16 +75,18 @@ def _server(settings: MCPNotebookService, resource: str, issuer: str) -> Server:
     )
 
 
-def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
+def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Application, Fronts]:
     """The tornado application of the service."""
     public = settings.resolved_public_url()
     prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX") or "/services/mcp-notebook/"
     origin = "{0.scheme}://{0.netloc}".format(urlsplit(public))
     server = _server(settings, public + "mcp", public.rstrip("/"))
     hub_base = os.environ.get("JUPYTERHUB_BASE_URL", "/")
-    hub_home = origin + hub_base.rstrip("/") + "/hub/home"
-    fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), hub_home, settings.check_seconds)
-    site = Site(server, fronts, prefix, public, hub_home, secrets.token_bytes(32), settings.admin_scope, pending={})
+    jupyterhub_home = origin + hub_base.rstrip("/") + "/hub/home"
+    fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), jupyterhub_home, settings.check_seconds)
+    site = Site(
+        server, fronts, prefix, public, jupyterhub_home, secrets.token_bytes(32), settings.admin_scope, pending={}
+    )
     origins = {origin, *settings.allowed_origins}
     prm_url = public + ".well-known/oauth-protected-resource"
     kw = {"site": site}
@@ -95,7 +100,7 @@ def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Applica
         (prefix + "oauth/token", TokenHandler, kw),
         (prefix + "oauth/register", RegisterHandler, kw),
         (prefix + "oauth/revoke", RevokeHandler, kw),
-        (prefix + "oauth_callback", HubOAuthCallbackHandler),
+        (prefix + "oauth_callback", OAuthCallbackHandler),
         (prefix + r"api/grants/?", GrantsHandler, kw),
         (prefix + r"api/grants/(?P<family>[\w-]+)", GrantsHandler, kw),
     ]
@@ -108,22 +113,60 @@ def build(settings: MCPNotebookService, hub_auth: HubOAuth) -> tuple[web.Applica
         login_url=hub_auth.login_url,
         xsrf_cookies=False,
         log_function=log_request,
+        mcp_notebook_public=public,
     )
     return app, fronts
 
 
-class HubServiceApp(Application):
-    """``python -m mcp_notebook.hubservice``."""
+OLD_SETTINGS = "MCPNotebookService"  # the settings' name before the rename (deprecated, one release)
 
-    name = "mcp-notebook-hubservice"
+
+def adopt_old_settings(config: Config, log: logging.Logger) -> None:
+    """``--MCPNotebookService.NAME`` still sets ``JupyterHubService.NAME`` (the new spelling wins
+    where both are given), with a warning naming the new spelling (names only: never a value)."""
+    if OLD_SETTINGS not in config:
+        return
+    old = config[OLD_SETTINGS]
+    names = sorted(old)
+    log.warning(
+        "mcp-notebook: --%s.* is deprecated and will be removed in the next release: spell it --%s.* (%s)",
+        OLD_SETTINGS,
+        JupyterHubService.__name__,
+        ", ".join(f"--{JupyterHubService.__name__}.{n}" for n in names),
+    )
+    merged = Config({JupyterHubService.__name__: old})
+    merged.merge(Config({JupyterHubService.__name__: config[JupyterHubService.__name__]}))
+    config.merge(merged)
+
+
+class JupyterHubServiceApp(Application):
+    """``python -m mcp_notebook.jupyterhub_service``."""
+
+    name = "mcp-notebook-jupyterhub-service"
     version = __version__
-    description = "One MCP endpoint for every user of a JupyterHub (run by the Hub as a service)."
-    classes = [MCPNotebookService]
-    service = Instance(MCPNotebookService)
+    description = "One MCP endpoint for every user of a JupyterHub (run by JupyterHub as a service)."
+    classes = [JupyterHubService]
+    service = Instance(JupyterHubService)
 
     def start(self) -> None:
-        self.service = MCPNotebookService(parent=self)
-        hub_auth = HubOAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=5)
+        logging.getLogger().setLevel(self.log_level)  # --JupyterHubServiceApp.log_level=DEBUG: every library's
+        log_redaction.install(self.log)
+        adopt_old_settings(self.config, self.log)
+        self.service = JupyterHubService(parent=self)
+        public = self.service.resolved_public_url()
+        warning = plain_http_warning(public)
+        if warning:
+            self.log.warning(warning)
+        hub_auth = HubOAuth.instance(
+            api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""),
+            cache_max_age=5,
+            # Secure over https; scoped to the service's path (a __Host- cookie would reach every path of
+            # the origin, other users' servers included, and this one holds a JupyterHub token):
+            # __Host- only when JupyterHub enables it (per-user subdomains), which HubOAuth reads itself
+            cookie_options={"secure": True, "samesite": "Lax"}
+            if public.startswith("https://")
+            else {"samesite": "Lax"},
+        )
         app, fronts = build(self.service, hub_auth)
         port = self.service.resolved_port()
 
@@ -144,6 +187,13 @@ class HubServiceApp(Application):
         asyncio.run(serve())
 
 
-def main() -> None:
+def main(renamed_from: str = "") -> None:
     logging.basicConfig(level=logging.INFO)
-    HubServiceApp.launch_instance()
+    log_redaction.install()
+    if renamed_from:
+        logging.getLogger(__name__).warning(
+            "mcp-notebook: python -m %s is deprecated and will be removed in the next release: "
+            "run python -m mcp_notebook.jupyterhub_service",
+            renamed_from,
+        )
+    JupyterHubServiceApp.launch_instance()

@@ -1,7 +1,7 @@
 """``{prefix}mcp``: the one MCP endpoint, a tornado carrier in front of one kernels front per grant.
 
 A request is admitted by its bearer token (an MCP access token this service issued for this
-endpoint, never a Hub token), then by the Hub (the grant's user still signed in, at most
+endpoint, never a JupyterHub token), then by JupyterHub (the grant's user still signed in, at most
 ``check_seconds`` old), then answered by the grant's front (``kernels.front.KernelsFront`` over
 the user's servers), both eras, sessions and streams included. Fronts are per grant: a session or
 stream of one client is never reachable with another's token, and revoking a grant closes its front.
@@ -14,34 +14,36 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tornado import web
 
 from ..allkernels.front import KernelsFront
 from ..allkernels.sse_replies import SseReplies
+from ..instructions import SERVICE
 from ..protocol.exchange import HttpRequest
+from ..protocol.security import cors_headers, preflight_headers
 from .config import SCOPE
-from .oauth import Server
+from .oauth import AuthorizationServer
 from .store import digest, unseal
-from .users import HubLink, HubRefused, Listings, UserKernels, UserServers
+from .users import JupyterHubLink, JupyterHubRefused, Listings, UserKernels, UserServers
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 1800.0  # a front nobody used for this long (and with no stream open) is closed
 
 
 @dataclass
-class Access:
+class GrantAccess:
     family: str
     user: str
-    hub_token: str
+    jupyterhub_token: str = field(repr=False)
     expires: float
 
 
 @dataclass
 class GrantFront:
     front: KernelsFront
-    link: HubLink
+    link: JupyterHubLink
     used: float
     streams: int = 0
     touched: float = 0.0  # when "last used" was last written to the store
@@ -55,27 +57,34 @@ class Fronts:
     """The grants' fronts, and the access tokens they were reached with (verified once, remembered
     until they expire or their grant ends)."""
 
-    def __init__(self, server: Server, api_url: str, upstream: str, hub_home: str, check_seconds: float):
+    def __init__(
+        self, server: AuthorizationServer, api_url: str, upstream: str, jupyterhub_home: str, check_seconds: float
+    ):
         self.server = server
-        self.api_url, self.upstream, self.hub_home, self.check_seconds = api_url, upstream, hub_home, check_seconds
+        self.api_url, self.upstream, self.jupyterhub_home, self.check_seconds = (
+            api_url,
+            upstream,
+            jupyterhub_home,
+            check_seconds,
+        )
         self._fronts: dict[str, GrantFront] = {}
-        self._access: dict[str, Access] = {}
+        self._access: dict[str, GrantAccess] = {}
         self._lock = threading.Lock()
         self.listings = Listings()
         server.on_revoke.append(self.close_family)
 
-    def remembered(self, token: str) -> Access | None:
+    def remembered(self, token: str) -> GrantAccess | None:
         """The grant of an access token verified before and not expired (memory only)."""
         with self._lock:
             found = self._access.get(digest(token))
         return found if found is not None and found.expires > time.time() else None
 
-    def authenticate(self, token: str) -> Access | str:
+    def authenticate(self, token: str) -> GrantAccess | str:
         """The grant behind an access token, or why it is refused (from a thread)."""
         key = digest(token)
         row = self.server.store.token(token)
         if row is None or row.kind != "access":
-            return "unknown token (a Hub token is not an MCP token)"
+            return "unknown token (a JupyterHub token is not an MCP token)"
         grant = self.server.store.grant(row.family)
         if grant is None or grant.revoked:
             return "this sign-in was revoked"
@@ -83,26 +92,26 @@ class Fronts:
             return "the access token expired"
         if grant.resource.rstrip("/") != self.server.resource.rstrip("/"):
             return "the token is for another resource"
-        access = Access(row.family, grant.user, unseal(token, row.sealed), row.expires)
+        access = GrantAccess(row.family, grant.user, unseal(token, row.sealed), row.expires)
         with self._lock:
             if len(self._access) > 10_000:
                 self._access.clear()
             self._access[key] = access
         return access
 
-    def get(self, access: Access) -> GrantFront:
+    def get(self, access: GrantAccess) -> GrantFront:
         with self._lock:
             found = self._fronts.get(access.family)
             if found is None:
-                link = HubLink(self.api_url, access.user, access.hub_token, self.check_seconds)
-                directory = UserServers(link, self.upstream, self.hub_home, self.listings)
-                front = KernelsFront(directory, provider=UserKernels(directory))
+                link = JupyterHubLink(self.api_url, access.user, access.jupyterhub_token, self.check_seconds)
+                directory = UserServers(link, self.upstream, self.jupyterhub_home, self.listings)
+                front = KernelsFront(directory, provider=UserKernels(directory), instructions=SERVICE)
                 found = self._fronts[access.family] = GrantFront(front, link, time.monotonic())
             found.used = time.monotonic()
             return found
 
     def check(self, family: str, gf: GrantFront) -> None:
-        """The Hub still accepts the grant's user (cached ``check_seconds``); "last used" is
+        """JupyterHub still accepts the grant's user (cached ``check_seconds``); "last used" is
         written at most once a minute (a write per read would cost more than the read)."""
         gf.link.model()
         now = time.monotonic()
@@ -116,10 +125,11 @@ class Fronts:
             for key in [k for k, a in self._access.items() if a.family == family]:
                 del self._access[key]
         if found is not None:
+            found.link.jupyterhub_token = ""  # the grant's JupyterHub token is never used again
             threading.Thread(target=found.front.close, daemon=True).start()  # streams get their end
 
     def sweep(self) -> None:
-        """End grants the Hub no longer accepts (checked by their fronts' directories every second),
+        """End grants JupyterHub no longer accepts (checked by their fronts' directories every second),
         and close fronts idle for long."""
         now = time.monotonic()
         with self._lock:
@@ -154,27 +164,24 @@ class McpHandler(SseReplies, web.RequestHandler):
         """Bearer tokens only: no cookie is ever accepted here, so no cross-site request can use one."""
 
     def _cors(self) -> bool:
-        """False for a foreign Origin; for an allowed one the CORS headers a browser client needs."""
+        """False for a foreign Origin; for an allowed one the CORS headers a browser client needs
+        (``protocol.security``'s, the same for every endpoint of the package)."""
         origin = self.request.headers.get("Origin")
         if not origin:
             return True
         if origin not in self.origins:
             return False
-        self.set_header("Access-Control-Allow-Origin", origin)
-        self.set_header("Vary", "Origin")
-        self.set_header("Access-Control-Expose-Headers", "Mcp-Session-Id, WWW-Authenticate")
+        for name, value in cors_headers(origin).items():
+            self.set_header(name, value)
         return True
 
     def options(self) -> None:
         """A browser's preflight (allowed origins only; no credentials are involved)."""
         if not self._cors():
             raise web.HTTPError(403, "Origin not allowed")
-        self.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-        self.set_header(
-            "Access-Control-Allow-Headers",
-            "Authorization, Content-Type, Accept, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, "
-            "Last-Event-ID",
-        )
+        headers = {name.lower(): value for name, value in self.request.headers.get_all()}
+        for name, value in preflight_headers(headers).items():
+            self.set_header(name, value)
         self.set_status(204)
         self.finish()
 
@@ -199,7 +206,7 @@ class McpHandler(SseReplies, web.RequestHandler):
 
     async def _serve(self) -> None:
         if not self._cors():
-            raise web.HTTPError(403, "Origin not allowed (MCPNotebookService.allowed_origins)")
+            raise web.HTTPError(403, "Origin not allowed (JupyterHubService.allowed_origins)")
         scheme, _, token = (self.request.headers.get("Authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return self._refuse(401)
@@ -213,11 +220,11 @@ class McpHandler(SseReplies, web.RequestHandler):
         try:
             if not gf.link.fresh():
                 await loop.run_in_executor(None, self.fronts.check, access.family, gf)
-        except HubRefused as exc:
+        except JupyterHubRefused as exc:
             self.fronts.server.revoke(access.family)
             return self._refuse(401, "invalid_token", str(exc))
         except OSError as exc:
-            raise web.HTTPError(503, f"the Hub did not answer: {exc}") from None
+            raise web.HTTPError(503, f"JupyterHub did not answer: {exc}") from None
         headers = {name.lower(): value for name, value in self.request.headers.get_all()}
         for name in ("authorization", "cookie"):
             headers.pop(name, None)

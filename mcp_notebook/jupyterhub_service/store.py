@@ -1,7 +1,7 @@
 """What the service remembers, in one small sqlite file: clients, grants, codes and tokens.
 
 No secret is stored as it is. Codes and tokens are kept as a hash (their SHA-256: they are 256
-random bits). The user's Hub token, which a grant needs to reach the user's servers, is sealed
+random bits). The user's JupyterHub token, which a grant needs to reach the user's servers, is sealed
 (AES-GCM) under a key derived from the code or token that carries it, so only a client holding
 that code or token can have it opened; the file alone reveals nothing usable. Client secrets of
 registered clients are hashed too.
@@ -119,7 +119,7 @@ class Store:
         return (rows[0][0], json.loads(rows[0][1]), rows[0][2]) if rows else None
 
     # -- codes -----------------------------------------------------------------------------
-    def save_code(self, code: str, fields: dict[str, Any], hub_token: str, expires: float) -> None:
+    def save_code(self, code: str, fields: dict[str, Any], jupyterhub_token: str, expires: float) -> None:
         self._run(
             "INSERT INTO codes (hash, client_id, user, scope, redirect_uri, resource, challenge, method, sealed, "
             "expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -132,7 +132,7 @@ class Store:
                 fields["resource"],
                 fields["challenge"],
                 fields["method"],
-                seal(code, hub_token),
+                seal(code, jupyterhub_token),
                 expires,
             ),
         )
@@ -143,14 +143,15 @@ class Store:
         if not rows:
             return None
         out = dict(zip(cols.split(", "), rows[0], strict=True))
-        out["hub_token"] = unseal(code, out.pop("sealed"))
+        sealed = out.pop("sealed")
+        out["jupyterhub_token"] = unseal(code, sealed) if sealed else ""  # "": used or expired, the token gone
         return out
 
     def use_code(self, code: str, family: str | None) -> bool:
         """Mark a code used (once: False when it already was)."""
         with self._lock:
             cur = self._db.execute(
-                "UPDATE codes SET used = 1, family = ? WHERE hash = ? AND used = 0", (family, digest(code))
+                "UPDATE codes SET used = 1, family = ?, sealed = '' WHERE hash = ? AND used = 0", (family, digest(code))
             )
             return cur.rowcount == 1
 
@@ -179,21 +180,16 @@ class Store:
         self._run("UPDATE grants SET last_used = ? WHERE family = ?", (time.time(), family))
 
     def revoke(self, family: str) -> None:
-        """End a grant: its tokens are deleted, its codes can no longer be exchanged."""
+        """End a grant: its tokens are deleted (and with them every sealed copy of its JupyterHub
+        token), its codes can no longer be exchanged."""
         self._run("UPDATE grants SET revoked = 1 WHERE family = ?", (family,))
         self._run("DELETE FROM tokens WHERE family = ?", (family,))
-        self._run("UPDATE codes SET used = 1 WHERE family = ?", (family,))
+        self._run("UPDATE codes SET used = 1, sealed = '' WHERE family = ?", (family,))
 
-    def revoke_user(self, user: str) -> list[str]:
-        families = [r[0] for r in self._run("SELECT family FROM grants WHERE user = ? AND revoked = 0", (user,))]
-        for family in families:
-            self.revoke(family)
-        return families
-
-    def save_token(self, token: str, family: str, kind: str, hub_token: str, expires: float) -> None:
+    def save_token(self, token: str, family: str, kind: str, jupyterhub_token: str, expires: float) -> None:
         self._run(
             "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, 0)",
-            (digest(token), family, kind, seal(token, hub_token), expires),
+            (digest(token), family, kind, seal(token, jupyterhub_token), expires),
         )
 
     def token(self, token: str) -> TokenRow | None:
@@ -204,7 +200,8 @@ class Store:
         """Mark a refresh token used (once: False when it already was)."""
         with self._lock:
             cur = self._db.execute(
-                "UPDATE tokens SET used = 1 WHERE hash = ? AND kind = 'refresh' AND used = 0", (digest(token),)
+                "UPDATE tokens SET used = 1, sealed = '' WHERE hash = ? AND kind = 'refresh' AND used = 0",
+                (digest(token),),
             )
             return cur.rowcount == 1
 
@@ -213,6 +210,7 @@ class Store:
         must still be recognized)."""
         now = time.time()
         self._run("DELETE FROM tokens WHERE expires < ?", (now - 60,))
+        self._run("UPDATE codes SET sealed = '' WHERE expires < ? OR used = 1", (now,))
         self._run("DELETE FROM codes WHERE expires < ?", (now - 3600,))
         self._run("DELETE FROM grants WHERE revoked = 1 AND last_used < ?", (now - 7 * 24 * 3600,))
 

@@ -1,5 +1,5 @@
 """An MCP client that knows only the service URL: the official Python SDK's OAuth support, with a
-"browser" (httpx and a cookie jar) that signs in on the Hub's login form and answers the consent
+"browser" (httpx and a cookie jar) that signs in on JupyterHub's login form and answers the consent
 page the way a person would."""
 
 from __future__ import annotations
@@ -19,13 +19,18 @@ from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
 import anyio
 import httpx
 import httpx2
-from jhub import PASSWORD, Hub
+from jhub import PASSWORD, LocalJupyterHub
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 REDIRECT = "http://127.0.0.1:9/callback"  # never contacted: the browser stops at the redirect
+# What a browser says of a page it opens itself (a link followed, a redirect) and of a form the
+# person submits with a click: the service accepts its sign-in pages only so (browser.py)
+NAVIGATE = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+CLICK = NAVIGATE | {"Sec-Fetch-User": "?1"}
+SECRETS: set[str] = set()  # every code, token and client secret the tests were given (none may be logged)
 
 
 def _inputs(html: str) -> dict[str, str]:
@@ -44,7 +49,7 @@ def _action(html: str, base: str) -> str:
 
 
 class Browser:
-    """A person at a browser, signed in (or not yet) to the Hub as ``user``."""
+    """A person at a browser, signed in (or not yet) to JupyterHub as ``user``."""
 
     def __init__(self, public: str, user: str, password: str = PASSWORD):
         self.public, self.user, self.password = public, user, password
@@ -52,22 +57,22 @@ class Browser:
         self.pages: list[str] = []  # the consent pages seen
 
     def authorize(self, url: str, decision: str = "allow", answer: bool = True) -> httpx.Response:
-        """From the authorization URL to the response that leaves the hub (the redirect back to the
+        """From the authorization URL to the response that leaves JupyterHub (the redirect back to the
         client), or the first page that is neither the login form nor the consent page."""
-        r = self.http.get(url)
+        r = self.http.get(url, headers=NAVIGATE | {"Sec-Fetch-Site": "cross-site"})
         for _ in range(25):
             if r.is_redirect:
                 target = urljoin(str(r.url), r.headers["location"])
                 if not target.startswith(self.public):
                     return r
-                r = self.http.get(target)
+                r = self.http.get(target, headers=NAVIGATE)
             elif r.status_code == 200 and 'name="password"' in r.text.replace("'", '"'):
                 form = _inputs(r.text) | {"username": self.user, "password": self.password}
-                r = self.http.post(_action(r.text, str(r.url)), data=form)
+                r = self.http.post(_action(r.text, str(r.url)), data=form, headers=CLICK)
             elif r.status_code == 200 and "name='csrf'" in r.text and answer:
                 self.pages.append(r.text)
                 form = _inputs(r.text) | {"decision": decision}
-                r = self.http.post(str(r.url), data=form)
+                r = self.http.post(str(r.url), data=form, headers=CLICK)
             else:
                 return r
         raise AssertionError("the sign-in did not end")
@@ -76,7 +81,21 @@ class Browser:
 def code_of(resp: httpx.Response) -> dict[str, str]:
     """The query of the redirect back to the client."""
     assert resp.is_redirect, (resp.status_code, resp.text[:500])
-    return {k: v[0] for k, v in parse_qs(urlsplit(resp.headers["location"]).query).items()}
+    query = {k: v[0] for k, v in parse_qs(urlsplit(resp.headers["location"]).query).items()}
+    if "code" in query:
+        SECRETS.add(query["code"])
+    return query
+
+
+def remember(resp: httpx.Response) -> httpx.Response:
+    """Note the secrets of a token or registration response."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp
+    if isinstance(body, dict):
+        SECRETS.update(str(body[k]) for k in ("access_token", "refresh_token", "client_secret") if body.get(k))
+    return resp
 
 
 class Storage:
@@ -93,6 +112,7 @@ class Storage:
     async def set_tokens(self, tokens: OAuthToken) -> None:
         self.tokens = tokens
         self.history.append(tokens)
+        SECRETS.update(t for t in (tokens.access_token, tokens.refresh_token) if t)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         return self.client
@@ -219,47 +239,49 @@ def pkce() -> tuple[str, str]:
     return verifier, challenge
 
 
-def register(hub: Hub, name: str = "Raw client", redirect: str = REDIRECT) -> str:
+def register(jupyterhub: LocalJupyterHub, name: str = "Raw client", redirect: str = REDIRECT) -> str:
     body = {"client_name": name, "redirect_uris": [redirect], "token_endpoint_auth_method": "none"}
-    r = httpx.post(hub.service_url + "oauth/register", json=body, timeout=30)
+    r = httpx.post(jupyterhub.service_url + "oauth/register", json=body, timeout=30)
     assert r.status_code == 201, r.text
     assert "client_secret" not in r.json()  # a public client gets no secret
     return r.json()["client_id"]
 
 
-def authorize_url(hub: Hub, client_id: str, challenge: str | None, **extra: str) -> str:
+def authorize_url(jupyterhub: LocalJupyterHub, client_id: str, challenge: str | None, **extra: str) -> str:
     params = {
         "response_type": "code",
         "client_id": client_id,
         "redirect_uri": REDIRECT,
         "state": "st-1",
-        "resource": hub.mcp_url,
+        "resource": jupyterhub.mcp_url,
         "scope": "kernels:read",
     }
     if challenge is not None:
         params |= {"code_challenge": challenge, "code_challenge_method": "S256"}
     params |= extra
-    return hub.service_url + "oauth/authorize?" + urlencode({k: v for k, v in params.items() if v is not None})
+    return jupyterhub.service_url + "oauth/authorize?" + urlencode({k: v for k, v in params.items() if v is not None})
 
 
-def exchange(hub: Hub, client_id: str, code: str, verifier: str | None, **extra: str) -> httpx.Response:
+def exchange(
+    jupyterhub: LocalJupyterHub, client_id: str, code: str, verifier: str | None, **extra: str
+) -> httpx.Response:
     form = {"grant_type": "authorization_code", "code": code, "client_id": client_id, "redirect_uri": REDIRECT}
     if verifier is not None:
         form["code_verifier"] = verifier
-    return httpx.post(hub.service_url + "oauth/token", data=form | extra, timeout=30)
+    return remember(httpx.post(jupyterhub.service_url + "oauth/token", data=form | extra, timeout=30))
 
 
-def refresh(hub: Hub, client_id: str, token: str) -> httpx.Response:
+def refresh(jupyterhub: LocalJupyterHub, client_id: str, token: str) -> httpx.Response:
     form = {"grant_type": "refresh_token", "refresh_token": token, "client_id": client_id}
-    return httpx.post(hub.service_url + "oauth/token", data=form, timeout=30)
+    return remember(httpx.post(jupyterhub.service_url + "oauth/token", data=form, timeout=30))
 
 
-def sign_in(hub: Hub, user: str) -> tuple[str, dict[str, Any]]:
-    """A registered client's tokens for ``user`` (through the Hub's login and the consent page)."""
-    client_id = register(hub)
+def sign_in(jupyterhub: LocalJupyterHub, user: str) -> tuple[str, dict[str, Any]]:
+    """A registered client's tokens for ``user`` (through JupyterHub's login and the consent page)."""
+    client_id = register(jupyterhub)
     verifier, challenge = pkce()
-    q = code_of(Browser(hub.public, user).authorize(authorize_url(hub, client_id, challenge)))
-    assert q["state"] == "st-1" and q["iss"] == hub.service_url.rstrip("/")
-    r = exchange(hub, client_id, q["code"], verifier)
+    q = code_of(Browser(jupyterhub.public, user).authorize(authorize_url(jupyterhub, client_id, challenge)))
+    assert q["state"] == "st-1" and q["iss"] == jupyterhub.service_url.rstrip("/")
+    r = exchange(jupyterhub, client_id, q["code"], verifier)
     assert r.status_code == 200, r.text
     return client_id, r.json()
