@@ -36,6 +36,14 @@ def describe_bundle(data: dict[str, Any], limit: int = DEFAULT_CHARS) -> str | N
         return f"This output could not be described ({type(exc).__name__}: {str(exc)[:160]})."
 
 
+def describe_charts(data: dict[str, Any], limit: int = DEFAULT_CHARS) -> str | None:
+    """A chart's JSON (Plotly, Vega-Lite) described when it is captured, before a long one is cut at
+    capture; None for anything else (described from its bundle when read)."""
+    if PLOTLY in data or any(VEGALITE.fullmatch(m) for m in data):
+        return describe_bundle(data, limit)
+    return None
+
+
 def _describe(data: dict[str, Any], limit: int) -> str | None:
     types = list(data)
     if PLOTLY in data:

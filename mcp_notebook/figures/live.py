@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .bundle import PLOTLY, VEGALITE, WIDGET, describe_bundle
+from .bundle import WIDGET, describe_charts
 
 WIDGET_KEYS = ("description", "value", "min", "max", "step", "options", "index", "label", "placeholder")
 
@@ -79,9 +79,7 @@ class FigureReader:
             return None
         if pending is not None and (WIDGET in data or any(m.startswith("image/") for m in data)):
             return pending
-        if PLOTLY in data or any(VEGALITE.fullmatch(m) for m in data):
-            return describe_bundle(data, self.chars())
-        return None
+        return describe_charts(data, self.chars())
 
 
 class _LiveWidget:
