@@ -452,20 +452,14 @@ class CellsProvider(Provider):
                 title="One output of an executed cell",
                 description=(
                     "An output in its own MIME type: text, HTML, markdown, JSON, SVG as text; PNG/JPEG as a "
-                    "base64 blob, followed by a text description of what it shows (figures in numbers). "
-                    "?mime= picks one representation only, ?offset= pages long text."
+                    "base64 blob. ?mime= picks another representation, ?offset= pages long text."
                 ),
             ),
             ResourceTemplate(
                 uri_template=DESCRIPTION_TEMPLATE,
-                name="cell-output-description",
-                title="What an output shows, as text",
-                description=(
-                    "A figure or rich output described for a model: per axes or subplot its kind, title, labels, "
-                    "scales, limits, legend and each series' numbers (count, ranges, min/max and where, mean, first, "
-                    "last), read from the live figure (matplotlib) or its JSON (Plotly, Vega-Lite); HTML tables as "
-                    "Markdown; widgets by their state; any other type named with its size."
-                ),
+                name="output-description",
+                title="Described output",
+                description="A figure's numbers: per axes, per series.",
                 mime_type="text/plain",
             ),
         ]
