@@ -305,6 +305,10 @@ def test_large_series_are_estimated_and_tables_bounded():
     from mcp_notebook.figures.bundle import describe_bundle
     from mcp_notebook.figures.summary import describe_series
 
+    url = describe_bundle(
+        {"application/vnd.vegalite.v5+json": {"mark": "bar", "data": {"url": "data/cars.json"}, "encoding": {}}}
+    )
+    assert "data from data/cars.json (the renderer fetches it: its values are not read here)" in url
     y = np.arange(1_000_000, dtype=float)
     line = describe_series(y, y)
     assert line.startswith("1000000 points") and "(estimated from every 5th point)" in line

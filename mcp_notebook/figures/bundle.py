@@ -258,6 +258,9 @@ def describe_vegalite(spec: Any) -> str:
 def _view(spec: dict[str, Any], datasets: dict[str, Any], rows: Any, lines: list[str], depth: int) -> None:
     rows = _rows(spec.get("data"), datasets, rows)
     pad = "  " * depth
+    data = spec.get("data")
+    if isinstance(data, dict) and isinstance(data.get("url"), str):
+        lines.append(f"{pad}data from {data['url'][:120]} (the renderer fetches it: its values are not read here)")
     for key in ("layer", "hconcat", "vconcat", "concat"):
         if isinstance(spec.get(key), list):
             lines.append(f"{pad}{key} of {len(spec[key])} views{_title(spec.get('title'))}:")
