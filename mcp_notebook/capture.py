@@ -12,8 +12,7 @@ output through first and records afterwards, and never raises. Where outputs are
   the post_run_cell result (name and message only).
 
 Outputs produced after a cell finished (a background thread printing later) are not recorded;
-``update_display_data`` for an earlier display is applied to that earlier cell.
-"""
+``update_display_data`` for an earlier display is applied to that earlier cell."""
 
 from __future__ import annotations
 
@@ -63,6 +62,8 @@ class Output:
     kept: int = 0  # stream characters kept
     truncated: bool = False
     notes: list[str] = field(default_factory=list)
+    # What it shows, for a model (issue #44; a callable: read on read); on the hub's side only.
+    description: str | Callable[[], str] | None = None
 
     def text(self) -> str:
         """Stream text, or the error as text (ANSI escapes removed)."""
@@ -120,6 +121,7 @@ class CellCapture:
         self._changed: set[int] = set()
         self.last: CellRecord | None = None  # the cell that finished last (what the post-cell hook is about)
         self.origins = Origins()  # who sent each execute request
+        self.annotate: Callable[[dict[str, Any]], Any] | None = None
 
     # -- install / uninstall ------------------------------------------------------------
     def install(self) -> None:
@@ -336,20 +338,30 @@ class CellCapture:
         if cell is None or not isinstance(data, dict) or not data:
             return
         out = Output(output_type, display_id=display_id)
+        out.description = self._describe(data)
         self._fill(out, data, metadata)
         with self.lock:
             self._append(cell, out)
+
+    def _describe(self, data: dict[str, Any]) -> Any:
+        """The bundle's description from figures.live.FigureReader.annotate, when installed."""
+        try:
+            return None if self.annotate is None else self.annotate(data)
+        except Exception as exc:  # the output is recorded all the same
+            return f"This output could not be described ({type(exc).__name__})."
 
     def update_display(self, display_id: str | None, data: dict[str, Any], metadata: Any = None) -> None:
         """update_display_data: replace the bundle of every earlier output with that display id."""
         if not display_id or not isinstance(data, dict):
             return
+        description = self._describe(data)
         with self.lock:
             for cell in reversed(self.cells):
                 hit = False
                 for out in cell.outputs:
                     if out.display_id == display_id:
                         out.data, out.sizes, out.notes, out.truncated = {}, {}, [], False
+                        out.description = description
                         self._fill(out, data, metadata)
                         hit = True
                 if hit:

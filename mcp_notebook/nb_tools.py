@@ -29,7 +29,8 @@ from .resources import Resources
 from .types import Contents, ResourceNotFound
 
 FIRST_PAGE_ROWS = 100
-LAST_CELLS = 50  # show_outputs without a cell: the newest cell with outputs among the last ones
+LAST_CELLS = 50
+DESCRIBED_CHARS = 6000  # show_outputs: the outputs' descriptions, all together  # show_outputs without a cell: the newest cell with outputs among the last ones
 
 
 # The protocol's tools (protocol/tools.py) as the notebook describes them: its URIs as examples.
@@ -186,7 +187,23 @@ class ViewTools:
         kinds = ", ".join(str(o.get("output_type") or o.get("type") or "output") for o in outputs) or "none"
         uris = " ".join(f"{cell_uri(seq)}/outputs/{i}" for i in range(len(outputs)))
         text = f"Cell {seq} (In [{cell.get('execution_count')}]): {len(outputs)} outputs ({kinds}). {uris}".strip()
+        text += self._descriptions(outputs)
         return {"content": [_text(text)], "structuredContent": {"view": "outputs", "cell": cell}}
+
+    def _descriptions(self, outputs: list[dict[str, Any]]) -> str:
+        """What the figures and rich outputs show (issue #44), for the model, bounded."""
+        parts, room = [], budget.scaled(DESCRIBED_CHARS)
+        for row in outputs:
+            uri = row.get("description_uri")
+            if not uri or room <= 0:
+                continue
+            try:
+                described = self.resources.read(uri)[0].masked_text()
+            except ResourceNotFound:
+                continue
+            parts.append(f"\nOutput {row.get('index')}: {described[:room]}")
+            room -= len(parts[-1])
+        return "".join(parts)
 
     def _newest_with_outputs(self) -> int | None:
         index = _json_of(self.resources.read("nb://cells?limit=1"))

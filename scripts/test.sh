@@ -51,7 +51,7 @@ py_stamp=.venv/.mcp-notebook-test-deps
 if [[ ! -f $py_stamp || pyproject.toml -nt $py_stamp ]]; then
   echo "scripts/test.sh: installing Python dependencies"
   "$VENV_PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
-  "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data,engines,jupyterhub,docs,kernels]' ipywidgets
+  "$VENV_PY" -m pip install --quiet --disable-pip-version-check -e '.[test,data,plots,engines,jupyterhub,docs,kernels]' ipywidgets
   touch "$py_stamp"
 fi
 
@@ -148,7 +148,7 @@ nb_status=0
   notebooks/00-start-here.ipynb notebooks/01-tour.ipynb notebooks/02-subscriptions.ipynb || nb_status=$?
 "$VENV_PY" -m pytest -q --nbval --nbval-current-env \
   --nbval-sanitize-with notebooks/sanitize.cfg \
-  notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb notebooks/05-lineage.ipynb || nb_status=$?
+  notebooks/03-custom-resources.ipynb notebooks/04-security.ipynb notebooks/05-lineage.ipynb notebooks/06-figures.ipynb || nb_status=$?
 if [[ $status -eq 0 ]]; then
   status=$nb_status
 fi
@@ -163,7 +163,7 @@ print(f"ipykernel {ipykernel.__version__}, IPython {IPython.__version__}, ipywid
     tests/test_security.py tests/test_magics.py tests/test_widgets.py tests/test_acceptance_data.py \
     tests/test_hardening_data.py tests/test_secrets_matrix.py \
     tests/test_first_hour.py tests/test_tool_watches.py tests/test_gateway.py tests/test_nsdiff.py tests/test_nswatch.py \
-    tests/test_lineage.py tests/test_history.py tests/test_driver.py tests/test_hubclient.py tests/test_http11_state.py \
+    tests/test_lineage.py tests/test_history.py tests/test_figures.py tests/test_driver.py tests/test_hubclient.py tests/test_http11_state.py \
     || compat_status=$?
   if [[ $compat_status -eq 5 ]]; then
     echo "scripts/test.sh: compat pass collected no tests; treating that as a failure" >&2

@@ -332,3 +332,40 @@ def test_a_browser_host_without_apps_sees_todays_tools(host_page, notebook):
         names = page.evaluate("([u, t]) => window.host.connect(u, t, false)", [notebook["url"], notebook["token"]])
         browser.close()
     assert names == ["list_resources", "read_resource", "changes_since"]
+
+
+def _ax_images(page) -> list[dict[str, str]]:
+    """Every image in Chromium's own accessibility tree (DevTools protocol) of the view's frame:
+    name and description. The view's frame is out of process (a sandboxed frame) or not: both asked."""
+    frame = _view_frame(page)
+    try:
+        session, params = page.context.new_cdp_session(frame), {}
+    except Exception:  # an in-process frame: the page's session, naming the frame
+        session = page.context.new_cdp_session(page)
+        tree = session.send("Page.getFrameTree")["frameTree"]
+        params = {"frameId": next(c["frame"]["id"] for c in tree.get("childFrames", []))}
+    images = []
+    for node in session.send("Accessibility.getFullAXTree", params)["nodes"]:
+        if (node.get("role") or {}).get("value") in ("image", "img"):
+            images.append(
+                {
+                    "name": (node.get("name") or {}).get("value", ""),
+                    "description": (node.get("description") or {}).get("value", ""),
+                }
+            )
+    return images
+
+
+def test_output_viewer_gives_a_figure_alt_text_and_its_description(browser_page, notebook):
+    """Issue #44: the image's short alt text and its full description (aria-describedby), as the
+    browser's accessibility tree exposes them to a screen reader."""
+    page = browser_page
+    view, _ = _open(page, "show_outputs", {"cell": notebook["plot_seq"]})
+    view.locator("img.output-image").wait_for(timeout=15_000)
+    view.locator('[data-testid="description"]').wait_for(state="attached", timeout=15_000)
+    images = _ax_images(page)
+    figure = [i for i in images if i["name"].startswith("matplotlib Figure")]
+    assert figure, images
+    assert len(figure[0]["name"]) <= 150
+    assert 'Axes 1 "apps plot"' in figure[0]["description"]
+    assert "3 points" in figure[0]["description"] and "max 3 at x=1" in figure[0]["description"]

@@ -39,8 +39,12 @@ LAYERS: list[tuple[str, ...]] = [
         "commands.kernel_launch",
         "revisions",
         "budget",
+        "figures",
+        "figures.summary",
+        "figures.mpl_boxes",
     ),
-    ("inkernel.config", "commands.autoload", "guard"),
+    ("inkernel.config", "commands.autoload", "guard", "figures.mpl", "figures.bundle"),
+    ("figures.live",),
     ("logs", "types"),
     (
         "providers",
@@ -85,7 +89,7 @@ LONG_FUNCTIONS: dict[str, str] = {}
 # bench/ bottom to top: the package and tests/ helpers are below all of it; a script may import
 # scripts of its own layer or below. The package never imports bench/.
 BENCH_LAYERS: list[tuple[str, ...]] = [
-    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "quiet"),
+    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "quiet", "figures"),
     ("sections", "remote"),
     (
         "busy",

@@ -372,3 +372,65 @@ async def _focus_scenario(lab: dict[str, Any], client_class: Any) -> None:
                 await page.screenshot(path=str(ARTIFACTS / "labextension-focus-other.png"))
         finally:
             await browser.close()
+
+
+def test_a_figure_in_the_notebook_gets_alt_text_and_its_description(lab):
+    """Issue #44: the notebook's own plot image, once the hub describes it, carries a short alt text
+    and aria-describedby naming the full description, as Chromium's accessibility tree shows."""
+    nb = _notebook()
+    nb["cells"] = [
+        {**nb["cells"][0], "id": "load", "source": "%matplotlib inline\n%load_ext mcp_notebook"},
+        {
+            **nb["cells"][0],
+            "id": "plot",
+            "source": "import matplotlib.pyplot as plt\nplt.plot([2, 9, 4], label='lab')\nplt.title('In Lab')\nplt.show()",
+        },
+    ]
+    (lab["root"] / "figs.ipynb").write_text(json.dumps(nb))
+    anyio.run(_figure_scenario, lab)
+
+
+async def _figure_scenario(lab: dict[str, Any]) -> None:
+    async with playwright_api.async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(60_000)
+            # a workspace of its own: only this notebook open (not those the other tests left)
+            await page.goto(f"{lab['url']}/lab/workspaces/figures/tree/figs.ipynb?token={lab['token']}&reset")
+            await page.wait_for_selector(
+                ".jp-Notebook-ExecutionIndicator[data-status='idle'] >> visible=true", timeout=90_000
+            )
+            await page.click(".jp-Notebook .jp-Cell >> nth=0 >> .jp-InputPrompt")
+            await page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+            try:
+                await page.wait_for_selector(
+                    ".mcp-nb-status[data-status='connected']", state="attached", timeout=90_000
+                )
+            except Exception:
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                await page.screenshot(path=str(ARTIFACTS / "lab-figure-not-connected.png"))
+                raise
+            await page.click(".jp-Notebook .jp-Cell >> nth=1 >> .jp-InputPrompt")
+            await page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+            img = page.locator(".jp-Notebook .jp-Cell >> nth=1 >> .jp-OutputArea-output img")
+            await img.wait_for()
+            await page.wait_for_function(
+                "() => !!document.querySelector('.jp-OutputArea-output img[aria-describedby]')", timeout=30_000
+            )
+            cdp = await page.context.new_cdp_session(page)
+            nodes = (await cdp.send("Accessibility.getFullAXTree"))["nodes"]
+            images = [
+                ((n.get("name") or {}).get("value", ""), (n.get("description") or {}).get("value", ""))
+                for n in nodes
+                if (n.get("role") or {}).get("value") in ("image", "img")
+            ]
+            figure = [(name, desc) for name, desc in images if name.startswith("matplotlib Figure")]
+            assert figure, images
+            name, desc = figure[0]
+            assert len(name) <= 150
+            assert 'Axes 1 "In Lab"' in desc and 'line "lab": 3 points' in desc and "max 9 at x=1" in desc
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "lab-figure-described.png"))
+        finally:
+            await browser.close()

@@ -422,3 +422,44 @@ def test_a_python_kernel_without_the_hub_lists_variables_through_its_debugger(se
         assert after == [before[0], str(int(before[1]) + 2), str(int(before[2]) + 2)], (before, after)
     finally:
         s.http.delete(f"api/kernels/{kid}")
+
+
+def test_a_kernel_without_the_hub_has_its_outputs_described_from_their_bundles(server):
+    """Issue #44 from the server's side: a Plotly bundle and an HTML table, published by a Python
+    kernel that never loaded the hub, are read with their descriptions (figures/bundle.py: no
+    kernel needed)."""
+    s = server["server"]
+    r = s.http.post("api/sessions", json={"path": "nohub.ipynb", "type": "notebook", "kernel": {"name": "python3"}})
+    kid = r.json()["kernel"]["id"]
+    try:
+        kc = s.client(kid)
+        plotly = {"data": [{"type": "bar", "x": ["a", "b", "c"], "y": [3, 9, 4], "name": "votes"}], "layout": {}}
+        code = (
+            "from IPython.display import display\n"
+            f"display({{'application/vnd.plotly.v1+json': {plotly!r}, 'text/plain': 'chart'}}, raw=True)\n"
+            "display({'text/html': '<table><tr><th>k</th><th>v</th></tr><tr><td>x</td><td>5</td></tr></table>',"
+            " 'text/plain': 'table'}, raw=True)"
+        )
+
+        async def go() -> None:
+            async with sdk(server["front"], "auto") as (client, _):
+                with anyio.fail_after(30):
+                    while "nohub" not in {k["label"] for k in (await text(client, "nb://kernels"))["kernels"]}:
+                        await anyio.sleep(0.2)
+                assert execute(kc, code)["reply"]["status"] == "ok"
+                with anyio.fail_after(30):
+                    while True:
+                        index = await text(client, "nb://kernels/nohub/cells")
+                        rows = [c for c in index["cells"] if c["outputs"] >= 2]
+                        if rows:
+                            break
+                        await anyio.sleep(0.2)
+                base = f"nb://kernels/nohub/cells/{rows[-1]['seq']}/outputs"
+                chart = (await client.read_resource(f"{base}/0/description")).contents[0].text
+                assert 'bar "votes"' in chart and "max 9 at x=b" in chart
+                table = (await client.read_resource(f"{base}/1")).contents
+                assert "| x | 5 |" in table[-1].text
+
+        anyio.run(go)
+    finally:
+        s.http.delete(f"api/kernels/{kid}")

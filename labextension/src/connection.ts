@@ -8,6 +8,7 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { describeImages, IDescribedImage } from './figures';
 import { ISetupLine } from './setup';
 
 export const COMM_TARGET = 'mcp_notebook.document';
@@ -273,11 +274,14 @@ export class HubConnection {
   }
 
   /** After a cell that may have loaded the hub (`%load_ext`, `%mcp start`, an import), try again. */
-  cellExecuted(source: string): void {
+  cellExecuted(source: string, cellId?: string): void {
     if (!this._comm && this._status !== 'loading' && /mcp/.test(source)) {
       this.probe();
     } else if (this._comm && this._status === 'connected') {
       this.command('state');
+      if (cellId) {
+        this._send({ type: 'command', command: 'describe', cell_id: cellId }); // its figures' descriptions
+      }
     }
   }
 
@@ -304,6 +308,8 @@ export class HubConnection {
         this._pushDocument();
         this._pushActive();
       }
+    } else if (data?.type === 'descriptions' && typeof data.cell_id === 'string' && Array.isArray(data.outputs)) {
+      describeImages(this.panel, data.cell_id, data.outputs as IDescribedImage[]);
     } else if (data?.type === 'result') {
       this._message = String(data.message ?? '');
       this._messageIsError = data.ok === false;

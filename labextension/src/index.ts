@@ -91,7 +91,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     NotebookActions.executed.connect((_, { notebook, cell }) => {
       for (const [nbPanel, conn] of connections) {
         if (nbPanel.content === notebook) {
-          conn.cellExecuted(cell.model.sharedModel.getSource());
+          conn.cellExecuted(cell.model.sharedModel.getSource(), cell.model.id);
         }
       }
     });

@@ -120,9 +120,25 @@ class MCPHub(Configurable):
     max_cell_outputs = Int(500, help="Outputs kept per executed cell; further ones are counted, not kept.").tag(
         config=True
     )
+    figure_descriptions = Bool(
+        True,
+        help="Describe each figure and rich output in text a model can read (matplotlib figures from the live "
+        "object when shown, Plotly and Vega-Lite from their JSON, HTML tables as Markdown), served after the "
+        "exact image and at nb://cells/{seq}/outputs/{index}/description. Kept on the hub's side only. "
+        "Read each time: off, nothing is described or served from then on.",
+    ).tag(config=True)
+    figure_description_chars = Int(2000, help="Longest figure description, in characters (at least 200).").tag(
+        config=True
+    )
     notebook_path = Unicode(
         "", help="Path of the .ipynb for nb://notebook (default: from the frontend: JPY_SESSION_NAME, VS Code)."
     ).tag(config=True)
+
+    @validate("figure_description_chars")
+    def _description_chars(self, proposal):
+        if proposal["value"] < 200:
+            raise ValueError("figure_description_chars must be at least 200")
+        return proposal["value"]
 
     @validate("max_cells", "max_output_chars", "max_image_bytes", "max_cell_outputs")
     def _positive_capture(self, proposal):

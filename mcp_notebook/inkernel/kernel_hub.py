@@ -17,6 +17,7 @@ from typing import Any
 from .. import portable
 from ..budget import Limits
 from ..capture import CellCapture
+from ..figures.live import FigureReader
 from ..logs import HubLog, log
 from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
@@ -74,6 +75,8 @@ class KernelHub:
         self.resources.add_provider(self.variables)
         self._add_tables(cfg)
         self.capture = CellCapture(shell, cfg)
+        self.figures = FigureReader(shell, self.config)
+        self.capture.annotate = self.figures.annotate
         cells = CellsProvider(self.capture, cfg)
         self.resources.add_provider(cells)
         self._add_lineage(shell, cells)
@@ -169,6 +172,7 @@ class KernelHub:
         self.shell.events.register("post_run_cell", self._post_run_cell)
         self._hook_registered = True
         self.capture.install()
+        self.figures.install()
         self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
         self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
@@ -188,6 +192,7 @@ class KernelHub:
                     pass
             self._hook_registered = False
         self.capture.uninstall()
+        self.figures.uninstall()
         self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None

@@ -245,6 +245,12 @@ class LabComm:
             self._on_main(link, (command, name), lambda: self._set_hidden(name, command == "hide"))
         elif command in ("start", "stop"):
             self._on_main(link, (command,), self._start if command == "start" else self._stop)
+        elif command == "describe":
+            cell_id = data.get("cell_id")
+            if not isinstance(cell_id, str) or not cell_id or len(cell_id) > _NAME_MAX:
+                raise ValueError("describe needs the id of a cell")
+            outputs = described_images(self._running_hub(), cell_id)
+            link.send({"type": "descriptions", "cell_id": cell_id, "outputs": outputs})
         else:
             raise ValueError(f"unknown command {command!r}")
 
@@ -345,6 +351,31 @@ class LabComm:
     def links(self) -> int:
         with self._lock:
             return len(self._links)
+
+
+def described_images(kh: Any, cell_id: str) -> list[dict[str, Any]]:
+    """The image outputs of the latest run of a notebook cell, each with a short alt text and its
+    full description (issue #44), masked: what the panel gives the notebook's own images."""
+    if kh is None or not kh.config.figure_descriptions:
+        return []
+    from ..providers.cells import alt_text, describe_output
+    from ..redact import REDACTOR
+
+    seq = kh.capture.seq_for_cell_id(cell_id)
+    cell = kh.capture.get(seq) if seq is not None else None
+    if cell is None:
+        return []
+    with kh.capture.lock:
+        outputs = list(cell.outputs)
+    rows = []
+    for index, out in enumerate(outputs[:50]):
+        if not any(m.startswith("image/") for m in out.data):
+            continue
+        text = describe_output(out, kh.config.figure_description_chars)
+        if text:
+            text = REDACTOR.mask(text)
+            rows.append({"index": index, "alt": alt_text(text), "description": text})
+    return rows
 
 
 def hub_state(kh: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
+from ..figures.bundle import describe_bundle
 from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
@@ -24,9 +25,11 @@ PREFIX = "nb://cells"
 INDEX_URI = "nb://cells"
 CELL_TEMPLATE = "nb://cells/{seq}"
 OUTPUT_TEMPLATE = "nb://cells/{seq}/outputs/{index}{?mime,offset}"
+DESCRIPTION_TEMPLATE = "nb://cells/{seq}/outputs/{index}/description"
 _INDEX = compile_template("nb://cells{?offset,limit}")
 _CELL = compile_template(CELL_TEMPLATE)
 _OUTPUT = compile_template(OUTPUT_TEMPLATE)
+_DESCRIPTION = compile_template(DESCRIPTION_TEMPLATE)
 _JSON = "application/json"
 # Default MIME type of a bundle: the richest one a model can use.
 RICHNESS = (
@@ -79,6 +82,44 @@ def default_mime(out: Output) -> str:
     return types[0] if types else "text/plain"
 
 
+def description_uri(seq: int, index: int) -> str:
+    return f"{PREFIX}/{seq}/outputs/{index}/description"
+
+
+def describe_output(out: Output, limit: int) -> str | None:
+    """What an output shows, for a model: the description captured from its live object (a widget's
+    read now), else one from its bundle alone; None for text and errors (already text)."""
+    if out.output_type not in ("display_data", "execute_result"):
+        return None
+    desc = out.description
+    if callable(desc):
+        try:
+            return desc()
+        except Exception as exc:
+            return f"This output's live object could not be read ({type(exc).__name__})."
+    if desc is None:
+        desc = describe_bundle(out.data, limit)
+        if desc is None:
+            return None
+        out.description = desc  # a bundle does not change: described once (a benign race)
+    if out.truncated and any(m != "text/plain" for m in out.data):
+        desc += "\n[the output was cut at capture: " + "; ".join(out.notes) + "]"
+    return desc
+
+
+def _shown_name(source: str) -> str | None:
+    """The variable a cell shows as its result (its last line is a bare name), if it does."""
+    lines = [line.strip() for line in source.splitlines() if line.strip() and not line.strip().startswith("#")]
+    last = lines[-1] if lines else ""
+    return last if last.isidentifier() and len(last) <= 100 else None
+
+
+def alt_text(description: str, limit: int = 150) -> str:
+    """A short alt text: the description's first line, bounded."""
+    line = description.split("\n", 1)[0].strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def output_text(out: Output, mime: str) -> str:
     """The (masked) text of one output in a text MIME type."""
     if out.output_type in ("stream", "error"):
@@ -122,10 +163,15 @@ class CellsProvider(Provider):
         params = _CELL.match(uri)
         if params is not None:
             return [self._read_cell(uri, self._cell(uri, params["seq"]))]
+        params = _DESCRIPTION.match(uri)
+        if params is not None:
+            cell = self._cell(uri, params["seq"])
+            out, index = self._output(uri, cell, params["index"])
+            return [self._description(uri, cell, index, out, required=True)]
         params = _OUTPUT.match(uri)
         if params is not None:
             cell = self._cell(uri, params["seq"])
-            return [self._read_output(uri, cell, params)]
+            return self._read_output(uri, cell, params)
         raise ResourceNotFound(uri)
 
     def may_run_user_code(self, uri: str) -> bool:
@@ -223,6 +269,11 @@ class CellsProvider(Provider):
             row["preview"] = text
         elif "text/plain" in out.data:
             row["preview"] = output_text(out, "text/plain")[:preview]
+        described = getattr(self._limits, "figure_descriptions", True)
+        if described and out.output_type in ("display_data", "execute_result") and set(out.data) - {"text/plain"}:
+            row["description_uri"] = description_uri(seq, index)
+            if isinstance(out.description, str):
+                row["alt"] = alt_text(out.description)
         if out.display_id:
             row["display_id"] = out.display_id
         if out.truncated:
@@ -237,27 +288,51 @@ class CellsProvider(Provider):
         return Contents(uri=uri, mime_type=_JSON, text=text)
 
     # -- one output ---------------------------------------------------------------------
-    def _read_output(self, uri: str, cell: CellRecord, params: dict[str, str]) -> Contents:
-        unknown = set(params) - {"seq", "index", "mime", "offset"}
-        if unknown:
-            raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)}; use mime, offset")
+    def _output(self, uri: str, cell: CellRecord, raw: str) -> tuple[Output, int]:
         try:
-            index = int(params["index"])
+            index = int(raw)
         except ValueError:
             raise ResourceNotFound(uri) from None
         with self.capture.lock:
             outputs = list(cell.outputs)
         if not 0 <= index < len(outputs):
             raise ResourceNotFound(uri, f"Resource not found: {uri} (cell {cell.seq} has {len(outputs)} outputs)")
-        out = outputs[index]
+        return outputs[index], index
+
+    def _read_output(self, uri: str, cell: CellRecord, params: dict[str, str]) -> list[Contents]:
+        """The output in its MIME type; without ?mime=, its description after it as a text item (a
+        host that drops images still gets the text)."""
+        unknown = set(params) - {"seq", "index", "mime", "offset"}
+        if unknown:
+            raise InvalidResourceParams(f"unknown parameter(s) {sorted(unknown)}; use mime, offset")
+        out, index = self._output(uri, cell, params["index"])
         mime = params.get("mime") or default_mime(out)
         if mime not in out.mime_types():
             raise InvalidResourceParams(f"output {index} of cell {cell.seq} has no {mime}; it has {out.mime_types()}")
         if mime in BINARY_MIME:
             if params.get("offset"):
                 raise InvalidResourceParams(f"offset applies to text outputs, not {mime}")
-            return Contents(uri=uri, mime_type=mime, blob=output_bytes(out, mime))
-        return self._text_page(uri, cell.seq, index, out, mime, int_param(params, "offset", 0))
+            first = Contents(uri=uri, mime_type=mime, blob=output_bytes(out, mime))
+        else:
+            first = self._text_page(uri, cell.seq, index, out, mime, int_param(params, "offset", 0))
+        if params.get("mime") or params.get("offset") or not getattr(self._limits, "figure_descriptions", True):
+            return [first]
+        described = self._description(description_uri(cell.seq, index), cell, index, out, required=False)
+        return [first] if described is None else [first, described]
+
+    def _description(self, uri: str, cell: CellRecord, index: int, out: Output, required: bool) -> Contents | None:
+        if not getattr(self._limits, "figure_descriptions", True):
+            return Contents(uri=uri, mime_type="text/plain", text="Descriptions are off (MCPHub.figure_descriptions).")
+        text = describe_output(out, getattr(self._limits, "figure_description_chars", 2000))
+        if text is None:
+            if not required:
+                return None
+            text = f"Output {index} of cell {cell.seq} is {out.output_type} text: read {output_uri(cell.seq, index)} itself."
+        elif out.output_type == "execute_result" and text.startswith("HTML table"):
+            name = _shown_name(cell.source)
+            if name is not None:
+                text += f"\nThe whole frame, while {name} holds it: nb://frames/{name} (pages, schema, sort, filter)."
+        return Contents(uri=uri, mime_type="text/plain", text=text)
 
     def _text_page(self, uri: str, seq: int, index: int, out: Output, mime: str, offset: int) -> Contents:
         text = output_text(out, mime)
@@ -381,16 +456,23 @@ class CellsProvider(Provider):
                     "base64 blob. ?mime= picks another representation, ?offset= pages long text."
                 ),
             ),
+            ResourceTemplate(
+                uri_template=DESCRIPTION_TEMPLATE,
+                name="output-description",
+                title="Described output",
+                description="A figure's numbers: per axes, per series.",
+                mime_type="text/plain",
+            ),
         ]
 
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
-        if template not in (CELL_TEMPLATE, OUTPUT_TEMPLATE):
+        if template not in (CELL_TEMPLATE, OUTPUT_TEMPLATE, DESCRIPTION_TEMPLATE):
             return None
         cells = self.capture.snapshot()
         if argument == "seq":
             recent = [str(c.seq) for c in reversed(cells)]
             return [s for s in recent if s.startswith(value)][:100]
-        if template != OUTPUT_TEMPLATE:
+        if template == CELL_TEMPLATE:
             return []
         cell = self.capture.get(int(context["seq"])) if context.get("seq", "").isdigit() else None
         if cell is None:

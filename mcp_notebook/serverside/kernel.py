@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..bridge.stdio_carrier import StdioCarrier
+from ..figures.bundle import describe_charts
 from ..hubclient.address import HubAddress
 from ..inkernel.config import MCPHub
 from ..nb_tools import add_nb_tools
@@ -50,6 +51,9 @@ class ServedKernel:
         self.hub_loaded = False  # set by the watch: a hub of its own serves it (its messages are not recorded)
         limits = MCPHub()
         self.capture = IopubCapture(limits)
+        self.capture.annotate = lambda data: (  # chart JSON described before capture cuts it (issue #44)
+            describe_charts(data, limits.figure_description_chars) if limits.figure_descriptions else None
+        )
         if asker is not None:
             asker.mark_ours = self.capture.mark_ours
         self.asker = asker

@@ -44,11 +44,16 @@ export class OutputViewer {
     const mimes: string[] = out.mime_types ?? [];
     const uri = String(out.uri ?? `nb://cells/${this.cell.seq}/outputs/${out.index}`);
     const picture = IMAGE_ORDER.find(m => mimes.includes(m));
+    const described = await this.description(out);
     if (picture) {
       const [item] = await this.bridge.read(`${uri}?mime=${encodeURIComponent(picture)}`);
-      const img = item?.blob ? image(picture, item.blob, `output ${out.index} of cell ${this.cell.seq}`) : null;
+      // Short alt text; the full description linked with aria-describedby (issue #44).
+      const firstLine = described?.text.split('\n', 1)[0];
+      const alt = String(out.alt ?? firstLine ?? `output ${out.index} of cell ${this.cell.seq}`);
+      const img = item?.blob ? image(picture, item.blob, alt) : null;
+      if (img && described) img.setAttribute('aria-describedby', described.id);
       const fallback = item?.text ? el('pre', {}, item.text) : el('div', { cls: 'muted' }, '(image not available)');
-      slot.replaceChildren(img ?? fallback);
+      slot.replaceChildren(img ?? fallback, ...(described ? [described.node] : []));
       return;
     }
     const htmlOnly = out.default_mime === 'text/html' && !mimes.includes('text/plain');
@@ -67,6 +72,30 @@ export class OutputViewer {
     if (label) parts.push(label);
     if (note) parts.push(note);
     parts.push(el('pre', { cls, attrs: { 'data-testid': 'output-text' } }, text));
+    if (described) parts.push(described.node);
     slot.replaceChildren(...parts);
+  }
+
+  /** What the output shows, as the hub describes it (figures in numbers), when it has a description. */
+  private async description(out: Json): Promise<{ id: string; text: string; node: HTMLElement } | null> {
+    if (!out.description_uri) return null;
+    const [item] = await this.bridge.read(String(out.description_uri));
+    const text = item?.text;
+    if (!text) return null;
+    const id = `description-${this.cell.seq}-${out.index}`;
+    // Shown folded for the eye; a hidden copy is what aria-describedby names (a closed <details>
+    // is left out of the accessibility tree's descriptions).
+    const node = el(
+      'div',
+      {},
+      el(
+        'details',
+        { cls: 'description' },
+        el('summary', {}, 'What it shows'),
+        el('pre', { cls: 'text', attrs: { 'data-testid': 'description' } }, text),
+      ),
+      el('div', { attrs: { id, hidden: '' } }, text),
+    );
+    return { id, text, node };
   }
 }
