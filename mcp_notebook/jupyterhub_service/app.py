@@ -20,6 +20,7 @@ from .browser import plain_http_warning
 from .cimd import MetadataFetcher
 from .config import JupyterHubService
 from .endpoint import Fronts, McpHandler
+from .limits import PendingSignIns, RateLimit
 from .oauth import AuthorizationServer
 from .store import Store
 from .web import (
@@ -59,6 +60,7 @@ def _server(settings: JupyterHubService, resource: str, issuer: str) -> Authoriz
             settings.cimd_max_bytes,
             settings.cimd_timeout_seconds,
             settings.cimd_cache_seconds,
+            failure_seconds=settings.cimd_failure_seconds,
         )
     store = Store(settings.db_path)
     for client in settings.clients:
@@ -85,7 +87,16 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
     jupyterhub_home = origin + hub_base.rstrip("/") + "/hub/home"
     fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), jupyterhub_home, settings.check_seconds)
     site = Site(
-        server, fronts, prefix, public, jupyterhub_home, secrets.token_bytes(32), settings.admin_scope, pending={}
+        server,
+        fronts,
+        prefix,
+        public,
+        jupyterhub_home,
+        secrets.token_bytes(32),
+        settings.admin_scope,
+        pending=PendingSignIns(total=settings.pending_sign_ins, per_address=settings.pending_per_address),
+        registrations=RateLimit(settings.registrations_per_minute, settings.registration_burst),
+        max_clients=settings.max_clients,
     )
     origins = {origin, *settings.allowed_origins}
     prm_url = public + ".well-known/oauth-protected-resource"
@@ -174,7 +185,8 @@ class JupyterHubServiceApp(Application):
             app.listen(port, self.service.ip, max_body_size=MAX_BODY_BYTES)
             sweeper = PeriodicCallback(fronts.sweep, 1000)
             sweeper.start()
-            purge = PeriodicCallback(fronts.server.store.purge, 600_000)
+            unused = self.service.unused_client_seconds
+            purge = PeriodicCallback(lambda: fronts.server.store.purge(unused), 600_000)
             purge.start()
             self.log.info("mcp-notebook: one MCP endpoint for every user at %smcp", self.service.resolved_public_url())
             try:

@@ -69,6 +69,7 @@ class Fronts:
         )
         self._fronts: dict[str, GrantFront] = {}
         self._access: dict[str, GrantAccess] = {}
+        self._ended: set[str] = set()  # grants ended in this process: never remembered again
         self._lock = threading.Lock()
         self.listings = Listings()
         server.on_revoke.append(self.close_family)
@@ -77,6 +78,8 @@ class Fronts:
         """The grant of an access token verified before and not expired (memory only)."""
         with self._lock:
             found = self._access.get(digest(token))
+            if found is not None and found.family in self._ended:
+                return None
         return found if found is not None and found.expires > time.time() else None
 
     def authenticate(self, token: str) -> GrantAccess | str:
@@ -94,6 +97,8 @@ class Fronts:
             return "the token is for another resource"
         access = GrantAccess(row.family, grant.user, unseal(token, row.sealed), row.expires)
         with self._lock:
+            if row.family in self._ended:  # revoked after the store was read: this request loses
+                return "this sign-in was revoked"
             if len(self._access) > 10_000:
                 self._access.clear()
             self._access[key] = access
@@ -121,6 +126,7 @@ class Fronts:
 
     def close_family(self, family: str) -> None:
         with self._lock:
+            self._ended.add(family)
             found = self._fronts.pop(family, None)
             for key in [k for k, a in self._access.items() if a.family == family]:
                 del self._access[key]

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -59,12 +60,21 @@ def unseal(key_source: str, sealed: str) -> str:
     return AESGCM(key).decrypt(raw[:12], raw[12:], None).decode()
 
 
+SHA256_PREFIX = "sha256$"
+REPLAYED = "!replayed"  # a code's family while its first exchange is in flight and a replay was seen
+
+
 def hash_secret(secret: str) -> str:
-    salt = secrets.token_bytes(16)
-    return salt.hex() + ":" + hashlib.scrypt(secret.encode(), salt=salt, n=2**14, r=8, p=1).hex()
+    """A client secret's stored form: its SHA-256 (secrets are random and long: no stretching needed,
+    so checking one costs nothing on the event loop)."""
+    return SHA256_PREFIX + hashlib.sha256(b"mcp-notebook client secret\0" + secret.encode()).hexdigest()
 
 
 def check_secret(secret: str, stored: str) -> bool:
+    """``secret`` against a stored hash: SHA-256, or (a file from an earlier version) scrypt, which
+    is slow: callers run this off the event loop."""
+    if stored.startswith(SHA256_PREFIX):
+        return hmac.compare_digest(hash_secret(secret), stored)
     salt, _, want = stored.partition(":")
     got = hashlib.scrypt(secret.encode(), salt=bytes.fromhex(salt), n=2**14, r=8, p=1).hex()
     return hmac.compare_digest(got, want)
@@ -98,9 +108,15 @@ class Store:
     """The sqlite file (one connection, serialized by a lock: the service is small)."""
 
     def __init__(self, path: str):
+        if path != ":memory:" and not path.startswith("file:"):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # created private, never world-readable
+            os.chmod(path, 0o600)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         with self._lock:
+            if path != ":memory:":  # a write-ahead log, synced at checkpoints: a write is not an fsync
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
 
     def _run(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -147,13 +163,31 @@ class Store:
         out["jupyterhub_token"] = unseal(code, sealed) if sealed else ""  # "": used or expired, the token gone
         return out
 
-    def use_code(self, code: str, family: str | None) -> bool:
-        """Mark a code used (once: False when it already was)."""
+    def use_code(self, code: str) -> bool:
+        """Claim a code for one exchange (once: False when it was claimed before). Claimed before its
+        tokens are made, so two exchanges in flight never both succeed."""
         with self._lock:
             cur = self._db.execute(
-                "UPDATE codes SET used = 1, family = ?, sealed = '' WHERE hash = ? AND used = 0", (family, digest(code))
+                "UPDATE codes SET used = 1, sealed = '' WHERE hash = ? AND used = 0", (digest(code),)
             )
             return cur.rowcount == 1
+
+    def link_code(self, code: str, family: str) -> bool:
+        """Record the grant a code's exchange made (False: the code was replayed meanwhile)."""
+        with self._lock:
+            cur = self._db.execute(
+                "UPDATE codes SET family = ? WHERE hash = ? AND family IS NULL", (family, digest(code))
+            )
+            return cur.rowcount == 1
+
+    def replayed_code(self, code: str) -> str | None:
+        """A used code was presented again: the grant its exchange made (to revoke), or None when that
+        exchange is still in flight (it is marked, and its exchange ends its own grant)."""
+        with self._lock:
+            self._db.execute("UPDATE codes SET family = ? WHERE hash = ? AND family IS NULL", (REPLAYED, digest(code)))
+            rows = self._db.execute("SELECT family FROM codes WHERE hash = ?", (digest(code),)).fetchall()
+        family = rows[0][0] if rows else None
+        return None if family in (None, REPLAYED) else family
 
     # -- grants and tokens -------------------------------------------------------------------
     def new_grant(self, user: str, client_id: str, client_name: str, scope: str, resource: str) -> str:
@@ -181,23 +215,35 @@ class Store:
 
     def revoke(self, family: str) -> None:
         """End a grant: its tokens are deleted (and with them every sealed copy of its JupyterHub
-        token), its codes can no longer be exchanged."""
-        self._run("UPDATE grants SET revoked = 1 WHERE family = ?", (family,))
-        self._run("DELETE FROM tokens WHERE family = ?", (family,))
-        self._run("UPDATE codes SET used = 1, sealed = '' WHERE family = ?", (family,))
+        token), its codes can no longer be exchanged (one transaction: a token saved meanwhile
+        either precedes it and is deleted, or follows it and is refused)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("UPDATE grants SET revoked = 1 WHERE family = ?", (family,))
+                self._db.execute("DELETE FROM tokens WHERE family = ?", (family,))
+                self._db.execute("UPDATE codes SET used = 1, sealed = '' WHERE family = ?", (family,))
+            finally:
+                self._db.execute("COMMIT")
 
-    def save_token(self, token: str, family: str, kind: str, jupyterhub_token: str, expires: float) -> None:
-        self._run(
-            "INSERT INTO tokens VALUES (?, ?, ?, ?, ?, 0)",
-            (digest(token), family, kind, seal(token, jupyterhub_token), expires),
-        )
+    def save_token(self, token: str, family: str, kind: str, jupyterhub_token: str, expires: float) -> bool:
+        """Store a token of a live grant (False, nothing stored: the grant was revoked, perhaps while
+        the request that made the token was in flight)."""
+        with self._lock:
+            cur = self._db.execute(
+                "INSERT INTO tokens SELECT ?, ?, ?, ?, ?, 0 WHERE EXISTS "
+                "(SELECT 1 FROM grants WHERE family = ? AND revoked = 0)",
+                (digest(token), family, kind, seal(token, jupyterhub_token), expires, family),
+            )
+            return cur.rowcount == 1
 
     def token(self, token: str) -> TokenRow | None:
         rows = self._run("SELECT family, kind, sealed, expires, used FROM tokens WHERE hash = ?", (digest(token),))
         return TokenRow(*rows[0][:4], bool(rows[0][4])) if rows else None
 
     def use_refresh(self, token: str) -> bool:
-        """Mark a refresh token used (once: False when it already was)."""
+        """Claim a refresh token for one refresh (once: False when it was claimed before). Claimed
+        before the new tokens are made, so two refreshes in flight never both succeed."""
         with self._lock:
             cur = self._db.execute(
                 "UPDATE tokens SET used = 1, sealed = '' WHERE hash = ? AND kind = 'refresh' AND used = 0",
@@ -205,10 +251,18 @@ class Store:
             )
             return cur.rowcount == 1
 
-    def purge(self) -> None:
+    def count_clients(self, kind: str) -> int:
+        return int(self._run("SELECT COUNT(*) FROM clients WHERE kind = ?", (kind,))[0][0])
+
+    def purge(self, unused_client_seconds: float = 86400.0) -> None:
         """Forget what expired a while ago (a used refresh token is kept until it expires: its reuse
-        must still be recognized)."""
+        must still be recognized), and registered clients that never got a grant."""
         now = time.time()
+        self._run(
+            "DELETE FROM clients WHERE kind IN ('dcr', 'cimd') AND created < ? AND client_id NOT IN "
+            "(SELECT client_id FROM grants)",
+            (now - unused_client_seconds,),
+        )
         self._run("DELETE FROM tokens WHERE expires < ?", (now - 60,))
         self._run("UPDATE codes SET sealed = '' WHERE expires < ? OR used = 1", (now,))
         self._run("DELETE FROM codes WHERE expires < ?", (now - 3600,))

@@ -1,0 +1,114 @@
+"""What one caller may ask of the service: registration's size, rate and total, and sign-ins
+pending at once (bounded and expiring), each per calling address.
+
+The address is the one the last proxy saw: the last ``X-Forwarded-For`` entry (configurable-http-
+proxy appends the address it received the request from), else the connection's peer. An entry a
+caller writes itself comes before it and is never read.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+MAX_NAME = 200  # client_name and other short strings
+MAX_FIELD = 2000  # any other string (a URI)
+MAX_REDIRECT_URIS = 10
+MAX_LIST = 20  # grant_types, response_types, contacts...
+MAX_BODY = 16 * 1024
+
+
+def caller_address(headers: Any, remote_ip: str | None) -> str:
+    forwarded = headers.get("X-Forwarded-For") or ""
+    last = forwarded.rsplit(",", 1)[-1].strip()
+    return last or remote_ip or "?"
+
+
+def registration_problem(data: dict[str, Any]) -> str | None:
+    """Why a registration's metadata is refused for its size (None: within the limits)."""
+    uris = data.get("redirect_uris")
+    if isinstance(uris, list) and len(uris) > MAX_REDIRECT_URIS:
+        return f"at most {MAX_REDIRECT_URIS} redirect_uris"
+    if len(data) > 40:
+        return "too many fields"
+    for key, value in data.items():
+        if len(str(key)) > MAX_NAME:
+            return "a field name is too long"
+        values = value if isinstance(value, list) else [value]
+        if len(values) > MAX_LIST:
+            return f"{key}: at most {MAX_LIST} values"
+        for item in values:
+            limit = MAX_NAME if key in ("client_name", "software_id", "software_version", "scope") else MAX_FIELD
+            if not isinstance(item, str | int | float | bool) or item is None:
+                return f"{key}: only strings and numbers"
+            if isinstance(item, str) and len(item) > limit:
+                return f"{key}: at most {limit} characters"
+    return None
+
+
+class RateLimit:
+    """A token bucket per address: ``burst`` at once, then ``per_minute``."""
+
+    def __init__(self, per_minute: float, burst: int):
+        self.rate, self.burst = per_minute / 60.0, burst
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def allow(self, address: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            level, at = self._buckets.pop(address, (float(self.burst), now))
+            level = min(float(self.burst), level + (now - at) * self.rate)
+            allowed = level >= 1.0
+            self._buckets[address] = (level - 1.0 if allowed else level, now)
+            while len(self._buckets) > 100_000:
+                self._buckets.popitem(last=False)
+            return allowed
+
+
+class PendingSignIns:
+    """Authorization requests waiting for the user's sign-in and consent: each expires after
+    ``seconds``; at most ``per_address`` per calling address and ``total`` in all."""
+
+    def __init__(self, seconds: float = 600.0, total: int = 1000, per_address: int = 20):
+        self.seconds, self.total, self.per_address = seconds, total, per_address
+        self._items: OrderedDict[str, tuple[float, str, str, str]] = OrderedDict()  # id -> (at, query, nonce, address)
+        self._lock = threading.Lock()
+
+    def _expire(self, now: float) -> None:
+        while self._items:
+            key, (at, *_) = next(iter(self._items.items()))
+            if now - at <= self.seconds:
+                break
+            del self._items[key]
+
+    def add(self, query: str, address: str) -> tuple[str, str] | None:
+        """A new pending id and the browser's nonce; None when the caps are reached."""
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            if len(self._items) >= self.total:
+                return None
+            if sum(1 for item in self._items.values() if item[3] == address) >= self.per_address:
+                return None
+            pending, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+            self._items[pending] = (now, query, nonce, address)
+            return pending, nonce
+
+    def get(self, pending: str) -> tuple[str, str] | None:
+        """(query, nonce) of a pending request not expired."""
+        with self._lock:
+            self._expire(time.monotonic())
+            found = self._items.get(pending)
+        return (found[1], found[2]) if found is not None else None
+
+    def pop(self, pending: str) -> None:
+        with self._lock:
+            self._items.pop(pending, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
