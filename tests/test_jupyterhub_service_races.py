@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.timeout(300)
 pytest.importorskip("authlib")
 pytest.importorskip("jupyterhub")
 
@@ -25,6 +24,7 @@ from mcp_notebook.jupyterhub_service.limits import PendingSignIns, RateLimit, re
 from mcp_notebook.jupyterhub_service.oauth import AuthorizationServer, FormRequest
 from mcp_notebook.jupyterhub_service.store import Store, check_secret, hash_secret
 
+pytestmark = pytest.mark.timeout(300)
 ROUNDS = 1000
 PUBLIC = "https://hub.example.org/services/mcp-notebook/"
 REDIRECT = "http://127.0.0.1:9/callback"
@@ -190,14 +190,18 @@ def test_registration_limits_and_rate():
     assert limit.allow("198.51.100.8")  # another address is not affected
 
 
-def test_pending_sign_ins_are_capped_and_expire():
-    pending = PendingSignIns(seconds=0.2, total=30, per_address=5)
+def test_pending_sign_ins_are_capped_and_expire(world):
+    server, _ = world
+    pending = PendingSignIns(server.store, seconds=0.2, total=30, per_address=5)
     assert [pending.add("q", "a") is not None for _ in range(6)] == [True] * 5 + [False]
     for i in range(25):
         assert pending.add("q", f"b{i}") is not None
     assert pending.add("q", "c") is None  # 30 in all
     time.sleep(0.3)
-    assert pending.add("q", "a") is not None and len(pending) == 1  # the rest expired
+    added = pending.add("q", "a")  # the rest expired
+    assert added is not None and pending.get(added[0]) == ("q", added[1])
+    pending.pop(added[0])
+    assert pending.get(added[0]) is None
 
 
 def test_client_secrets_hash_with_sha256_and_old_scrypt_hashes_still_verify():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import secrets
 from urllib.parse import urlsplit
 
 from jupyterhub.services.auth import HubOAuth
@@ -62,7 +61,7 @@ def _server(settings: JupyterHubService, resource: str, issuer: str) -> Authoriz
             settings.cimd_cache_seconds,
             failure_seconds=settings.cimd_failure_seconds,
         )
-    store = Store(settings.db_path)
+    store = Store(settings.db_path, settings.db_url)
     for client in settings.clients:
         metadata = {k: v for k, v in client.items() if k not in ("client_id", "client_secret")}
         store.save_client(client["client_id"], "config", metadata, client.get("client_secret"))
@@ -92,9 +91,9 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
         prefix,
         public,
         jupyterhub_home,
-        secrets.token_bytes(32),
+        server.store.key("consent-csrf"),  # shared: any replica checks the consent form another served
         settings.admin_scope,
-        pending=PendingSignIns(total=settings.pending_sign_ins, per_address=settings.pending_per_address),
+        pending=PendingSignIns(server.store, total=settings.pending_sign_ins, per_address=settings.pending_per_address),
         registrations=RateLimit(settings.registrations_per_minute, settings.registration_burst),
         max_clients=settings.max_clients,
     )
@@ -119,7 +118,7 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
         routes = [r for r in routes if r[1] is not RegisterHandler]
     app = web.Application(
         routes,
-        cookie_secret=secrets.token_bytes(32),
+        cookie_secret=server.store.key("cookie"),  # shared by the replicas
         hub_auth=hub_auth,
         login_url=hub_auth.login_url,
         xsrf_cookies=False,
@@ -185,6 +184,9 @@ class JupyterHubServiceApp(Application):
             app.listen(port, self.service.ip, max_body_size=MAX_BODY_BYTES)
             sweeper = PeriodicCallback(fronts.sweep, 1000)
             sweeper.start()
+            loop = asyncio.get_running_loop()
+            follower = PeriodicCallback(lambda: loop.run_in_executor(None, fronts.follow_revocations), 1000)
+            follower.start()
             unused = self.service.unused_client_seconds
             purge = PeriodicCallback(lambda: fronts.server.store.purge(unused), 600_000)
             purge.start()
@@ -193,6 +195,7 @@ class JupyterHubServiceApp(Application):
                 await asyncio.Event().wait()
             finally:
                 sweeper.stop()
+                follower.stop()
                 purge.stop()
                 fronts.close()
 

@@ -34,6 +34,11 @@ class JupyterHubService(Configurable):
         help="The sqlite file of clients, grants and token hashes (relative: the service's working dir). "
         "':memory:' keeps nothing across restarts.",
     ).tag(config=True)
+    db_url = Unicode(
+        "",
+        help="The store's database, as JupyterHub's db_url: sqlite:///file or postgresql://user@host/db (one "
+        "database for every replica). Default: the sqlite file db_path.",
+    ).tag(config=True)
     access_token_seconds = Int(3600, help="Life of an access token (at most 3600).").tag(config=True)
     refresh_token_seconds = Int(
         14 * 24 * 3600, help="Life of a refresh token (a grant also ends when its JupyterHub token does)."

@@ -69,7 +69,8 @@ class Fronts:
         )
         self._fronts: dict[str, GrantFront] = {}
         self._access: dict[str, GrantAccess] = {}
-        self._ended: set[str] = set()  # grants ended in this process: never remembered again
+        self._ended: set[str] = set()  # grants ended: never remembered again
+        self._revoked_since = time.time() - 60.0
         self._lock = threading.Lock()
         self.listings = Listings()
         server.on_revoke.append(self.close_family)
@@ -133,6 +134,14 @@ class Fronts:
         if found is not None:
             found.link.jupyterhub_token = ""  # the grant's JupyterHub token is never used again
             threading.Thread(target=found.front.close, daemon=True).start()  # streams get their end
+
+    def follow_revocations(self) -> None:
+        """Grants another replica (or this one) revoked since the last look end here too: their
+        remembered tokens and fronts go (called every second, off the event loop)."""
+        families, self._revoked_since = self.server.store.revoked_since(self._revoked_since)
+        for family in families:
+            if family not in self._ended:
+                self.close_family(family)
 
     def sweep(self) -> None:
         """End grants JupyterHub no longer accepts (checked by their fronts' directories every second),

@@ -8,11 +8,12 @@ caller writes itself comes before it and is never read.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections import OrderedDict
 from typing import Any
+
+from .store import Store
 
 MAX_NAME = 200  # client_name and other short strings
 MAX_FIELD = 2000  # any other string (a URI)
@@ -70,45 +71,20 @@ class RateLimit:
 
 
 class PendingSignIns:
-    """Authorization requests waiting for the user's sign-in and consent: each expires after
-    ``seconds``; at most ``per_address`` per calling address and ``total`` in all."""
+    """Authorization requests waiting for the user's sign-in and consent, in the store (any replica
+    answers the consent): each expires after ``seconds``; at most ``per_address`` per calling
+    address and ``total`` in all."""
 
-    def __init__(self, seconds: float = 600.0, total: int = 1000, per_address: int = 20):
-        self.seconds, self.total, self.per_address = seconds, total, per_address
-        self._items: OrderedDict[str, tuple[float, str, str, str]] = OrderedDict()  # id -> (at, query, nonce, address)
-        self._lock = threading.Lock()
-
-    def _expire(self, now: float) -> None:
-        while self._items:
-            key, (at, *_) = next(iter(self._items.items()))
-            if now - at <= self.seconds:
-                break
-            del self._items[key]
+    def __init__(self, store: Store, seconds: float = 600.0, total: int = 1000, per_address: int = 20):
+        self.store, self.seconds, self.total, self.per_address = store, seconds, total, per_address
 
     def add(self, query: str, address: str) -> tuple[str, str] | None:
         """A new pending id and the browser's nonce; None when the caps are reached."""
-        now = time.monotonic()
-        with self._lock:
-            self._expire(now)
-            if len(self._items) >= self.total:
-                return None
-            if sum(1 for item in self._items.values() if item[3] == address) >= self.per_address:
-                return None
-            pending, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-            self._items[pending] = (now, query, nonce, address)
-            return pending, nonce
+        return self.store.add_pending(query, address, self.seconds, self.total, self.per_address)
 
     def get(self, pending: str) -> tuple[str, str] | None:
         """(query, nonce) of a pending request not expired."""
-        with self._lock:
-            self._expire(time.monotonic())
-            found = self._items.get(pending)
-        return (found[1], found[2]) if found is not None else None
+        return self.store.pending(pending, self.seconds)
 
     def pop(self, pending: str) -> None:
-        with self._lock:
-            self._items.pop(pending, None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
+        self.store.drop_pending(pending)

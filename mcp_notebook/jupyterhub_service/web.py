@@ -168,7 +168,8 @@ class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
             site.server.get_consent_grant(req)
         except OAuth2Error as error:
             return self.oauth_error(req, error)
-        added = site.pending.add(self.request.query, caller_address(self.request.headers, self.request.remote_ip))
+        address = caller_address(self.request.headers, self.request.remote_ip)
+        added = await site.off_loop(site.pending.add, self.request.query, address)
         if added is None:
             return self.refuse_page(503, "Too many sign-ins are in progress: try again in a few minutes.")
         pending, nonce = added
@@ -228,7 +229,7 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
     async def _context(self) -> tuple[str, str, str, str] | None:
         pending = self.get_argument("pending", "")
         cookie = self.get_secure_cookie(consent_cookie(self.site.secure)[0], max_age_days=1)
-        found = self.site.pending.get(pending) if pending else None
+        found = await self.site.off_loop(self.site.pending.get, pending) if pending else None
         if found is None or cookie is None or not hmac.compare_digest(cookie, found[1].encode()):
             self.refuse_page(400, "This sign-in request is unknown or expired: start again from your assistant.")
             return None
@@ -296,7 +297,7 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
         pending, user, jupyterhub_token, query = ctx
         if not hmac.compare_digest(self.get_body_argument("csrf", ""), self.site.csrf(pending, user)):
             return self.refuse_page(403, "The form's CSRF token is missing or wrong: nothing was granted.")
-        self.site.pending.pop(pending, None)
+        await self.site.off_loop(self.site.pending.pop, pending)
         name, attributes = consent_cookie(self.site.secure)
         self.clear_cookie(name, path=attributes.get("path", self.site.prefix), secure=self.site.secure)
         self.hub_auth.clear_cookie(self)  # the grant keeps the JupyterHub token (sealed); the browser needs it no more
@@ -364,8 +365,6 @@ class RegisterHandler(TokenHandler):
     async def post(self) -> None:
         self._cors()
         site = self.site
-        if not site.registrations.allow(caller_address(self.request.headers, self.request.remote_ip)):
-            return self._refuse(429, "too many registrations from this address: try again later")
         try:
             data = json.loads(self.request.body or b"{}") if len(self.request.body) <= MAX_BODY else None
         except ValueError:
@@ -375,6 +374,8 @@ class RegisterHandler(TokenHandler):
         problem = registration_problem(data)
         if problem:
             return self._refuse(400, problem)
+        if not site.registrations.allow(caller_address(self.request.headers, self.request.remote_ip)):
+            return self._refuse(429, "too many registrations from this address: try again later")
         if await site.off_loop(site.server.store.count_clients, "dcr") >= site.max_clients:
             return self._refuse(503, "this server has as many registered clients as it keeps: try again later")
         req = JsonBodyRequest("POST", site.public + "oauth/register", dict(self.request.headers), data)
