@@ -69,6 +69,7 @@ def jupyterhub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> 
         "--JupyterHubService.access_token_seconds=8",
         "--JupyterHubService.check_seconds=2",
         "--JupyterHubService.cimd_allow_hosts=localhost",  # tests only: the default refuses loopback
+        "--JupyterHubService.registration_burst=1000",  # tests only: every test registers from 127.0.0.1
         f"--JupyterHubService.cimd_ca_file={cimd.ca_file}",
         "--JupyterHubService.clients=" + json.dumps([PRECONF]),
         "--JupyterHubServiceApp.log_level=DEBUG",  # every library's DEBUG lines: none may hold a secret

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
+from typing import Any as AnyType
 from urllib.parse import urlsplit
 
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.ioloop import PeriodicCallback
-from traitlets import Instance
+from traitlets import Any, Instance
 from traitlets.config import Application, Config
 
 from ..version import __version__
@@ -38,6 +40,30 @@ from .web import (
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 access_log = logging.getLogger("tornado.access")
+
+
+class SharedStateHubOAuth(HubOAuth):
+    """JupyterHub's OAuth client for the service, its sign-in states in the store: HubOAuth keeps
+    them in the process, so a sign-in sent to one replica and called back at another would fail."""
+
+    store = Any(None, allow_none=True)
+
+    def generate_state(self, next_url: str | None = None, **extra_state: AnyType) -> str:
+        if self.store is None:
+            return super().generate_state(next_url, **extra_state)
+        state_id = secrets.token_urlsafe(16)
+        self.store.save_hub_state(state_id, {"next_url": next_url, **extra_state})
+        return state_id
+
+    def _decode_state(self, state_id: str, /) -> dict[str, AnyType]:
+        if self.store is None:
+            return super()._decode_state(state_id)
+        return self.store.hub_state(state_id) or {}
+
+    def clear_oauth_state(self, state_id: str) -> None:
+        if self.store is None:
+            return super().clear_oauth_state(state_id)
+        self.store.drop_hub_state(state_id)
 
 
 def log_request(handler: web.RequestHandler) -> None:
@@ -84,6 +110,8 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
     server = _server(settings, public + "mcp", public.rstrip("/"))
     hub_base = os.environ.get("JUPYTERHUB_BASE_URL", "/")
     jupyterhub_home = origin + hub_base.rstrip("/") + "/hub/home"
+    if isinstance(hub_auth, SharedStateHubOAuth):
+        hub_auth.store = server.store
     fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), jupyterhub_home, settings.check_seconds)
     site = Site(
         server,
@@ -167,7 +195,7 @@ class JupyterHubServiceApp(Application):
         warning = plain_http_warning(public)
         if warning:
             self.log.warning(warning)
-        hub_auth = HubOAuth.instance(
+        hub_auth = SharedStateHubOAuth.instance(
             api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""),
             cache_max_age=5,
             # Secure over https; scoped to the service's path (a __Host- cookie would reach every path of

@@ -65,6 +65,13 @@ pending = sa.Table(  # v2: sign-ins awaiting consent, answered by any replica
     sa.Column("address", sa.Text, nullable=False),
     sa.Column("created", sa.Float, nullable=False),
 )
+hub_states = sa.Table(  # v2: JupyterHub sign-in states (HubOAuth keeps them in memory: one replica)
+    "hub_states",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("state", sa.Text, nullable=False),
+    sa.Column("created", sa.Float, nullable=False),
+)
 keys = sa.Table(  # v2: secrets every replica shares (cookie signing, consent CSRF)
     "keys",
     metadata,
@@ -119,5 +126,7 @@ def upgrade(eng: sa.Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     with eng.begin() as conn:
+        if eng.dialect.name == "postgresql":  # replicas starting together: one upgrades, the others wait
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(4242042)"))
         config.attributes["connection"] = conn
         command.upgrade(config, "head")

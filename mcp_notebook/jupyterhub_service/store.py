@@ -284,6 +284,19 @@ class Store:
     def drop_pending(self, pending_id: str) -> None:
         self._run("DELETE FROM pending WHERE id = :id", id=pending_id)
 
+    def save_hub_state(self, state_id: str, state: dict[str, Any]) -> None:
+        """A JupyterHub sign-in's state (next URL, PKCE verifier), for whichever replica gets the callback."""
+        sql = "INSERT INTO hub_states VALUES (:id, :state, :now)"
+        self._run(sql, id=state_id, state=json.dumps(state), now=time.time())
+
+    def hub_state(self, state_id: str, seconds: float = 600.0) -> dict[str, Any] | None:
+        sql = "SELECT state FROM hub_states WHERE id = :id AND created >= :t"
+        rows = self._run(sql, id=state_id, t=time.time() - seconds)
+        return json.loads(rows[0][0]) if rows else None
+
+    def drop_hub_state(self, state_id: str) -> None:
+        self._run("DELETE FROM hub_states WHERE id = :id OR created < :t", id=state_id, t=time.time() - 3600)
+
     def key(self, name: str) -> bytes:
         """A secret every replica shares (made by the first to ask)."""
         for _ in range(3):

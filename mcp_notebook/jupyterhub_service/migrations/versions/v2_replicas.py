@@ -1,5 +1,5 @@
 """What replicas share: when a grant was revoked (the others drop it from memory within a second),
-sign-ins pending consent, and the keys every replica signs with."""
+sign-ins pending consent, JupyterHub sign-in states, and the keys every replica signs with."""
 
 from __future__ import annotations
 
@@ -24,4 +24,10 @@ def upgrade() -> None:
     )
     op.create_index("pending_address", "pending", ["address"])
     op.create_index("pending_created", "pending", ["created"])
+    op.create_table(
+        "hub_states",
+        sa.Column("id", sa.Text, primary_key=True),
+        sa.Column("state", sa.Text, nullable=False),
+        sa.Column("created", sa.Float, nullable=False),
+    )
     op.create_table("keys", sa.Column("name", sa.Text, primary_key=True), sa.Column("value", sa.Text, nullable=False))
