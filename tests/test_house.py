@@ -102,6 +102,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "gateway",
         "load",
         "jupyterhub_service",
+        "jupyterhub_paced",
         "bridge_latency",
     ),
     ("run",),
