@@ -196,11 +196,6 @@ class MetadataFetcher:
         except TimeoutError:  # the thread is stuck beyond its own deadline (DNS): answer anyway
             raise MetadataError("no answer within the deadline") from None
 
-    def fetch_blocking(self, url: str) -> dict[str, Any]:
-        """The same from a thread (tests, tools)."""
-        found = self.cached(url)
-        return found if found is not None else self._start(url).result(self.timeout + 1.0)
-
     def _fetch_now(self, url: str, deadline: float) -> dict[str, Any]:
         """Fetch within ``deadline`` (set when the fetch was asked for: time queued counts)."""
         try:

@@ -127,6 +127,8 @@ class Fronts:
 
     def close_family(self, family: str) -> None:
         with self._lock:
+            if len(self._ended) > 100_000:  # the store refuses them anyway: this set only closes the race
+                self._ended.clear()
             self._ended.add(family)
             found = self._fronts.pop(family, None)
             for key in [k for k, a in self._access.items() if a.family == family]:
