@@ -123,9 +123,12 @@ class Store:
             "sh": hash_secret(secret) if secret else None,
             "now": time.time(),
         }
-        with self._lock, self.engine.begin() as conn:
-            conn.execute(text("DELETE FROM clients WHERE client_id = :id"), values)
-            conn.execute(text("INSERT INTO clients VALUES (:id, :kind, :md, :sh, :now)"), values)
+        try:
+            with self._lock, self.engine.begin() as conn:
+                conn.execute(text("DELETE FROM clients WHERE client_id = :id"), values)
+                conn.execute(text("INSERT INTO clients VALUES (:id, :kind, :md, :sh, :now)"), values)
+        except sa_exc.IntegrityError:  # another replica saved the same client at the same moment
+            pass
 
     def client(self, client_id: str) -> tuple[str, dict[str, Any], str | None] | None:
         rows = self._run("SELECT kind, metadata, secret_hash FROM clients WHERE client_id = :id", id=client_id)
@@ -323,6 +326,7 @@ class Store:
         self._run("DELETE FROM codes WHERE expires < :t", t=now - 3600)
         self._run("DELETE FROM grants WHERE revoked = 1 AND last_used < :t", t=now - 7 * 24 * 3600)
         self._run("DELETE FROM pending WHERE created < :t", t=now - 3600)
+        self._run("DELETE FROM hub_states WHERE created < :t", t=now - 3600)
 
     def close(self) -> None:
         self.engine.dispose()
