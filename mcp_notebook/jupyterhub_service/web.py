@@ -409,14 +409,11 @@ class GrantsHandler(_ServiceHandler):
     def _admin(self, model: dict[str, Any]) -> bool:
         return bool(self.settings["hub_auth"].check_scopes({self.site.admin_scope}, model))
 
-    def get(self, family: str = "") -> None:
+    async def get(self, family: str = "") -> None:
         model = self.current_user
         store = self.site.server.store
-        user = self.get_argument("user", None)
-        if self._admin(model):
-            grants = store.grants(user)
-        else:
-            grants = store.grants(model["name"])
+        user = self.get_argument("user", None) if self._admin(model) else model["name"]
+        grants = await self.site.off_loop(store.grants, user)
         self.finish(
             {
                 "grants": [
@@ -434,11 +431,11 @@ class GrantsHandler(_ServiceHandler):
             }
         )
 
-    def delete(self, family: str = "") -> None:
+    async def delete(self, family: str = "") -> None:
         model = self.current_user
-        grant = self.site.server.store.grant(family) if family else None
+        grant = await self.site.off_loop(self.site.server.store.grant, family) if family else None
         if grant is None or grant.revoked or (grant.user != model["name"] and not self._admin(model)):
             raise web.HTTPError(404, "no such grant")
-        self.site.server.revoke(family)
+        await self.site.off_loop(self.site.server.revoke, family)
         self.set_status(204)
         self.finish()
