@@ -13,6 +13,7 @@ JupyterHub's own cookie rules); the grants API takes a token from the ``Authoriz
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import json
@@ -306,10 +307,11 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
         except OAuth2Error as error:
             return self.refuse_page(400, f"{error.error}: {error.description}")
         allowed = self.get_body_argument("decision", "") == "allow"
-        resp = self.site.server.create_authorization_response(
-            req, grant_user=JupyterHubUser(user, jupyterhub_token) if allowed else None, grant=grant
+        grant_user = JupyterHubUser(user, jupyterhub_token) if allowed else None
+        issue = functools.partial(
+            self.site.server.create_authorization_response, req, grant_user=grant_user, grant=grant
         )
-        _send(self, resp)
+        _send(self, await self.site.off_loop(issue))  # the code is written to the store
 
 
 class TokenHandler(_ServiceHandler):
