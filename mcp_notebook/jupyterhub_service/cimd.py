@@ -131,12 +131,12 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
     def abort(self) -> None:
         """The deadline passed: wake the blocked step (a shutdown, unlike a close, wakes a recv)."""
         self._aborted = True
-        raw = self._raw
-        if raw is not None:
-            try:
-                raw.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        for sock in (self.sock, self._raw):  # the TLS socket once wrapped (wrapping detaches the raw one)
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
 
 class MetadataFetcher:
