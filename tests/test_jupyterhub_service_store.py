@@ -103,3 +103,20 @@ def test_db_url_follows_jupyterhubs_spelling():
     assert resolved_url("sqlite:///tmp/a.sqlite", "ignored") == "sqlite:///tmp/a.sqlite"
     pg = resolved_url("postgresql://hub@db/hub", "")
     assert pg in ("postgresql://hub@db/hub", "postgresql+psycopg://hub@db/hub")
+
+
+def test_registered_clients_that_never_got_a_grant_are_purged(tmp_path):
+    store = Store(str(tmp_path / "s.sqlite"))
+    try:
+        for client_id in ("unused", "used"):
+            store.save_client(client_id, "dcr", {"redirect_uris": []}, None)
+        store.save_client("configured", "config", {"redirect_uris": []}, None)
+        store.new_grant("alice", "used", "Used", "kernels:read", "https://h/mcp")
+        store.purge(unused_client_seconds=3600)
+        assert store.client("unused") is not None  # young: kept
+        store.purge(unused_client_seconds=-1)
+        assert store.client("unused") is None
+        assert store.client("used") is not None and store.client("configured") is not None
+        assert store.count_clients("dcr") == 1
+    finally:
+        store.close()
