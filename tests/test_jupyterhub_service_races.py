@@ -179,13 +179,14 @@ def test_public_addresses_pass(address):
     assert is_public(address)
 
 
-def test_registration_limits_and_rate():
+def test_registration_limits_and_rate(world):
     assert registration_problem({"client_name": "x" * 201}) is not None
     assert registration_problem({"redirect_uris": [REDIRECT] * 11}) is not None
     assert registration_problem({"redirect_uris": ["https://a.example/" + "x" * 2000]}) is not None
     assert registration_problem({"contacts": [{"nested": 1}]}) is not None
     assert registration_problem({"client_name": "ok", "redirect_uris": [REDIRECT]}) is None
-    limit = RateLimit(per_minute=10, burst=20)
+    server, _ = world
+    limit = RateLimit(server.store, per_minute=10, burst=20)
     assert sum(limit.allow("198.51.100.7") for _ in range(300)) == 20  # 300 in a row: 20 pass
     assert limit.allow("198.51.100.8")  # another address is not affected
 

@@ -122,7 +122,7 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
         server.store.key("consent-csrf"),  # shared: any replica checks the consent form another served
         settings.admin_scope,
         pending=PendingSignIns(server.store, total=settings.pending_sign_ins, per_address=settings.pending_per_address),
-        registrations=RateLimit(settings.registrations_per_minute, settings.registration_burst),
+        registrations=RateLimit(server.store, settings.registrations_per_minute, settings.registration_burst),
         max_clients=settings.max_clients,
     )
     origins = {origin, *settings.allowed_origins}

@@ -72,6 +72,13 @@ hub_states = sa.Table(  # v2: JupyterHub sign-in states (HubOAuth keeps them in 
     sa.Column("state", sa.Text, nullable=False),
     sa.Column("created", sa.Float, nullable=False),
 )
+rates = sa.Table(  # v2: registrations per calling address, counted by every replica together
+    "rates",
+    metadata,
+    sa.Column("address", sa.Text, primary_key=True),
+    sa.Column("level", sa.Float, nullable=False),
+    sa.Column("at", sa.Float, nullable=False),
+)
 keys = sa.Table(  # v2: secrets every replica shares (cookie signing, consent CSRF)
     "keys",
     metadata,

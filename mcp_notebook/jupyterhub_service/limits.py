@@ -8,9 +8,6 @@ caller writes itself comes before it and is never read.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import OrderedDict
 from typing import Any
 
 from .store import Store
@@ -51,23 +48,14 @@ def registration_problem(data: dict[str, Any]) -> str | None:
 
 
 class RateLimit:
-    """A token bucket per address: ``burst`` at once, then ``per_minute``."""
+    """A token bucket per address in the store (every replica counts together): ``burst`` at once,
+    then ``per_minute``."""
 
-    def __init__(self, per_minute: float, burst: int):
-        self.rate, self.burst = per_minute / 60.0, burst
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
-        self._lock = threading.Lock()
+    def __init__(self, store: Store, per_minute: float, burst: int):
+        self.store, self.rate, self.burst = store, per_minute / 60.0, burst
 
     def allow(self, address: str) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            level, at = self._buckets.pop(address, (float(self.burst), now))
-            level = min(float(self.burst), level + (now - at) * self.rate)
-            allowed = level >= 1.0
-            self._buckets[address] = (level - 1.0 if allowed else level, now)
-            while len(self._buckets) > 100_000:
-                self._buckets.popitem(last=False)
-            return allowed
+        return self.store.take(address, self.rate, self.burst)
 
 
 class PendingSignIns:

@@ -300,6 +300,29 @@ class Store:
     def drop_hub_state(self, state_id: str) -> None:
         self._run("DELETE FROM hub_states WHERE id = :id OR created < :t", id=state_id, t=time.time() - 3600)
 
+    def take(self, address: str, per_second: float, burst: int) -> bool:
+        """One from ``address``'s token bucket (``burst`` at once, then ``per_second``), shared by
+        every replica; False when it is empty."""
+        now = time.time()
+        lock = " FOR UPDATE" if self.postgres else ""
+        for _ in range(3):
+            try:
+                with self._lock, self.engine.begin() as conn:
+                    row = conn.execute(
+                        text(f"SELECT level, at FROM rates WHERE address = :a{lock}"), {"a": address}
+                    ).first()
+                    level = float(burst) if row is None else min(float(burst), row[0] + (now - row[1]) * per_second)
+                    allowed = level >= 1.0
+                    values = {"a": address, "l": level - 1.0 if allowed else level, "t": now}
+                    if row is None:
+                        conn.execute(text("INSERT INTO rates VALUES (:a, :l, :t)"), values)
+                    else:
+                        conn.execute(text("UPDATE rates SET level = :l, at = :t WHERE address = :a"), values)
+                    return allowed
+            except sa_exc.IntegrityError:  # another replica made the row first: read it again
+                continue
+        return False
+
     def key(self, name: str) -> bytes:
         """A secret every replica shares (made by the first to ask)."""
         for _ in range(3):
@@ -327,6 +350,7 @@ class Store:
         self._run("DELETE FROM grants WHERE revoked = 1 AND last_used < :t", t=now - 7 * 24 * 3600)
         self._run("DELETE FROM pending WHERE created < :t", t=now - 3600)
         self._run("DELETE FROM hub_states WHERE created < :t", t=now - 3600)
+        self._run("DELETE FROM rates WHERE at < :t", t=now - 3600)
 
     def close(self) -> None:
         self.engine.dispose()

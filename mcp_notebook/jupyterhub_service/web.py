@@ -376,7 +376,8 @@ class RegisterHandler(TokenHandler):
         problem = registration_problem(data)
         if problem:
             return self._refuse(400, problem)
-        if not site.registrations.allow(caller_address(self.request.headers, self.request.remote_ip)):
+        address = caller_address(self.request.headers, self.request.remote_ip)
+        if not await site.off_loop(site.registrations.allow, address):
             return self._refuse(429, "too many registrations from this address: try again later")
         if await site.off_loop(site.server.store.count_clients, "dcr") >= site.max_clients:
             return self._refuse(503, "this server has as many registered clients as it keeps: try again later")

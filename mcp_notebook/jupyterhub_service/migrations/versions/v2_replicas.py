@@ -1,5 +1,5 @@
 """What replicas share: when a grant was revoked (the others drop it from memory within a second),
-sign-ins pending consent, JupyterHub sign-in states, and the keys every replica signs with."""
+sign-ins pending consent, JupyterHub sign-in states, registration rates per address, and the keys every replica signs with."""
 
 from __future__ import annotations
 
@@ -29,5 +29,11 @@ def upgrade() -> None:
         sa.Column("id", sa.Text, primary_key=True),
         sa.Column("state", sa.Text, nullable=False),
         sa.Column("created", sa.Float, nullable=False),
+    )
+    op.create_table(
+        "rates",
+        sa.Column("address", sa.Text, primary_key=True),
+        sa.Column("level", sa.Float, nullable=False),
+        sa.Column("at", sa.Float, nullable=False),
     )
     op.create_table("keys", sa.Column("name", sa.Text, primary_key=True), sa.Column("value", sa.Text, nullable=False))
