@@ -85,6 +85,14 @@ if { ! command -v R >/dev/null || [[ ! -f /usr/share/jupyter/kernels/ir/kernel.j
     r-base-core r-cran-irkernel r-cran-tibble >/dev/null
 fi
 
+# The replicated JupyterHub service's tests start a throwaway PostgreSQL and haproxy (Debian's).
+if { ! command -v haproxy >/dev/null || ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" >/dev/null; } \
+  && command -v apt-get >/dev/null; then
+  echo "scripts/test.sh: installing postgresql and haproxy (apt)"
+  SUDO=$([[ $(id -u) -eq 0 ]] || echo sudo)
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends postgresql haproxy >/dev/null
+fi
+
 # npm writes node_modules/.package-lock.json on every install; reinstall when the lock is newer.
 node_stamp=tests/node/node_modules/.package-lock.json
 if [[ ! -f $node_stamp || tests/node/package-lock.json -nt $node_stamp || tests/node/package.json -nt $node_stamp ]]; then

@@ -82,9 +82,13 @@ def docs_config_block() -> str:
 class LocalJupyterHub:
     """``jupyterhub`` with the proxy and the service, stopped by :meth:`stop`."""
 
-    def __init__(self, base: Path, svc_args: tuple[str, ...] = ()):
+    def __init__(self, base: Path, svc_args: tuple[str, ...] = (), extra_config: str = "", before_wait: Any = None):
+        """``extra_config`` is appended to the config; ``before_wait(self)`` runs once JupyterHub is
+        started and before the waits (replicas of the service the test runs itself)."""
         self.base = base
         self.port = free_port()
+        self.hub_port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
         self.public = f"http://127.0.0.1:{self.port}/"
         self.service_url = f"{self.public}services/mcp-notebook/"
         self.mcp_url = self.service_url + "mcp"
@@ -93,7 +97,7 @@ class LocalJupyterHub:
         (base / "static").mkdir(parents=True, exist_ok=True)
         conf = CONFIG.format(
             public=self.public,
-            hub_port=free_port(),
+            hub_port=self.hub_port,
             api_port=free_port(),
             svc_port=free_port(),
             chp=str(CHP),
@@ -106,7 +110,7 @@ class LocalJupyterHub:
             tester=TESTER_TOKEN,
             docs_block=docs_config_block(),
         )
-        (base / "jupyterhub_config.py").write_text(conf)
+        (base / "jupyterhub_config.py").write_text(conf + extra_config)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "JPY_"))}
         env["PYTHONPATH"] = str(ROOT)
         self.log = open(base / "jupyterhub.log", "wb")  # closed in stop()
@@ -121,6 +125,8 @@ class LocalJupyterHub:
             base_url=self.public + "hub/api/", headers={"Authorization": f"token {TESTER_TOKEN}"}, timeout=60
         )
         self.clients: list[BlockingKernelClient] = []
+        if before_wait is not None:
+            before_wait(self)
         self._wait(lambda: self.api.get("").status_code == 200, "JupyterHub API")
         self._wait(
             lambda: httpx.get(self.service_url + ".well-known/oauth-protected-resource").status_code == 200,

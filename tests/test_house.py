@@ -108,6 +108,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "gateway",
         "load",
         "jupyterhub_service",
+        "jupyterhub_paced",
         "bridge_latency",
         "http_codec",
     ),

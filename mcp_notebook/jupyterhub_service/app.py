@@ -6,12 +6,13 @@ import asyncio
 import logging
 import os
 import secrets
+from typing import Any as AnyType
 from urllib.parse import urlsplit
 
 from jupyterhub.services.auth import HubOAuth
 from tornado import web
 from tornado.ioloop import PeriodicCallback
-from traitlets import Instance
+from traitlets import Any, Instance
 from traitlets.config import Application, Config
 
 from ..version import __version__
@@ -20,6 +21,7 @@ from .browser import plain_http_warning
 from .cimd import MetadataFetcher
 from .config import JupyterHubService
 from .endpoint import Fronts, McpHandler
+from .limits import PendingSignIns, RateLimit
 from .oauth import AuthorizationServer
 from .store import Store
 from .web import (
@@ -38,6 +40,30 @@ from .web import (
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 access_log = logging.getLogger("tornado.access")
+
+
+class SharedStateHubOAuth(HubOAuth):
+    """JupyterHub's OAuth client for the service, its sign-in states in the store: HubOAuth keeps
+    them in the process, so a sign-in sent to one replica and called back at another would fail."""
+
+    store = Any(None, allow_none=True)
+
+    def generate_state(self, next_url: str | None = None, **extra_state: AnyType) -> str:
+        if self.store is None:
+            return super().generate_state(next_url, **extra_state)
+        state_id = secrets.token_urlsafe(16)
+        self.store.save_hub_state(state_id, {"next_url": next_url, **extra_state})
+        return state_id
+
+    def _decode_state(self, state_id: str, /) -> dict[str, AnyType]:
+        if self.store is None:
+            return super()._decode_state(state_id)
+        return self.store.hub_state(state_id) or {}
+
+    def clear_oauth_state(self, state_id: str) -> None:
+        if self.store is None:
+            return super().clear_oauth_state(state_id)
+        self.store.drop_hub_state(state_id)
 
 
 def log_request(handler: web.RequestHandler) -> None:
@@ -59,8 +85,9 @@ def _server(settings: JupyterHubService, resource: str, issuer: str) -> Authoriz
             settings.cimd_max_bytes,
             settings.cimd_timeout_seconds,
             settings.cimd_cache_seconds,
+            failure_seconds=settings.cimd_failure_seconds,
         )
-    store = Store(settings.db_path)
+    store = Store(settings.db_path, settings.db_url)
     for client in settings.clients:
         metadata = {k: v for k, v in client.items() if k not in ("client_id", "client_secret")}
         store.save_client(client["client_id"], "config", metadata, client.get("client_secret"))
@@ -83,9 +110,20 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
     server = _server(settings, public + "mcp", public.rstrip("/"))
     hub_base = os.environ.get("JUPYTERHUB_BASE_URL", "/")
     jupyterhub_home = origin + hub_base.rstrip("/") + "/hub/home"
+    if isinstance(hub_auth, SharedStateHubOAuth):
+        hub_auth.store = server.store
     fronts = Fronts(server, hub_auth.api_url, settings.resolved_upstream(), jupyterhub_home, settings.check_seconds)
     site = Site(
-        server, fronts, prefix, public, jupyterhub_home, secrets.token_bytes(32), settings.admin_scope, pending={}
+        server,
+        fronts,
+        prefix,
+        public,
+        jupyterhub_home,
+        server.store.key("consent-csrf"),  # shared: any replica checks the consent form another served
+        settings.admin_scope,
+        pending=PendingSignIns(server.store, total=settings.pending_sign_ins, per_address=settings.pending_per_address),
+        registrations=RateLimit(server.store, settings.registrations_per_minute, settings.registration_burst),
+        max_clients=settings.max_clients,
     )
     origins = {origin, *settings.allowed_origins}
     prm_url = public + ".well-known/oauth-protected-resource"
@@ -108,7 +146,7 @@ def build(settings: JupyterHubService, hub_auth: HubOAuth) -> tuple[web.Applicat
         routes = [r for r in routes if r[1] is not RegisterHandler]
     app = web.Application(
         routes,
-        cookie_secret=secrets.token_bytes(32),
+        cookie_secret=server.store.key("cookie"),  # shared by the replicas
         hub_auth=hub_auth,
         login_url=hub_auth.login_url,
         xsrf_cookies=False,
@@ -157,7 +195,7 @@ class JupyterHubServiceApp(Application):
         warning = plain_http_warning(public)
         if warning:
             self.log.warning(warning)
-        hub_auth = HubOAuth.instance(
+        hub_auth = SharedStateHubOAuth.instance(
             api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""),
             cache_max_age=5,
             # Secure over https; scoped to the service's path (a __Host- cookie would reach every path of
@@ -174,13 +212,18 @@ class JupyterHubServiceApp(Application):
             app.listen(port, self.service.ip, max_body_size=MAX_BODY_BYTES)
             sweeper = PeriodicCallback(fronts.sweep, 1000)
             sweeper.start()
-            purge = PeriodicCallback(fronts.server.store.purge, 600_000)
+            loop = asyncio.get_running_loop()
+            follower = PeriodicCallback(lambda: loop.run_in_executor(None, fronts.follow_revocations), 1000)
+            follower.start()
+            unused = self.service.unused_client_seconds
+            purge = PeriodicCallback(lambda: fronts.server.store.purge(unused), 600_000)
             purge.start()
             self.log.info("mcp-notebook: one MCP endpoint for every user at %smcp", self.service.resolved_public_url())
             try:
                 await asyncio.Event().wait()
             finally:
                 sweeper.stop()
+                follower.stop()
                 purge.stop()
                 fronts.close()
 

@@ -34,6 +34,11 @@ class JupyterHubService(Configurable):
         help="The sqlite file of clients, grants and token hashes (relative: the service's working dir). "
         "':memory:' keeps nothing across restarts.",
     ).tag(config=True)
+    db_url = Unicode(
+        "",
+        help="The store's database, as JupyterHub's db_url: sqlite:///file or postgresql://user@host/db (one "
+        "database for every replica). Default: the sqlite file db_path.",
+    ).tag(config=True)
     access_token_seconds = Int(3600, help="Life of an access token (at most 3600).").tag(config=True)
     refresh_token_seconds = Int(
         14 * 24 * 3600, help="Life of a refresh token (a grant also ends when its JupyterHub token does)."
@@ -60,6 +65,23 @@ class JupyterHubService(Configurable):
     cimd_max_bytes = Int(5120, help="Largest metadata document accepted.").tag(config=True)
     cimd_timeout_seconds = Int(5, help="Time limit for fetching a metadata document.").tag(config=True)
     cimd_cache_seconds = Int(600, help="How long a fetched metadata document is reused.").tag(config=True)
+    cimd_failure_seconds = Int(
+        60, help="How long a metadata document that could not be used is not fetched again."
+    ).tag(config=True)
+    registrations_per_minute = Int(10, help="Dynamic registrations accepted per calling address and minute.").tag(
+        config=True
+    )
+    registration_burst = Int(20, help="Dynamic registrations accepted from one address at once.").tag(config=True)
+    max_clients = Int(10_000, help="Dynamically registered clients kept in all (unused ones are purged).").tag(
+        config=True
+    )
+    unused_client_seconds = Int(24 * 3600, help="A registered client that got no grant is forgotten after this.").tag(
+        config=True
+    )
+    pending_sign_ins = Int(1000, help="Sign-ins (authorization requests awaiting consent) pending at once.").tag(
+        config=True
+    )
+    pending_per_address = Int(20, help="Sign-ins pending at once from one calling address.").tag(config=True)
     allowed_origins = List(
         Unicode(), help="Origins (besides JupyterHub's own) whose browsers may call the MCP endpoint."
     ).tag(config=True)

@@ -69,6 +69,8 @@ class Fronts:
         )
         self._fronts: dict[str, GrantFront] = {}
         self._access: dict[str, GrantAccess] = {}
+        self._ended: set[str] = set()  # grants ended: never remembered again
+        self._revoked_since = time.time() - 60.0
         self._lock = threading.Lock()
         self.listings = Listings()
         server.on_revoke.append(self.close_family)
@@ -77,6 +79,8 @@ class Fronts:
         """The grant of an access token verified before and not expired (memory only)."""
         with self._lock:
             found = self._access.get(digest(token))
+            if found is not None and found.family in self._ended:
+                return None
         return found if found is not None and found.expires > time.time() else None
 
     def authenticate(self, token: str) -> GrantAccess | str:
@@ -94,6 +98,8 @@ class Fronts:
             return "the token is for another resource"
         access = GrantAccess(row.family, grant.user, unseal(token, row.sealed), row.expires)
         with self._lock:
+            if row.family in self._ended:  # revoked after the store was read: this request loses
+                return "this sign-in was revoked"
             if len(self._access) > 10_000:
                 self._access.clear()
             self._access[key] = access
@@ -121,12 +127,23 @@ class Fronts:
 
     def close_family(self, family: str) -> None:
         with self._lock:
+            if len(self._ended) > 100_000:  # the store refuses them anyway: this set only closes the race
+                self._ended.clear()
+            self._ended.add(family)
             found = self._fronts.pop(family, None)
             for key in [k for k, a in self._access.items() if a.family == family]:
                 del self._access[key]
         if found is not None:
             found.link.jupyterhub_token = ""  # the grant's JupyterHub token is never used again
             threading.Thread(target=found.front.close, daemon=True).start()  # streams get their end
+
+    def follow_revocations(self) -> None:
+        """Grants another replica (or this one) revoked since the last look end here too: their
+        remembered tokens and fronts go (called every second, off the event loop)."""
+        families, self._revoked_since = self.server.store.revoked_since(self._revoked_since)
+        for family in families:
+            if family not in self._ended:
+                self.close_family(family)
 
     def sweep(self) -> None:
         """End grants JupyterHub no longer accepts (checked by their fronts' directories every second),

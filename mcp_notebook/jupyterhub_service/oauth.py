@@ -10,6 +10,7 @@ are revoked).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections import defaultdict
@@ -19,17 +20,18 @@ from urllib.parse import parse_qs, urlsplit
 
 from authlib.oauth2 import AuthorizationServer as _AuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, JsonPayload, JsonRequest, OAuth2Payload, OAuth2Request, grants
-from authlib.oauth2.rfc6749.errors import InvalidRequestError, OAuth2Error
+from authlib.oauth2.rfc6749.errors import InvalidGrantError, InvalidRequestError, OAuth2Error
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7591 import ClientMetadataClaims, ClientRegistrationEndpoint, InvalidRedirectURIError
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
 
-from .cimd import MetadataError, MetadataFetcher, is_metadata_url, redirect_uri_problem
+from .cimd import GENERIC, MetadataError, MetadataFetcher, is_metadata_url, redirect_uri_problem
 from .config import SCOPE
 from .store import Store, check_secret, unseal
 
+log = logging.getLogger(__name__)
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 
 
@@ -245,9 +247,10 @@ class CodeGrant(grants.AuthorizationCodeGrant):
         row = self.server.store.code(code) if code else None
         if row is None or row["client_id"] != client.client_id:
             return None
-        if row["used"]:  # replayed: what it gave is revoked too (RFC 6749 §4.1.2)
-            if row["family"]:
-                self.server.revoke(row["family"])
+        if row["used"]:  # replayed: what it gave is revoked too (RFC 6749 §4.1.2), even in flight
+            family = self.server.store.replayed_code(code)
+            if family:
+                self.server.revoke(family)
             return None
         if row["expires"] < time.time():
             return None
@@ -255,9 +258,16 @@ class CodeGrant(grants.AuthorizationCodeGrant):
         return Code(code, row)
 
     def delete_authorization_code(self, authorization_code: Code) -> None:
-        self.server.store.use_code(authorization_code.code, authorization_code.user.family)
+        """Nothing: the code was claimed before its tokens were made (authenticate_user)."""
 
     def authenticate_user(self, authorization_code: Code) -> JupyterHubUser:
+        """The code's user, once the code is claimed for this exchange (PKCE checked already): of two
+        exchanges in flight one gets it, the other is a replay."""
+        if not self.server.store.use_code(authorization_code.code):
+            family = self.server.store.replayed_code(authorization_code.code)
+            if family:
+                self.server.revoke(family)
+            raise InvalidGrantError("the code was used already")
         return authorization_code.user
 
 
@@ -270,10 +280,15 @@ class RefreshGrant(grants.RefreshTokenGrant):
         return self.server.refresh_credential(refresh_token, self.request.payload.data.get("resource"))
 
     def authenticate_user(self, credential: RefreshCredential) -> JupyterHubUser:
+        """The grant's user, once the refresh token is claimed for this refresh: a second refresh
+        with it, even one in flight, is a reuse and ends the grant."""
+        if not self.server.store.use_refresh(credential.token):
+            self.server.revoke(credential.family)
+            raise InvalidGrantError("the refresh token was used already")
         return credential.user
 
     def revoke_old_credential(self, credential: RefreshCredential) -> None:
-        self.server.store.use_refresh(credential.token)
+        """Nothing: claimed in authenticate_user."""
 
 
 class ClientRegistration(ClientRegistrationEndpoint):
@@ -386,7 +401,10 @@ class AuthorizationServer(_AuthorizationServer):
         if is_metadata_url(client_id):
             if self.fetcher is None:
                 return None
-            doc = self.fetcher.cached(client_id)  # fetched by the handler, off the event loop
+            doc = self.fetcher.cached(client_id)  # fetched at the authorization endpoint only
+            if doc is None:
+                stored = self.store.client(client_id)
+                doc = stored[1] if stored is not None and stored[0] == "cimd" else None
             return Client(client_id, doc) if doc is not None else None
         found = self.store.client(client_id)
         return Client(client_id, found[1], found[2]) if found is not None else None
@@ -396,13 +414,16 @@ class AuthorizationServer(_AuthorizationServer):
         client: Client = request.client
         if user.family is None:
             user.family = self.store.new_grant(user.name, client.client_id, client.name, SCOPE, self.resource)
+            code: Code | None = getattr(request, "authorization_code", None)
+            if code is not None and not self.store.link_code(code.code, user.family):
+                self.revoke(user.family)  # the code was replayed while this exchange was in flight
+                raise InvalidGrantError("the code was used already")
         now = time.time()
-        self.store.save_token(
-            token["access_token"], user.family, "access", user.jupyterhub_token, now + self.access_seconds
-        )
-        self.store.save_token(
-            token["refresh_token"], user.family, "refresh", user.jupyterhub_token, now + self.refresh_seconds
-        )
+        for kind, seconds in (("access", self.access_seconds), ("refresh", self.refresh_seconds)):
+            if not self.store.save_token(
+                token[f"{kind}_token"], user.family, kind, user.jupyterhub_token, now + seconds
+            ):
+                raise InvalidGrantError("this sign-in was revoked")  # while the request was in flight
         self.store.touch(user.family)
 
     def create_oauth2_request(self, request: Any) -> OAuth2Request:
@@ -443,16 +464,20 @@ class AuthorizationServer(_AuthorizationServer):
         for callback in self.on_revoke:
             callback(family)
 
-    def fetch_client_metadata(self, client_id: str | None) -> str | None:
-        """Fetch a metadata document client (from a thread); the error message, if any."""
+    async def fetch_client_metadata(self, client_id: str | None) -> str | None:
+        """Fetch a metadata document client (the authorization endpoint only; the work runs on the
+        fetcher's own threads) and keep it in the store for the token endpoint; the error for the
+        caller, if any (generic: the reason goes to the log)."""
         if not is_metadata_url(client_id):
             return None
         if self.fetcher is None:
             return "this server does not accept Client ID Metadata Documents"
         try:
-            self.fetcher.fetch(str(client_id))
+            doc = await self.fetcher.fetch(str(client_id))
         except MetadataError as exc:
-            return str(exc)
+            log.warning("client metadata document %s refused: %s", client_id, exc)
+            return GENERIC
+        self.store.save_client(str(client_id), "cimd", doc, None)
         return None
 
     def metadata(self, base: str) -> dict[str, Any]:

@@ -13,13 +13,13 @@ JupyterHub's own cookie rules); the grants API takes a token from the ``Authoriz
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import json
 import re
-import secrets
-import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,9 +33,9 @@ from ..protocol.security import JUPYTERHUB_SCOPE
 from .browser import PAGE_HEADERS, answer_problem, consent_cookie, page_problem
 from .config import SCOPE
 from .endpoint import Fronts
+from .limits import MAX_BODY, PendingSignIns, RateLimit, caller_address, registration_problem
 from .oauth import AuthorizationServer, Client, FormRequest, JsonBodyRequest, JupyterHubUser, Response
 
-PENDING_SECONDS = 600.0
 TOKEN_HEADER = re.compile(r"(?:token|bearer)\s+(\S+)\s*$", re.IGNORECASE)
 
 
@@ -50,7 +50,14 @@ class Site:
     jupyterhub_home: str
     secret: bytes
     admin_scope: str
-    pending: dict[str, tuple[float, str, str]]  # id -> (when, the request's query, the browser's nonce)
+    pending: PendingSignIns
+    registrations: RateLimit
+    max_clients: int = 10_000
+    # token, revocation and registration work (client secrets, the store) off the event loop, on
+    # threads of its own: a flood of token requests never takes the threads users' reads use
+    oauth_pool: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(4, thread_name_prefix="mcp-notebook-oauth")
+    )
 
     @property
     def secure(self) -> bool:
@@ -60,15 +67,8 @@ class Site:
     def csrf(self, pending: str, user: str) -> str:
         return hmac.new(self.secret, f"consent\0{pending}\0{user}".encode(), hashlib.sha256).hexdigest()
 
-    def add_pending(self, query: str) -> tuple[str, str]:
-        """A pending request's id (only ever in the consent URL) and the nonce that binds it to the
-        browser (the consent cookie's value: a server that sees the cookie learns no pending id)."""
-        now = time.monotonic()
-        for key in [k for k, (at, _, _) in self.pending.items() if now - at > PENDING_SECONDS]:
-            del self.pending[key]
-        pending, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-        self.pending[pending] = (now, query, nonce)
-        return pending, nonce
+    async def off_loop(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.oauth_pool, fn, *args)
 
 
 def _send(handler: web.RequestHandler, resp: Response, cors: bool = False) -> None:
@@ -162,16 +162,18 @@ class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
         if problem:
             return self.refuse_page(403, problem)
         req = FormRequest("GET", site.public + "oauth/authorize", dict(self.request.headers), self.request.query)
-        problem = await asyncio.get_running_loop().run_in_executor(
-            None, site.server.fetch_client_metadata, req.payload.client_id
-        )
+        problem = await site.server.fetch_client_metadata(req.payload.client_id)
         if problem:
-            return self.refuse_page(400, f"The client's metadata document cannot be used: {problem}")
+            return self.refuse_page(400, f"This client cannot sign in here: {problem}.")
         try:
             site.server.get_consent_grant(req)
         except OAuth2Error as error:
             return self.oauth_error(req, error)
-        pending, nonce = site.add_pending(self.request.query)
+        address = caller_address(self.request.headers, self.request.remote_ip)
+        added = await site.off_loop(site.pending.add, self.request.query, address)
+        if added is None:
+            return self.refuse_page(503, "Too many sign-ins are in progress: try again in a few minutes.")
+        pending, nonce = added
         name, attributes = consent_cookie(site.secure)
         self.set_secure_cookie(name, nonce, expires_days=None, **({"path": site.prefix} | attributes))
         hub_auth: HubOAuth = self.hub_auth
@@ -228,8 +230,8 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
     async def _context(self) -> tuple[str, str, str, str] | None:
         pending = self.get_argument("pending", "")
         cookie = self.get_secure_cookie(consent_cookie(self.site.secure)[0], max_age_days=1)
-        found = self.site.pending.get(pending)
-        if not pending or found is None or cookie is None or not hmac.compare_digest(cookie, found[2].encode()):
+        found = await self.site.off_loop(self.site.pending.get, pending) if pending else None
+        if found is None or cookie is None or not hmac.compare_digest(cookie, found[1].encode()):
             self.refuse_page(400, "This sign-in request is unknown or expired: start again from your assistant.")
             return None
         # JupyterHub's cookie, read as JupyterHub reads it for its own pages (its XSRF rules included)
@@ -243,7 +245,7 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
             self.hub_auth.clear_cookie(self)  # the browser keeps no token the service refused to use
             self.refuse_page(403, problem)
             return None
-        return pending, model["name"], token, found[1]
+        return pending, model["name"], token, found[0]
 
     def _grant(self, query: str) -> tuple[FormRequest, Any]:
         req = FormRequest("GET", self.site.public + "oauth/authorize", dict(self.request.headers), query)
@@ -296,7 +298,7 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
         pending, user, jupyterhub_token, query = ctx
         if not hmac.compare_digest(self.get_body_argument("csrf", ""), self.site.csrf(pending, user)):
             return self.refuse_page(403, "The form's CSRF token is missing or wrong: nothing was granted.")
-        self.site.pending.pop(pending, None)
+        await self.site.off_loop(self.site.pending.pop, pending)
         name, attributes = consent_cookie(self.site.secure)
         self.clear_cookie(name, path=attributes.get("path", self.site.prefix), secure=self.site.secure)
         self.hub_auth.clear_cookie(self)  # the grant keeps the JupyterHub token (sealed); the browser needs it no more
@@ -305,10 +307,11 @@ class ConsentHandler(HubOAuthenticated, _ServiceHandler):
         except OAuth2Error as error:
             return self.refuse_page(400, f"{error.error}: {error.description}")
         allowed = self.get_body_argument("decision", "") == "allow"
-        resp = self.site.server.create_authorization_response(
-            req, grant_user=JupyterHubUser(user, jupyterhub_token) if allowed else None, grant=grant
+        grant_user = JupyterHubUser(user, jupyterhub_token) if allowed else None
+        issue = functools.partial(
+            self.site.server.create_authorization_response, req, grant_user=grant_user, grant=grant
         )
-        _send(self, resp)
+        _send(self, await self.site.off_loop(issue))  # the code is written to the store
 
 
 class TokenHandler(_ServiceHandler):
@@ -330,18 +333,16 @@ class TokenHandler(_ServiceHandler):
     async def post(self) -> None:
         site = self.site
         req = FormRequest("POST", site.public + "oauth/token", dict(self.request.headers), "", self.request.body)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, site.server.fetch_client_metadata, req.payload.client_id)
         if req.payload.grant_type == "refresh_token" and not await self._hub_still_agrees(req):
             resp = Response(400, {"error": "invalid_grant", "error_description": "the JupyterHub sign-in ended"}, {})
         else:
-            resp = site.server.create_token_response(req)
+            resp = await site.off_loop(site.server.create_token_response, req)
         self._cors()
         _send(self, resp)
 
     async def _hub_still_agrees(self, req: FormRequest) -> bool:
         """A refresh is refused when JupyterHub no longer accepts the grant's user."""
-        cred = self.site.server.refresh_credential(req.form.get("refresh_token", ""), None)
+        cred = await self.site.off_loop(self.site.server.refresh_credential, req.form.get("refresh_token", ""), None)
         if cred is None:
             return True  # authlib refuses it with the right error (and revokes a reused one)
         model = await HubOAuth.instance().user_for_token(cred.user.jupyterhub_token, use_cache=False, sync=False)
@@ -356,11 +357,8 @@ class RevokeHandler(TokenHandler):
 
     async def post(self) -> None:
         req = FormRequest("POST", self.site.public + "oauth/revoke", dict(self.request.headers), "", self.request.body)
-        await asyncio.get_running_loop().run_in_executor(
-            None, self.site.server.fetch_client_metadata, req.payload.client_id
-        )
         self._cors()
-        _send(self, self.site.server.create_endpoint_response("revocation", req))
+        _send(self, await self.site.off_loop(self.site.server.create_endpoint_response, "revocation", req))
 
 
 class RegisterHandler(TokenHandler):
@@ -368,14 +366,26 @@ class RegisterHandler(TokenHandler):
 
     async def post(self) -> None:
         self._cors()
+        site = self.site
         try:
-            data = json.loads(self.request.body or b"{}")
+            data = json.loads(self.request.body or b"{}") if len(self.request.body) <= MAX_BODY else None
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            return _send(self, Response(400, {"error": "invalid_client_metadata", "error_description": "JSON"}, {}))
-        req = JsonBodyRequest("POST", self.site.public + "oauth/register", dict(self.request.headers), data)
-        _send(self, self.site.server.create_endpoint_response("client_registration", req))
+            return self._refuse(400, f"the metadata must be a JSON object of at most {MAX_BODY} bytes")
+        problem = registration_problem(data)
+        if problem:
+            return self._refuse(400, problem)
+        address = caller_address(self.request.headers, self.request.remote_ip)
+        if not await site.off_loop(site.registrations.allow, address):
+            return self._refuse(429, "too many registrations from this address: try again later")
+        if await site.off_loop(site.server.store.count_clients, "dcr") >= site.max_clients:
+            return self._refuse(503, "this server has as many registered clients as it keeps: try again later")
+        req = JsonBodyRequest("POST", site.public + "oauth/register", dict(self.request.headers), data)
+        _send(self, await site.off_loop(site.server.create_endpoint_response, "client_registration", req))
+
+    def _refuse(self, status: int, description: str) -> None:
+        _send(self, Response(status, {"error": "invalid_client_metadata", "error_description": description}, {}))
 
 
 class GrantsHandler(_ServiceHandler):
@@ -402,14 +412,11 @@ class GrantsHandler(_ServiceHandler):
     def _admin(self, model: dict[str, Any]) -> bool:
         return bool(self.settings["hub_auth"].check_scopes({self.site.admin_scope}, model))
 
-    def get(self, family: str = "") -> None:
+    async def get(self, family: str = "") -> None:
         model = self.current_user
         store = self.site.server.store
-        user = self.get_argument("user", None)
-        if self._admin(model):
-            grants = store.grants(user)
-        else:
-            grants = store.grants(model["name"])
+        user = self.get_argument("user", None) if self._admin(model) else model["name"]
+        grants = await self.site.off_loop(store.grants, user)
         self.finish(
             {
                 "grants": [
@@ -427,11 +434,11 @@ class GrantsHandler(_ServiceHandler):
             }
         )
 
-    def delete(self, family: str = "") -> None:
+    async def delete(self, family: str = "") -> None:
         model = self.current_user
-        grant = self.site.server.store.grant(family) if family else None
+        grant = await self.site.off_loop(self.site.server.store.grant, family) if family else None
         if grant is None or grant.revoked or (grant.user != model["name"] and not self._admin(model)):
             raise web.HTTPError(404, "no such grant")
-        self.site.server.revoke(family)
+        await self.site.off_loop(self.site.server.revoke, family)
         self.set_status(204)
         self.finish()

@@ -1,0 +1,78 @@
+"""What one caller may ask of the service: registration's size, rate and total, and sign-ins
+pending at once (bounded and expiring), each per calling address.
+
+The address is the one the last proxy saw: the last ``X-Forwarded-For`` entry (configurable-http-
+proxy appends the address it received the request from), else the connection's peer. An entry a
+caller writes itself comes before it and is never read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .store import Store
+
+MAX_NAME = 200  # client_name and other short strings
+MAX_FIELD = 2000  # any other string (a URI)
+MAX_REDIRECT_URIS = 10
+MAX_LIST = 20  # grant_types, response_types, contacts...
+MAX_BODY = 16 * 1024
+
+
+def caller_address(headers: Any, remote_ip: str | None) -> str:
+    forwarded = headers.get("X-Forwarded-For") or ""
+    last = forwarded.rsplit(",", 1)[-1].strip()
+    return last or remote_ip or "?"
+
+
+def registration_problem(data: dict[str, Any]) -> str | None:
+    """Why a registration's metadata is refused for its size (None: within the limits)."""
+    uris = data.get("redirect_uris")
+    if isinstance(uris, list) and len(uris) > MAX_REDIRECT_URIS:
+        return f"at most {MAX_REDIRECT_URIS} redirect_uris"
+    if len(data) > 40:
+        return "too many fields"
+    for key, value in data.items():
+        if len(str(key)) > MAX_NAME:
+            return "a field name is too long"
+        values = value if isinstance(value, list) else [value]
+        if len(values) > MAX_LIST:
+            return f"{key}: at most {MAX_LIST} values"
+        for item in values:
+            limit = MAX_NAME if key in ("client_name", "software_id", "software_version", "scope") else MAX_FIELD
+            if not isinstance(item, str | int | float | bool) or item is None:
+                return f"{key}: only strings and numbers"
+            if isinstance(item, str) and len(item) > limit:
+                return f"{key}: at most {limit} characters"
+    return None
+
+
+class RateLimit:
+    """A token bucket per address in the store (every replica counts together): ``burst`` at once,
+    then ``per_minute``."""
+
+    def __init__(self, store: Store, per_minute: float, burst: int):
+        self.store, self.rate, self.burst = store, per_minute / 60.0, burst
+
+    def allow(self, address: str) -> bool:
+        return self.store.take(address, self.rate, self.burst)
+
+
+class PendingSignIns:
+    """Authorization requests waiting for the user's sign-in and consent, in the store (any replica
+    answers the consent): each expires after ``seconds``; at most ``per_address`` per calling
+    address and ``total`` in all."""
+
+    def __init__(self, store: Store, seconds: float = 600.0, total: int = 1000, per_address: int = 20):
+        self.store, self.seconds, self.total, self.per_address = store, seconds, total, per_address
+
+    def add(self, query: str, address: str) -> tuple[str, str] | None:
+        """A new pending id and the browser's nonce; None when the caps are reached."""
+        return self.store.add_pending(query, address, self.seconds, self.total, self.per_address)
+
+    def get(self, pending: str) -> tuple[str, str] | None:
+        """(query, nonce) of a pending request not expired."""
+        return self.store.pending(pending, self.seconds)
+
+    def pop(self, pending: str) -> None:
+        self.store.drop_pending(pending)
