@@ -21,7 +21,6 @@ from tornado import web
 from ..allkernels.directory import KernelEntry, write_focus
 from ..allkernels.sse_replies import SseReplies
 from ..hubclient.address import HubAddress
-from ..protocol.exchange import HttpRequest
 from ..serverside.kernel import spec_of
 from ..serverside.watch import served_here
 from .control_client import LoopBridge
@@ -160,16 +159,9 @@ class FrontHandler(SseReplies, McpProxyHandler):
         await self._serve()
 
     async def _serve(self) -> None:
-        if self._refusal is not None:
-            raise self._refusal
-        if self._overflow:
-            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
+        req = self.request_for_here()
         front, directory = self.extensionapp.front()
         await refresh_paths(self, directory)
-        headers = {name.lower(): value for name, value in self.request.headers.get_all()}
-        headers.pop("authorization", None)  # Jupyter's credential: the front never sees it
-        method = self.request.method or "GET"
-        req = HttpRequest(method, headers, bytes(self._body) if method == "POST" else b"", admitted=True)
         await self._exchange(front.server, req)
 
     def on_connection_close(self) -> None:

@@ -20,6 +20,7 @@ from tornado.iostream import StreamClosedError
 
 from ..hubclient.aio import UpstreamResponse, request
 from ..hubclient.rules import HUB_SCHEME, LOOK_AGAIN_STATUS, LOOKUPS, REASON_HEADER, UpstreamError, authorization
+from ..protocol.exchange import HttpRequest
 from .control_client import ChannelResponse, KernelChannel
 from .hubs import HubFinder, HubUnavailable, LoopbackHub
 from .jupyterhub_scope import SCOPE_AUTHORIZER, ScopeAuthorizer, scope_user
@@ -145,6 +146,18 @@ class McpProxyHandler(_ExtensionHandler):
     _task: asyncio.Task[None] | None = None
     _client_gone = False
     _overflow = False
+
+    def request_for_here(self) -> HttpRequest:
+        """This request for a server answered inside this process (the all-kernels front, a kernel
+        served from the server's side): a refusal or an overflow raised, Jupyter's credential left out."""
+        if self._refusal is not None:
+            raise self._refusal
+        if self._overflow:
+            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
+        headers = {name.lower(): value for name, value in self.request.headers.get_all()}
+        headers.pop("authorization", None)  # Jupyter's credential: what answers here never sees it
+        method = self.request.method or "GET"
+        return HttpRequest(method, headers, bytes(self._body) if method == "POST" else b"", admitted=True)
 
     async def prepare(self) -> None:  # type: ignore[override]
         """Authenticate before the body is read; refuse only after it was read (bounded).

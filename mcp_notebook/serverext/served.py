@@ -11,7 +11,6 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 
 from ..allkernels.sse_replies import SseReplies
-from ..protocol.exchange import HttpRequest
 from ..serverside.watch import served_here
 from .handlers import McpProxyHandler, _ExtensionHandler
 
@@ -27,15 +26,7 @@ class KernelMcpHandler(SseReplies, McpProxyHandler):
         if served is None:
             await super()._proxy(kernel_id)
             return
-        if self._refusal is not None:
-            raise self._refusal
-        if self._overflow:
-            raise web.HTTPError(413, f"request body larger than {self.extensionapp.max_body_bytes} bytes")
-        headers = {name.lower(): value for name, value in self.request.headers.get_all()}
-        headers.pop("authorization", None)  # Jupyter's credential stays here
-        method = self.request.method or "GET"
-        req = HttpRequest(method, headers, bytes(self._body) if method == "POST" else b"", admitted=True)
-        await self._exchange(served.server, req)
+        await self._exchange(served.server, self.request_for_here())
 
     def on_connection_close(self) -> None:
         super().on_connection_close()
