@@ -70,6 +70,25 @@ def _header(msg_type: str, session: str) -> dict[str, Any]:
     }
 
 
+async def gateway_websocket(kernel_id: str, session: str) -> Any:
+    """A kernel's channels websocket at the gateway (``GatewayClient``'s URL, headers and auth)."""
+    from jupyter_server.gateway.gateway_client import GatewayClient
+    from jupyter_server.utils import url_path_join
+    from tornado.escape import url_escape
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    gateway = GatewayClient.instance()
+    url = url_path_join(gateway.ws_url or "", gateway.kernels_endpoint, url_escape(kernel_id), "channels")
+    url += f"?session_id={session}"
+    kwargs = gateway.load_connection_args()
+    kwargs["connect_timeout"] = min(float(kwargs.get("connect_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
+    kwargs["request_timeout"] = min(float(kwargs.get("request_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
+    return await asyncio.wait_for(
+        websocket_connect(HTTPRequest(url, **kwargs), max_message_size=64 * 1024 * 1024), CONNECT_SECONDS
+    )
+
+
 class GatewayWire:
     """The kernel's channels websocket at the gateway (``GatewayClient``'s URL, headers and auth)."""
 
@@ -81,21 +100,7 @@ class GatewayWire:
         self._reader: asyncio.Task[None] | None = None
 
     async def open(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
-        from jupyter_server.gateway.gateway_client import GatewayClient
-        from jupyter_server.utils import url_path_join
-        from tornado.escape import url_escape
-        from tornado.httpclient import HTTPRequest
-        from tornado.websocket import websocket_connect
-
-        gateway = GatewayClient.instance()
-        url = url_path_join(gateway.ws_url or "", gateway.kernels_endpoint, url_escape(self.kernel_id), "channels")
-        url += f"?session_id={self.session}"
-        kwargs = gateway.load_connection_args()
-        kwargs["connect_timeout"] = min(float(kwargs.get("connect_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
-        kwargs["request_timeout"] = min(float(kwargs.get("request_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
-        self._ws = await asyncio.wait_for(
-            websocket_connect(HTTPRequest(url, **kwargs), max_message_size=64 * 1024 * 1024), CONNECT_SECONDS
-        )
+        self._ws = await gateway_websocket(self.kernel_id, self.session)
         stream = self._stream()
         if stream is not None:
             with contextlib.suppress(Exception):
