@@ -515,7 +515,6 @@ def test_a_gateway_kernel_without_a_hub_serves_its_cells_and_outputs(setup, mode
             summary = await _json(client, "nb://kernel")
             assert summary["language"] == "python" and summary["served_by"] == "jupyter-server"
             assert summary["kernel_id"] == setup["bare"] and summary["last_execution"], summary
-            assert "gateway" in summary["variables"]
             with anyio.fail_after(15):  # the gateway relays to each websocket on its own: the last may lag
                 while len(cells := (await _json(client, "nb://cells"))["cells"]) < 3 or _running(cells):
                     await anyio.sleep(0.1)
@@ -526,8 +525,15 @@ def test_a_gateway_kernel_without_a_hub_serves_its_cells_and_outputs(setup, mode
             assert f"gw says {mode}" in json.dumps(await _json(client, f"nb://cells/{printed['seq']}"))
             blob = (await client.read_resource(f"nb://cells/{shown['seq']}/outputs/0")).contents[0]
             assert base64.b64decode(blob.blob) == base64.b64decode(PNG)  # the exact bytes
-            with pytest.raises(Exception, match="gateway"):
-                await client.read_resource("nb://vars/anything")  # one sentence: why, what to enable
+            # variables: the kernel's debugger (inspectVariables) asked through the gateway, idle only
+            seen = "print(len(In), get_ipython().execution_count)"
+            before = await anyio.to_thread.run_sync(_bare_cell, setup, f"gw_{mode} = 6 * 7\n{seen}")
+            var = await _json(client, f"nb://vars/gw_{mode}")
+            assert var["value"] == "42" and "debugger" in var["source"], var
+            with pytest.raises(Exception, match="no variable"):
+                await client.read_resource("nb://vars/not_there")
+            after = await anyio.to_thread.run_sync(_bare_cell, setup, seen)
+            assert [int(n) + 1 for n in before.split()] == [int(n) for n in after.split()]  # no cell of ours
             await _notified(client, inbox, mode, "nb://cells", lambda: _bare_cell(setup, "notified = 1"))
 
     anyio.run(go)
@@ -645,6 +651,8 @@ def test_an_r_kernel_behind_the_gateway(setup):
                 assert cells[-1]["status"] == "error" and "data.frame" in json.dumps(cells)
                 plot = await client.read_resource(f"nb://kernels/gwstats/cells/{cells[-2]['seq']}/outputs/0")
                 assert plot.contents[0].mime_type == "image/png"
+                var = await _json(client, "nb://kernels/gwstats/vars/df")  # IRkernel's inspect_request
+                assert var["class"] == ["data.frame"] and "x" in var["printed"], var
 
         anyio.run(go)
     finally:

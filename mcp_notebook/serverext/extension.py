@@ -114,7 +114,15 @@ class MCPNotebookExtension(ExtensionApp):
             lambda kernel_id: finder.record(kernel_id) is not None,
             self._gateway_feed if finder.gateway else None,
             finder.probe if finder.gateway else None,
+            self._gateway_asker if finder.gateway else None,
         )
+
+    @staticmethod
+    def _gateway_asker(feed: Any, idle: Any, mark_ours: Any) -> Any:
+        """Variable reads of a gateway kernel over its feed's websocket (idle only, as for local ones)."""
+        from .gateway_feed import GatewayAsker
+
+        return GatewayAsker(feed, idle, mark_ours)
 
     def _gateway_feed(self, kernel_id: str, on_message: Any, on_close: Any) -> Any:
         """A gateway kernel's IOPub as the gateway relays it (serverext/gateway_feed.py)."""

@@ -4,7 +4,9 @@ websocket at the gateway, with a session of its own, read and never written.
 jupyter_server's kernel websocket (which the Kernel Gateway serves) forwards every IOPub message of
 the kernel to every websocket open on it, whichever client sent the request: the same feed a local
 kernel's IOPub subscription gives (serverside/watch.py). Opening it makes the gateway nudge the kernel
-once with a ``kernel_info_request`` (it does so for every browser tab); nothing else is sent.
+once with a ``kernel_info_request`` (it does so for every browser tab); nothing else is sent, but for
+the variable reads a user asks for (:class:`GatewayAsker`: the idle-only requests of serverside/shell.py,
+whose replies the gateway routes back to this websocket alone).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from ..logs import log
-from .wires import gateway_websocket
+from ..serverside.shell import NoAnswer, ShellAsker
+from .wires import _header, gateway_websocket
 
 
 class GatewayFeed:
@@ -28,6 +32,8 @@ class GatewayFeed:
         self.session = uuid.uuid4().hex
         self.closed = False
         self._ws: Any = None
+        self._loop = asyncio.get_running_loop()
+        self._expected: dict[str, Callable[[dict[str, Any]], None]] = {}  # msg_id -> its reply's taker
         self._task = asyncio.ensure_future(self._run(on_message, on_close))
 
     async def _run(self, on_message: Callable[[dict[str, Any]], None], on_close: Callable[[], None]) -> None:
@@ -37,12 +43,15 @@ class GatewayFeed:
                 text = await self._ws.read_message()
                 if text is None:
                     return
-                if isinstance(text, bytes) or '"iopub"' not in text:
-                    continue  # binary frames (a widget's buffers), replies to the gateway's nudge
-                with contextlib.suppress(ValueError, RecursionError):
-                    msg = json.loads(text)
-                    if isinstance(msg, dict) and msg.get("channel") == "iopub":
-                        on_message(msg)
+                if isinstance(text, bytes):
+                    continue  # binary frames (a widget's buffers)
+                if '"iopub"' in text:
+                    with contextlib.suppress(ValueError, RecursionError):
+                        msg = json.loads(text)
+                        if isinstance(msg, dict) and msg.get("channel") == "iopub":
+                            on_message(msg)
+                elif self._expected and any(msg_id in text for msg_id in list(self._expected)):
+                    self._reply(text)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the gateway went away or refused: the watch opens a new feed later
@@ -54,9 +63,82 @@ class GatewayFeed:
                     self._ws.close()
             on_close()
 
+    def _reply(self, text: str) -> None:
+        with contextlib.suppress(ValueError, RecursionError):
+            msg = json.loads(text)
+            parent = msg.get("parent_header") if isinstance(msg, dict) else None
+            take = self._expected.pop(parent.get("msg_id"), None) if isinstance(parent, dict) else None
+            if take is not None and isinstance(msg.get("content"), dict):
+                take(msg["content"])
+
+    def request(
+        self,
+        channel: str,
+        msg_type: str,
+        content: dict[str, Any],
+        take: Callable[[dict], None],
+        before: Callable[[str], None],
+    ) -> str:
+        """Send one request of ours (from any thread): ``before`` gets its msg_id before it leaves,
+        ``take`` its reply's content. Its msg_id."""
+        header = _header(msg_type, self.session)
+        msg = {"header": header, "parent_header": {}, "metadata": {}, "content": content, "channel": channel}
+        self._expected[header["msg_id"]] = take
+        before(str(header["msg_id"]))
+
+        def write() -> None:
+            if self._ws is not None and not self.closed:
+                with contextlib.suppress(Exception):
+                    self._ws.write_message(json.dumps(msg))
+
+        self._loop.call_soon_threadsafe(write)
+        return str(header["msg_id"])
+
+    def forget(self, msg_id: str) -> None:
+        self._expected.pop(msg_id, None)
+
     def close(self) -> None:
         self.closed = True
         if self._ws is not None:
             with contextlib.suppress(Exception):
                 self._ws.close()
         self._task.cancel()
+
+
+class GatewayAsker(ShellAsker):
+    """serverside/shell.py's reads of a gateway kernel, over its feed's websocket (idle only, one at a
+    time, bounded: the rules of :class:`~mcp_notebook.serverside.shell.ShellAsker`)."""
+
+    def __init__(
+        self, feed: Callable[[], GatewayFeed | None], idle: Callable[[], bool], mark_ours: Callable[[str], None]
+    ):
+        super().__init__(dict, None, idle, mark_ours)
+        self.feed = feed
+
+    def _roundtrip(
+        self, msg_type: str, content: dict[str, Any], timeout: float, published: bool, channel: str
+    ) -> tuple[dict, Any]:
+        feed = self.feed()
+        if feed is None or feed.closed or feed._ws is None:
+            raise NoAnswer("the gateway's websocket to this kernel is not open (it reopens within seconds)")
+        answered, reply = threading.Event(), []
+        event, got = threading.Event(), []
+
+        def take(found: dict[str, Any]) -> None:
+            reply.append(found)
+            answered.set()
+
+        def before(msg_id: str) -> None:  # marked ours and awaited before it leaves
+            self.mark_ours(msg_id)
+            self._waiting[msg_id] = (event, got)
+
+        msg_id = feed.request(channel, msg_type, content, take, before)
+        try:
+            if not answered.wait(timeout):
+                raise NoAnswer(f"the kernel did not answer {msg_type} through the gateway within {timeout:g} s")
+            if published and not event.wait(timeout + 0.5):
+                raise NoAnswer("the kernel ended the read without publishing its result")
+            return reply[0], (got[0] if got else None)
+        finally:
+            self._waiting.pop(msg_id, None)
+            feed.forget(msg_id)

@@ -28,9 +28,8 @@ HUB_ANNOUNCES = "mcp-notebook: MCP server at"  # the line a hub prints when it s
 FEED_RETRY_SECONDS = 5.0  # a gateway feed that closed while its kernel lives is reopened after this long
 PROBE_WAIT_SECONDS = 6.0  # the longest a request waits for the answer to "has this gateway kernel a hub?"
 GATEWAY_VARIABLES = (
-    "variables of a kernel behind a gateway without the mcp-notebook hub are not read: the server reaches "
-    "it only through the gateway's websocket, which relays its IOPub but gives no socket of our own for "
-    "the idle-only reads; load the hub in it (%load_ext mcp_notebook in a Python kernel) for variables"
+    "variables of this kernel behind a gateway are not read: no way to send our idle-only reads through "
+    "the gateway is configured; load the hub in it (%load_ext mcp_notebook in a Python kernel) for variables"
 )
 
 RemoteFeed = Callable[[str, Callable[[dict[str, Any]], None], Callable[[], None]], Any]
@@ -50,6 +49,7 @@ class KernelWatch:
         has_hub: Callable[[str], bool] = lambda kernel_id: False,
         remote_feed: RemoteFeed | None = None,
         probe: Callable[[str], Awaitable[bool | None]] | None = None,
+        remote_asker: Callable[..., Any] | None = None,
     ):
         self.kernel_manager = kernel_manager
         self.notebook_paths = notebook_paths
@@ -64,6 +64,7 @@ class KernelWatch:
         # kernels behind a gateway (remote.py's half): fed by the gateway's websocket, their hub probed
         self.remote_feed = remote_feed  # (kernel id, on_message, on_close) -> a feed with close()
         self.probe = probe  # whether a gateway kernel's hub answers on its control channel (None: unknown)
+        self.remote_asker = remote_asker  # (feed getter, idle, mark_ours) -> a ShellAsker over the feed
         self._remote: set[str] = set()
         self._attaching: dict[str, asyncio.Future[None]] = {}
         self._feed_lost: dict[str, float] = {}
@@ -157,7 +158,14 @@ class KernelWatch:
                 return
             served = ServedKernel(kernel_id, spec, lambda: self._notebook(kernel_id), None, self.opted_in, self.seconds)
             served.hub_loaded = None  # not known until its control channel answered (or stayed silent)
-            served.variables.reason = served.variables.reason or GATEWAY_VARIABLES
+            if self.remote_asker is None:
+                served.variables.reason = served.variables.reason or GATEWAY_VARIABLES
+            else:
+                served.asker = self.remote_asker(
+                    lambda: self._streams.get(kernel_id), lambda: self._remote_idle(served), served.capture.mark_ours
+                )
+                if served.variables.reason is None:
+                    served.variables.asker = served.asker
             self.served[kernel_id] = served
             self._remote.add(kernel_id)
             self._open_feed(kernel_id, served)
@@ -248,6 +256,12 @@ class KernelWatch:
         """A gateway kernel known to have no hub (its control channel stayed silent)."""
         served = self.served.get(kernel_id)
         return served is not None and kernel_id in self._remote and served.hub_loaded is False
+
+    @staticmethod
+    def _remote_idle(served: ServedKernel) -> bool:
+        """Idle by the kernel's IOPub as the gateway relays it, no cell open (the server's own count of
+        a gateway kernel's state lags: it is the gateway's model, refreshed now and then)."""
+        return served.capture.current is None and served.capture.state == "idle"
 
     def _idle(self, kernel_id: str) -> bool:
         """Idle by the kernel's own IOPub and by the server's count of it, no cell open."""
