@@ -6,6 +6,11 @@ and sends the kernel nothing), feeding that kernel's :class:`~.kernel.ServedKern
 :meth:`KernelWatch.sync` runs on the server's loop (a periodic callback and every request): new
 kernels are watched, gone ones closed, a restart (the kernel's process changed) told. What a kernel
 published before the server watched it is not seen: its notebook on disk holds those outputs.
+
+A kernel behind a Kernel Gateway has no socket here: it is fed by the gateway's own websocket, which
+relays every IOPub message of the kernel (``remote_feed``); whether its hub serves it is asked on its
+control channel once, and again only on evidence (``probe``: a cell naming mcp_notebook ended, a hub
+printed its start line, a restart), never per request.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ class KernelWatch:
         self.served: dict[str, ServedKernel] = {}
         self._streams: dict[str, Any] = {}
         self._pids: dict[str, Any] = {}
-        # kernels behind a gateway (remote.py's half): fed by the gateway's websocket, their hub probed
+        # kernels behind a gateway: fed by the gateway's websocket (serverext/gateway_feed.py), hub probed
         self.remote_feed = remote_feed  # (kernel id, on_message, on_close) -> a feed with close()
         self.probe = probe  # whether a gateway kernel's hub answers on its control channel (None: unknown)
         self.remote_asker = remote_asker  # (feed getter, idle, mark_ours) -> a ShellAsker over the feed
