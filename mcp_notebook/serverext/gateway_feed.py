@@ -21,7 +21,7 @@ from typing import Any
 
 from ..logs import log
 from ..serverside.shell import NoAnswer, ShellAsker
-from .wires import _header, gateway_websocket
+from .wires import _header, gateway_websocket, quick_ack
 
 
 class GatewayFeed:
@@ -41,17 +41,21 @@ class GatewayFeed:
             self._ws = await gateway_websocket(self.kernel_id, self.session)
             while not self.closed:
                 text = await self._ws.read_message()
+                quick_ack(self._ws)  # the gateway's next write (a cell's idle, a reply) waits for no ACK of ours
                 if text is None:
                     return
                 if isinstance(text, bytes):
                     continue  # binary frames (a widget's buffers)
-                if '"iopub"' in text:
-                    with contextlib.suppress(ValueError, RecursionError):
-                        msg = json.loads(text)
-                        if isinstance(msg, dict) and msg.get("channel") == "iopub":
-                            on_message(msg)
-                elif self._expected and any(msg_id in text for msg_id in list(self._expected)):
-                    self._reply(text)
+                if '"iopub"' not in text and not any(msg_id in text for msg_id in list(self._expected)):
+                    continue  # the replies to the gateway's nudge
+                try:
+                    msg = json.loads(text)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(msg, dict) and msg.get("channel") == "iopub":
+                    self._hand(on_message, msg)
+                elif isinstance(msg, dict):
+                    self._reply(msg)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the gateway went away or refused: the watch opens a new feed later
@@ -63,13 +67,20 @@ class GatewayFeed:
                     self._ws.close()
             on_close()
 
-    def _reply(self, text: str) -> None:
-        with contextlib.suppress(ValueError, RecursionError):
-            msg = json.loads(text)
-            parent = msg.get("parent_header") if isinstance(msg, dict) else None
-            take = self._expected.pop(parent.get("msg_id"), None) if isinstance(parent, dict) else None
-            if take is not None and isinstance(msg.get("content"), dict):
-                take(msg["content"])
+    def _hand(self, on_message: Callable[[dict[str, Any]], None], msg: dict[str, Any]) -> None:
+        """One relayed message to the watch; a malformed one is dropped, the feed goes on."""
+        try:
+            on_message(msg)
+        except Exception:
+            log.warning("a message relayed for kernel %s could not be read", self.kernel_id, exc_info=True)
+
+    def _reply(self, msg: dict[str, Any]) -> None:
+        """A reply to a request of ours (the gateway routes it to this websocket alone)."""
+        parent = msg.get("parent_header")
+        msg_id = parent.get("msg_id") if isinstance(parent, dict) else None
+        take = self._expected.pop(msg_id, None) if isinstance(msg_id, str) else None
+        if take is not None and isinstance(msg.get("content"), dict):
+            take(msg["content"])
 
     def request(
         self,

@@ -84,9 +84,30 @@ async def gateway_websocket(kernel_id: str, session: str) -> Any:
     kwargs = gateway.load_connection_args()
     kwargs["connect_timeout"] = min(float(kwargs.get("connect_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
     kwargs["request_timeout"] = min(float(kwargs.get("request_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
-    return await asyncio.wait_for(
+    ws = await asyncio.wait_for(
         websocket_connect(HTTPRequest(url, **kwargs), max_message_size=64 * 1024 * 1024), CONNECT_SECONDS
     )
+    stream = _stream(ws)
+    if stream is not None:
+        with contextlib.suppress(Exception):
+            stream.set_nodelay(True)  # our requests go out at once
+    return ws
+
+
+def _stream(ws: Any) -> Any:
+    """A websocket's IOStream (tornado keeps it on the connection's protocol)."""
+    return getattr(getattr(ws, "protocol", None), "stream", None) or getattr(ws, "stream", None)
+
+
+def quick_ack(ws: Any) -> None:
+    """ACK what came in at once: the gateway's websocket does not disable Nagle's algorithm, so
+    a reply written right after the kernel's IOPub traffic would wait for our delayed ACK
+    (~40 ms). Linux only, and not on the portable path (MCP_NOTEBOOK_PORTABLE); re-armed after each
+    read (the kernel clears it)."""
+    sock = getattr(_stream(ws), "socket", None)
+    if sock is not None and QUICKACK is not None and not portable.ON:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
 
 
 class GatewayWire:
@@ -101,31 +122,13 @@ class GatewayWire:
 
     async def open(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
         self._ws = await gateway_websocket(self.kernel_id, self.session)
-        stream = self._stream()
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                stream.set_nodelay(True)  # our requests go out at once
         self._reader = asyncio.ensure_future(self._read(on_message, on_close))
-
-    def _stream(self) -> Any:
-        """The websocket's IOStream (tornado keeps it on the connection's protocol)."""
-        return getattr(getattr(self._ws, "protocol", None), "stream", None) or getattr(self._ws, "stream", None)
-
-    def _quick_ack(self) -> None:
-        """ACK what came in at once: the gateway's websocket does not disable Nagle's algorithm, so
-        a reply written right after the kernel's IOPub traffic would wait for our delayed ACK
-        (~40 ms). Linux only, and not on the portable path (MCP_NOTEBOOK_PORTABLE); re-armed after each
-        read (the kernel clears it)."""
-        sock = getattr(self._stream(), "socket", None)
-        if sock is not None and QUICKACK is not None and not portable.ON:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
 
     async def _read(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
         try:
             while True:
                 text = await self._ws.read_message()
-                self._quick_ack()
+                quick_ack(self._ws)
                 if text is None:
                     return
                 if isinstance(text, bytes):
