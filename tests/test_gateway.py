@@ -597,9 +597,9 @@ def test_loading_the_hub_later_moves_a_gateway_kernel_to_its_control_channel(set
     again, and the kernel is then served by its hub over the control channel."""
     server = setup["server"]
     kid = server.start_kernel()
-    sock = KernelSocket(server.url, TOKEN, kid)
+    _wait_served(setup, kid)
+    sock = KernelSocket(server.url, TOKEN, kid)  # (opened once the kernel is up, as a browser tab)
     try:
-        _wait_served(setup, kid)
         sock.execute("later = 'from the hub'")
         sock.execute("%load_ext mcp_notebook")
         deadline = time.monotonic() + 30
@@ -631,9 +631,9 @@ def test_an_r_kernel_behind_the_gateway(setup):
     r = server.http.post("api/sessions", json={"path": "gwstats.ipynb", "type": "notebook", "kernel": {"name": "ir"}})
     assert r.status_code == 201, r.text
     rid = r.json()["kernel"]["id"]
-    sock = KernelSocket(server.url, TOKEN, rid)
+    _wait_served(setup, rid)
+    sock = KernelSocket(server.url, TOKEN, rid)  # (opened once the kernel is up, as a browser tab)
     try:
-        _wait_served(setup, rid)
         assert "x" in sock.execute('df <- data.frame(a = 1:3, b = c("x", "y", "z")); print(df)')
         sock.execute("plot(1:10)")
         with pytest.raises(AssertionError, match="boom"):
@@ -658,3 +658,50 @@ def test_an_r_kernel_behind_the_gateway(setup):
     finally:
         sock.close()
         server.http.delete(f"api/sessions/{r.json()['id']}")
+
+
+def test_a_gateway_kernel_restart_is_told_and_a_deleted_one_is_gone(setup):
+    """A restart through the server: the history stays, ``restarts`` counts it, the kernel is served
+    again; a deleted kernel leaves the listing and its route says so."""
+    server = setup["server"]
+    kid = server.start_kernel()
+    _wait_served(setup, kid)
+    sock = KernelSocket(server.url, TOKEN, kid)  # (opened once the kernel is up, as a browser tab)
+    try:
+        assert sock.execute("print('before the restart')").strip() == "before the restart"
+    finally:
+        sock.close()  # a browser reconnects after a restart: so does this client
+    assert server.http.post(f"api/kernels/{kid}/restart").status_code == 200
+
+    async def restarted() -> None:
+        async with sdk(server.mcp_url(kid), "auto", AUTH) as (client, _):
+            with anyio.fail_after(20):
+                while (await _json(client, "nb://kernel"))["restarts"] < 1:
+                    await anyio.sleep(0.2)
+
+    anyio.run(restarted)
+    time.sleep(1.5)  # the feed is opened anew a moment after a restart
+    sock = KernelSocket(server.url, TOKEN, kid)
+    try:
+        assert sock.execute("print('after')", timeout=30).strip() == "after"
+    finally:
+        sock.close()
+
+    async def go() -> None:
+        async with sdk(server.mcp_url(kid), "auto", AUTH) as (client, _):
+            with anyio.fail_after(15):
+                while (cells := (await _json(client, "nb://cells"))["cells"])[-1]["first_line"] != "print('after')":
+                    await anyio.sleep(0.2)
+            assert cells[0]["first_line"] == "print('before the restart')"  # the history outlives it
+            assert (await _json(client, "nb://kernel"))["restarts"] == 1
+
+    anyio.run(go)
+    assert server.http.delete(f"api/kernels/{kid}").status_code == 204
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and kid in {
+        r["kernel_id"] for r in server.http.get("mcp-notebook/kernels").json()
+    }:
+        time.sleep(0.2)
+    assert kid not in {r["kernel_id"] for r in server.http.get("mcp-notebook/kernels").json()}
+    r = server.http.post(server.mcp_url(kid), headers=ACCEPT, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert r.status_code == 404, r.text

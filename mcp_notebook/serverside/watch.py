@@ -31,6 +31,7 @@ from .shell import ShellAsker
 log = logging.getLogger(__name__)
 HUB_ANNOUNCES = "mcp-notebook: MCP server at"  # the line a hub prints when it starts (inkernel/lifecycle.py)
 FEED_RETRY_SECONDS = 5.0  # a gateway feed that closed while its kernel lives is reopened after this long
+FEED_AFTER_RESTART_SECONDS = 1.0  # a restarting gateway kernel's feed is reopened after this long
 PROBE_WAIT_SECONDS = 6.0  # the longest a request waits for the answer to "has this gateway kernel a hub?"
 GATEWAY_VARIABLES = (
     "variables of this kernel behind a gateway are not read: no way to send our idle-only reads through "
@@ -75,6 +76,7 @@ class KernelWatch:
         self._feed_lost: dict[str, float] = {}
         self._probes: dict[str, asyncio.Future[None]] = {}
         self._probe_after: dict[str, str] = {}  # kernel id -> the request whose end asks for the hub again
+        self._sessions: dict[str, str] = {}  # kernel id -> the session id its process publishes with
 
     def get(self, kernel_id: str) -> ServedKernel | None:
         return self.served.get(kernel_id)
@@ -204,14 +206,19 @@ class KernelWatch:
         parent = msg.get("parent_header") if isinstance(msg.get("parent_header"), dict) else {}
         if str(parent.get("msg_type") or "").startswith("mcp_"):
             return  # the kernel's busy/idle around our own probe of its hub
-        kind = (msg.get("header") or {}).get("msg_type")
+        header = msg.get("header") if isinstance(msg.get("header"), dict) else {}
         content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
-        kernel_id, state = served.kernel_id, content.get("execution_state")
-        booted = state == "starting" and served.capture.seen_messages > 0
-        if kind == "status" and not parent.get("msg_id") and (state in ("restarting", "dead") or booted):
-            served.restarted("died" if state == "dead" else "restarted")
-            self._reprobe(kernel_id)
+        kind, kernel_id, state = header.get("msg_type"), served.kernel_id, content.get("execution_state")
+        if kind == "status" and not parent.get("msg_id") and state in ("restarting", "dead"):
+            self._remote_restart(served, "died" if state == "dead" else "restarted")  # the gateway's restarter
             return
+        if kind == "shutdown_reply" and content.get("restart") is True:  # a restart asked through the API
+            served.on_message(msg)
+            self._remote_restart(served, "restarted")
+            return
+        if self._new_process(kernel_id, header, parent):  # a new process nobody announced
+            served.restarted("restarted")
+            self._reprobe(kernel_id)
         probe_now = False
         if kind == "execute_input" and "mcp_notebook" in str(content.get("code") or ""):
             self._probe_after[kernel_id] = str(parent.get("msg_id"))  # asked again once that cell ends
@@ -226,6 +233,28 @@ class KernelWatch:
             log.exception("mcp-notebook: a relayed message of kernel %s could not be recorded", kernel_id)
         if probe_now:
             self._reprobe(kernel_id)
+
+    def _remote_restart(self, served: ServedKernel, how: str) -> None:
+        """A gateway kernel restarts: told, its hub asked about again, and its feed opened anew in a
+        moment (the gateway's websocket may keep listening to the old process's ports)."""
+        kernel_id = served.kernel_id
+        self._sessions.pop(kernel_id, None)
+        served.restarted(how)
+        self._reprobe(kernel_id)
+        feed = self._streams.pop(kernel_id, None)
+        if feed is not None:
+            feed.close()
+            self._feed_lost[kernel_id] = time.monotonic() - FEED_RETRY_SECONDS + FEED_AFTER_RESTART_SECONDS
+
+    def _new_process(self, kernel_id: str, header: dict[str, Any], parent: dict[str, Any]) -> bool:
+        """Whether the kernel's own session id changed: each kernel process signs what it publishes in
+        answer to a request with a session id of its own, so a new one is a restarted kernel."""
+        session = header.get("session")
+        if not parent.get("msg_id") or not isinstance(session, str) or not session:
+            return False
+        before = self._sessions.get(kernel_id)
+        self._sessions[kernel_id] = session
+        return before is not None and before != session
 
     def _reprobe(self, kernel_id: str) -> None:
         """Ask the gateway kernel's control channel whether a hub serves it (one probe at a time)."""
@@ -290,6 +319,7 @@ class KernelWatch:
         self._remote.discard(kernel_id)
         self._feed_lost.pop(kernel_id, None)
         self._probe_after.pop(kernel_id, None)
+        self._sessions.pop(kernel_id, None)
         probe = self._probes.pop(kernel_id, None)
         if probe is not None:
             probe.cancel()
@@ -320,8 +350,8 @@ def served_here(watch: Any, finder: Any, kernel_id: str, channel_silent: bool = 
     control channel is served here once that channel is known silent (the watch's probe, or
     ``channel_silent``: the listing just asked it)."""
     served = watch.get(kernel_id) if watch is not None else None
-    if served is None or finder.record(kernel_id) is not None:
-        return None
+    if served is None or not finder.known(kernel_id) or finder.record(kernel_id) is not None:
+        return None  # (a kernel just shut down is gone before the watch's next look)
     if finder.by_channel(kernel_id) and served.hub_loaded is not False:
         if served.hub_loaded or not channel_silent:
             return None
