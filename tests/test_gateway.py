@@ -414,16 +414,18 @@ def test_the_stdio_bridge_reaches_gateway_kernels(setup):
     env = {**os.environ, "MCP_NOTEBOOK_SERVER_TOKEN": TOKEN}
     base = setup["server"].url
 
-    async def bridged(args: list[str], uri: str) -> None:
+    async def bridged(args: list[str], uri: str, expected: str = '"name": "x"') -> None:
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "mcp_notebook", "bridge", "--server", base, *args], env=env
         )
         async with Client(params, cache=None) as client:
             read = await client.call_tool("read_resource", {"uri": uri})
-            assert not read.is_error and '"name": "x"' in read.content[0].text
+            assert not read.is_error and expected in read.content[0].text, read.content[0].text[:500]
 
     anyio.run(bridged, [], "nb://kernels/remote/vars/x")
     anyio.run(bridged, ["--kernel", setup["id"]], "nb://vars/x")
+    _wait_served(setup, setup["bare"])  # and the kernel without a hub, served from the server's side
+    anyio.run(bridged, [], "nb://kernels/bare/kernel", '"served_by": "jupyter-server"')
 
 
 def test_bad_control_messages_get_clear_answers_and_streams_are_bounded(setup):
