@@ -264,7 +264,8 @@ class KernelWatch:
         old = self._probes.pop(kernel_id, None)
         if old is not None:
             old.cancel()
-        served.hub_loaded = None
+        if served.hub_loaded:  # its hub may be gone: requests wait for the answer (at most once)
+            served.hub_loaded = None  # (a kernel known without one stays served from here meanwhile)
         self._probes[kernel_id] = asyncio.ensure_future(self._probe_now(kernel_id, served))
 
     async def _probe_now(self, kernel_id: str, served: ServedKernel) -> None:
@@ -280,6 +281,9 @@ class KernelWatch:
     async def settled(self, kernel_id: str) -> None:
         """Until a gateway kernel's hub is known (at most :data:`PROBE_WAIT_SECONDS`; the server's loop)."""
         deadline = time.monotonic() + PROBE_WAIT_SECONDS
+        served = self.served.get(kernel_id)
+        if served is None or served.hub_loaded is not None:
+            return  # known (a re-probe of a kernel without a hub does not hold its requests)
         while (probe := self._probes.get(kernel_id)) is not None and not probe.done():
             left = deadline - time.monotonic()
             if left <= 0:
