@@ -125,6 +125,34 @@ def busy_interrupts(server: JupyterServer, sock: KernelSocket, kid: str, n: int)
     return result
 
 
+def served(server: JupyterServer, reads: int, cells: int) -> dict[str, Any]:
+    """A gateway kernel without the hub, served from what the gateway relays: how long until it is
+    served, reads of an output and of a variable (ipykernel's debugger through the gateway), and
+    notifications (cell end to the SDK client) through the per-kernel route."""
+    t0 = time.perf_counter()
+    kid = server.start_session("served.ipynb")
+    sock = KernelSocket(server.url, server.token, kid)
+    out: dict[str, Any] = {}
+    try:
+        while not any(
+            r["kernel_id"] == kid and r["route"] == "server" for r in server.http.get("mcp-notebook/kernels").json()
+        ):
+            if time.perf_counter() - t0 > 60:
+                raise TimeoutError("the gateway kernel was never served from the server's side")
+            time.sleep(0.05)
+        out["served_after_start_s"] = time.perf_counter() - t0
+        sock.execute(f"import sys as _s; _s.path.insert(0, {str(HERE)!r}); import kside")
+        sock.execute("kside.install_stamp_hook()")
+        sock.execute("x = [1, 2, 3]\nprint('an output')")
+        url, auth = server.mcp_url(kid), f"token {server.token}"
+        out["read_output"] = read_latency(url, auth, reads, "nb://cells/3/outputs/0")
+        out["read_variable"] = read_latency(url, auth, max(50, reads // 5), "nb://vars/x")
+        out["notify"] = notification_latency(SocketKernel(sock), {"url": url, "token": server.token}, cells)
+    finally:
+        sock.close()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reads", type=int, default=500)
@@ -160,6 +188,7 @@ def main() -> int:
                 out[f"busy_read_{name}"] = busy_reads(server, sock, kid, max(50, args.reads // 5))
             out["interrupt_quiet"] = interrupt_latency(control, sock, kid, args.interrupts)
             out["interrupt_busy_mcp"] = busy_interrupts(control, sock, kid, args.interrupts)
+            out["served"] = served(control, args.reads, args.cells)
             sock.close()
         finally:
             for server in servers:
@@ -188,12 +217,24 @@ def report(out: dict[str, Any]) -> None:
             x, y = a.get(f"{q}_ms"), b.get(f"{q}_ms")
             shown = [f"{v:.2f} ms" if isinstance(v, float) else str(e.get("error")) for v, e in ((x, a), (y, b))]
             print(f"| notification {era} {q} | {shown[0]} | {shown[1]} |")
+    report_served(out["served"])
     quiet, busy = out["interrupt_quiet"], out["interrupt_busy_mcp"]
     print(
         f"\ninterrupt of a busy cell, REST call to execute_reply: quiet p50 {quiet['p50_ms']:.1f} ms "
         f"(max {quiet['max_ms']:.1f}); with {busy['mcp_requests_per_s_meanwhile']:.0f} MCP requests/s and two "
         f"streams on the control channel p50 {busy['p50_ms']:.1f} ms (max {busy['max_ms']:.1f})"
     )
+
+
+def report_served(got: dict[str, Any]) -> None:
+    print(
+        f"\na gateway kernel without the hub, served from the server's side {got['served_after_start_s']:.2f} s after start:"
+    )
+    for name in ("read_output", "read_variable"):
+        print(f"| {name.replace('_', ' ')} | p50 {got[name]['p50_ms']:.2f} ms | p99 {got[name]['p99_ms']:.2f} ms |")
+    for era, found in got["notify"].items():
+        shown = {q: found.get(f"{q}_ms") for q in ("median", "p99")}
+        print(f"| notification {era} | {shown} |")
 
 
 if __name__ == "__main__":

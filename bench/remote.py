@@ -57,13 +57,13 @@ def server_cpu(server: JupyterServer) -> float:
     return t.user + t.system
 
 
-def read_latency(url: str, auth: str, reads: int) -> dict[str, Any]:
+def read_latency(url: str, auth: str, reads: int, uri: str = URI) -> dict[str, Any]:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "resources/read",
         "params": {
-            "uri": URI,
+            "uri": uri,
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": VERSION,
                 "io.modelcontextprotocol/clientCapabilities": {},
@@ -76,7 +76,7 @@ def read_latency(url: str, auth: str, reads: int) -> dict[str, Any]:
         "Content-Type": "application/json",
         "MCP-Protocol-Version": VERSION,
         "Mcp-Method": "resources/read",
-        "Mcp-Name": URI,
+        "Mcp-Name": uri,
     }
     content = json.dumps(body).encode()
     samples = []

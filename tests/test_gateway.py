@@ -41,9 +41,19 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         kid = server.start_session("remote.ipynb")
         sock = KernelSocket(server.url, TOKEN, kid)
         sock.execute("%load_ext mcp_notebook\nx = [1, 2, 3]")
-        bare = server.start_kernel()  # no hub loaded in this one
-        yield {"server": server, "gateway": gateway, "id": kid, "bare": bare, "sock": sock, "url": server.mcp_url(kid)}
+        bare = server.start_session("bare.ipynb")  # no hub loaded in this one: served from the server's side
+        bare_sock = KernelSocket(server.url, TOKEN, bare)
+        yield {
+            "server": server,
+            "gateway": gateway,
+            "id": kid,
+            "bare": bare,
+            "sock": sock,
+            "bare_sock": bare_sock,
+            "url": server.mcp_url(kid),
+        }
         sock.close()
+        bare_sock.close()
     finally:
         if server is not None:
             server.stop()
@@ -63,11 +73,23 @@ def test_the_gateway_shares_no_files_with_the_server(setup):
 
 
 def test_listing_names_the_kernel_and_its_carrier(setup):
-    listed = setup["server"].http.get("mcp-notebook/kernels").json()
+    listed = _wait_served(setup, setup["bare"])
     ours = [k for k in listed if k["kernel_id"] == setup["id"]]
     assert ours and ours[0]["route"] == "control" and ours[0]["notebook_path"] == "remote.ipynb"
-    assert setup["bare"] not in {k["kernel_id"] for k in listed}
+    bare = [k for k in listed if k["kernel_id"] == setup["bare"]]
+    assert bare[0]["language"] == "python" and bare[0]["notebook_path"] == "bare.ipynb"
     assert "token" not in json.dumps(listed)
+
+
+def _wait_served(setup: dict[str, Any], kernel_id: str, timeout: float = 30) -> list[dict[str, Any]]:
+    """The listing once the gateway kernel is served from the server's side (its hub probed silent)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = setup["server"].http.get("mcp-notebook/kernels").json()
+        if any(r["kernel_id"] == kernel_id and r["route"] == "server" for r in rows):
+            return rows
+        time.sleep(0.2)
+    raise AssertionError(f"gateway kernel {kernel_id} was never served from the server's side: {rows}")
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -217,10 +239,11 @@ def test_a_control_request_without_the_hub_token_gets_nothing(setup):
 
 
 def test_a_kernel_without_a_hub_is_a_clear_error_not_a_hang(setup):
+    """A bad request to a gateway kernel without a hub is answered by its server-side server at once."""
+    _wait_served(setup, setup["bare"])
     started = time.monotonic()
     r = setup["server"].http.post(setup["server"].mcp_url(setup["bare"]), headers=ACCEPT, json={"jsonrpc": "2.0"})
-    assert r.status_code == 503 and r.headers["X-MCP-Notebook-Reason"] == "no_hub"
-    assert "%load_ext mcp_notebook" in r.json()["message"] and "allowed_message_types" in r.json()["message"]
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32600, r.text
     assert time.monotonic() - started < 15
 
 
@@ -277,7 +300,7 @@ def test_the_all_kernels_endpoint_serves_gateway_kernels(setup, mode):
     async def go() -> None:
         async with sdk(url, mode, AUTH) as (client, inbox):
             listed = json.loads((await client.read_resource("nb://kernels")).contents[0].text)["kernels"]
-            assert [k["label"] for k in listed] == ["remote"]
+            assert {k["label"]: k["served_by"] for k in listed}["remote"] == "hub"
             read = await client.read_resource("nb://kernels/remote/vars/x")
             assert json.loads(read.contents[0].text)["repr"].startswith("[1, 2, 3")
             uri = "nb://kernels/remote/vars/x"
@@ -391,16 +414,18 @@ def test_the_stdio_bridge_reaches_gateway_kernels(setup):
     env = {**os.environ, "MCP_NOTEBOOK_SERVER_TOKEN": TOKEN}
     base = setup["server"].url
 
-    async def bridged(args: list[str], uri: str) -> None:
+    async def bridged(args: list[str], uri: str, expected: str = '"name": "x"') -> None:
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "mcp_notebook", "bridge", "--server", base, *args], env=env
         )
         async with Client(params, cache=None) as client:
             read = await client.call_tool("read_resource", {"uri": uri})
-            assert not read.is_error and '"name": "x"' in read.content[0].text
+            assert not read.is_error and expected in read.content[0].text, read.content[0].text[:500]
 
     anyio.run(bridged, [], "nb://kernels/remote/vars/x")
     anyio.run(bridged, ["--kernel", setup["id"]], "nb://vars/x")
+    _wait_served(setup, setup["bare"])  # and the kernel without a hub, served from the server's side
+    anyio.run(bridged, [], "nb://kernels/bare/kernel", '"served_by": "jupyter-server"')
 
 
 def test_bad_control_messages_get_clear_answers_and_streams_are_bounded(setup):
@@ -451,3 +476,234 @@ def test_bad_control_messages_get_clear_answers_and_streams_are_bounded(setup):
     finally:
         ws.close()
     assert _cell(setup, "print(1 + 1)").strip() == "2"
+
+
+# -- kernels behind the gateway without a hub: served from what the gateway relays (issue #43) --------
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def _bare_cell(setup: dict[str, Any], code: str) -> str:
+    """Run code in the hub-less kernel through the server's kernel websocket (a browser's path)."""
+    sock = setup["bare_sock"]
+    content = {"code": code, "silent": False, "store_history": True, "stop_on_error": False}  # the next runs
+    try:
+        return sock.wait_reply(sock.send("shell", "execute_request", content))
+    except AssertionError as exc:  # a cell that raises: its traceback
+        return str(exc)
+
+
+def _running(cells: list[dict[str, Any]]) -> bool:
+    return any(c.get("status") == "running" for c in cells)
+
+
+async def _json(client: Any, uri: str) -> Any:
+    return json.loads((await client.read_resource(uri)).contents[0].text)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_gateway_kernel_without_a_hub_serves_its_cells_and_outputs(setup, mode):
+    """Cells run through the server's websocket (any client) are read from what the gateway relays,
+    per kernel and through the all-kernels endpoint; a finished cell is notified in both eras."""
+    import base64
+
+    _wait_served(setup, setup["bare"])
+    assert _bare_cell(setup, f"print('gw says {mode}')").strip() == f"gw says {mode}"
+    assert "ZeroDivisionError" in _bare_cell(setup, "1 / 0")
+    _bare_cell(setup, f"from IPython.display import display\ndisplay({{'image/png': '{PNG}'}}, raw=True)")
+    url = setup["server"].mcp_url(setup["bare"])
+
+    async def go() -> None:
+        async with sdk(url, mode, AUTH) as (client, inbox):
+            summary = await _json(client, "nb://kernel")
+            assert summary["language"] == "python" and summary["served_by"] == "jupyter-server"
+            assert summary["kernel_id"] == setup["bare"] and summary["last_execution"], summary
+            with anyio.fail_after(15):  # the gateway relays to each websocket on its own: the last may lag
+                while len(cells := (await _json(client, "nb://cells"))["cells"]) < 3 or _running(cells):
+                    await anyio.sleep(0.1)
+            printed, failed, shown = cells[-3:]
+            assert failed["status"] == "error" and "ZeroDivisionError" in json.dumps(
+                await _json(client, f"nb://cells/{failed['seq']}")
+            )
+            assert f"gw says {mode}" in json.dumps(await _json(client, f"nb://cells/{printed['seq']}"))
+            blob = (await client.read_resource(f"nb://cells/{shown['seq']}/outputs/0")).contents[0]
+            assert base64.b64decode(blob.blob) == base64.b64decode(PNG)  # the exact bytes
+            # variables: the kernel's debugger (inspectVariables) asked through the gateway, idle only
+            seen = "print(len(In), get_ipython().execution_count)"
+            before = await anyio.to_thread.run_sync(_bare_cell, setup, f"gw_{mode} = 6 * 7\n{seen}")
+            var = await _json(client, f"nb://vars/gw_{mode}")
+            assert var["value"] == "42" and "debugger" in var["source"], var
+            with pytest.raises(Exception, match="no variable"):
+                await client.read_resource("nb://vars/not_there")
+            after = await anyio.to_thread.run_sync(_bare_cell, setup, seen)
+            assert [int(n) + 1 for n in before.split()] == [int(n) for n in after.split()]  # no cell of ours
+            await _notified(client, inbox, mode, "nb://cells", lambda: _bare_cell(setup, "notified = 1"))
+
+    anyio.run(go)
+
+
+async def _notified(client: Any, inbox: Any, mode: str, uri: str, run: Any) -> None:
+    """``run`` in a thread; ``uri`` is then notified as updated (a subscription, or a listen)."""
+    if mode == "legacy":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.subscribe_resource(uri)
+        await anyio.sleep(0.3)
+        await anyio.to_thread.run_sync(run)
+        await inbox.wait_for(lambda i: uri in i.updated, timeout=15)
+        return
+    async with client.listen(resource_subscriptions=[uri]) as sub:
+        await anyio.sleep(0.3)
+        await anyio.to_thread.run_sync(run)
+        with anyio.fail_after(15):
+            async for event in sub:
+                if getattr(event, "uri", None) == uri:
+                    break
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_every_gateway_kernel_in_the_all_kernels_listing(setup, mode):
+    _wait_served(setup, setup["bare"])
+    url = f"{setup['server'].url}mcp-notebook/mcp"
+
+    async def go() -> None:
+        async with sdk(url, mode, AUTH) as (client, inbox):
+            kernels = {k["label"]: k for k in (await _json(client, "nb://kernels"))["kernels"]}
+            assert kernels["remote"]["served_by"] == "hub"
+            bare = kernels["bare"]
+            assert bare["served_by"] == "jupyter-server" and bare["language"] == "python"
+            assert bare["display_name"] and bare["state"] in ("idle", "busy"), bare
+            await _notified(client, inbox, mode, "nb://kernels/bare/cells", lambda: _bare_cell(setup, "print(2)"))
+            cells = (await _json(client, "nb://kernels/bare/cells"))["cells"]
+            assert cells[-1]["status"] == "ok"
+
+    anyio.run(go)
+
+
+def test_has_no_hub_is_asked_once_not_per_request(setup):
+    """The gateway kernel's silence on its control channel (5 s) is learnt once: reads answer at once."""
+    _wait_served(setup, setup["bare"])
+    url = setup["server"].mcp_url(setup["bare"])
+
+    async def go() -> float:
+        async with sdk(url, "auto", AUTH) as (client, _):
+            started = time.monotonic()
+            for _ in range(4):
+                await client.read_resource("nb://kernel")
+            return time.monotonic() - started
+
+    assert anyio.run(go) < 5  # four reads; each paying the silence would take 20 s
+
+
+def test_loading_the_hub_later_moves_a_gateway_kernel_to_its_control_channel(setup):
+    """%load_ext in a kernel served from the server's side: the hub's announcement makes the server ask
+    again, and the kernel is then served by its hub over the control channel."""
+    server = setup["server"]
+    kid = server.start_kernel()
+    _wait_served(setup, kid)
+    sock = KernelSocket(server.url, TOKEN, kid)  # (opened once the kernel is up, as a browser tab)
+    try:
+        sock.execute("later = 'from the hub'")
+        sock.execute("%load_ext mcp_notebook")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rows = {r["kernel_id"]: r for r in server.http.get("mcp-notebook/kernels").json()}
+            if rows.get(kid, {}).get("route") == "control":
+                break
+            time.sleep(0.2)
+        assert rows[kid]["route"] == "control", rows
+
+        async def go() -> None:
+            async with sdk(server.mcp_url(kid), "auto", AUTH) as (client, _):
+                assert (await _json(client, "nb://vars/later"))["repr"] == "'from the hub'"
+
+        anyio.run(go)
+    finally:
+        sock.close()
+        server.http.delete(f"api/kernels/{kid}")
+
+
+def test_an_r_kernel_behind_the_gateway(setup):
+    """IRkernel behind the gateway, no hub possible: its cells, plot and error from what the gateway relays."""
+    import shutil
+    from pathlib import Path
+
+    if shutil.which("R") is None or not Path("/usr/share/jupyter/kernels/ir/kernel.json").exists():
+        pytest.skip("R and IRkernel are not installed (scripts/test.sh installs them where apt-get exists)")
+    server = setup["server"]
+    r = server.http.post("api/sessions", json={"path": "gwstats.ipynb", "type": "notebook", "kernel": {"name": "ir"}})
+    assert r.status_code == 201, r.text
+    rid = r.json()["kernel"]["id"]
+    _wait_served(setup, rid)
+    sock = KernelSocket(server.url, TOKEN, rid)  # (opened once the kernel is up, as a browser tab)
+    try:
+        assert "x" in sock.execute('df <- data.frame(a = 1:3, b = c("x", "y", "z")); print(df)')
+        sock.execute("plot(1:10)")
+        with pytest.raises(AssertionError, match="boom"):
+            sock.execute('stop("boom")')
+
+        async def go() -> None:
+            async with sdk(f"{server.url}mcp-notebook/mcp", "auto", AUTH) as (client, _):
+                kernels = {k["label"]: k for k in (await _json(client, "nb://kernels"))["kernels"]}
+                assert kernels["gwstats"]["language"] == "R" and kernels["gwstats"]["served_by"] == "jupyter-server"
+                with anyio.fail_after(15):
+                    while (cells := (await _json(client, "nb://kernels/gwstats/cells"))["cells"])[-1][
+                        "status"
+                    ] == "running":
+                        await anyio.sleep(0.1)
+                assert cells[-1]["status"] == "error" and "data.frame" in json.dumps(cells)
+                plot = await client.read_resource(f"nb://kernels/gwstats/cells/{cells[-2]['seq']}/outputs/0")
+                assert plot.contents[0].mime_type == "image/png"
+                var = await _json(client, "nb://kernels/gwstats/vars/df")  # IRkernel's inspect_request
+                assert var["class"] == ["data.frame"] and "x" in var["printed"], var
+
+        anyio.run(go)
+    finally:
+        sock.close()
+        server.http.delete(f"api/sessions/{r.json()['id']}")
+
+
+def test_a_gateway_kernel_restart_is_told_and_a_deleted_one_is_gone(setup):
+    """A restart through the server: the history stays, ``restarts`` counts it, the kernel is served
+    again; a deleted kernel leaves the listing and its route says so."""
+    server = setup["server"]
+    kid = server.start_kernel()
+    _wait_served(setup, kid)
+    sock = KernelSocket(server.url, TOKEN, kid)  # (opened once the kernel is up, as a browser tab)
+    try:
+        assert sock.execute("print('before the restart')").strip() == "before the restart"
+    finally:
+        sock.close()  # a browser reconnects after a restart: so does this client
+    assert server.http.post(f"api/kernels/{kid}/restart").status_code == 200
+
+    async def restarted() -> None:
+        async with sdk(server.mcp_url(kid), "auto", AUTH) as (client, _):
+            with anyio.fail_after(20):
+                while (await _json(client, "nb://kernel"))["restarts"] < 1:
+                    await anyio.sleep(0.2)
+
+    anyio.run(restarted)
+    time.sleep(1.5)  # the feed is opened anew a moment after a restart
+    sock = KernelSocket(server.url, TOKEN, kid)
+    try:
+        assert sock.execute("print('after')", timeout=30).strip() == "after"
+    finally:
+        sock.close()
+
+    async def go() -> None:
+        async with sdk(server.mcp_url(kid), "auto", AUTH) as (client, _):
+            with anyio.fail_after(15):
+                while (cells := (await _json(client, "nb://cells"))["cells"])[-1]["first_line"] != "print('after')":
+                    await anyio.sleep(0.2)
+            assert cells[0]["first_line"] == "print('before the restart')"  # the history outlives it
+            assert (await _json(client, "nb://kernel"))["restarts"] == 1
+
+    anyio.run(go)
+    assert server.http.delete(f"api/kernels/{kid}").status_code == 204
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and kid in {
+        r["kernel_id"] for r in server.http.get("mcp-notebook/kernels").json()
+    }:
+        time.sleep(0.2)
+    assert kid not in {r["kernel_id"] for r in server.http.get("mcp-notebook/kernels").json()}
+    r = server.http.post(server.mcp_url(kid), headers=ACCEPT, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert r.status_code == 404, r.text

@@ -138,12 +138,12 @@ def test_quickack_is_set_only_off_the_portable_path(monkeypatch):
     class Stream:
         socket = Sock()
 
-    fake = type("W", (), {"_stream": lambda self: Stream(), "_quick_ack": wires.GatewayWire._quick_ack})()
+    ws = type("W", (), {"stream": Stream()})()  # a websocket's IOStream, where tornado keeps it
     monkeypatch.setattr(portable, "ON", False)
-    fake._quick_ack()
+    wires.quick_ack(ws)
     assert calls == [(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)]
     monkeypatch.setattr(portable, "ON", True)
-    fake._quick_ack()
+    wires.quick_ack(ws)
     assert len(calls) == 1
 
 

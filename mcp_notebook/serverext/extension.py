@@ -89,7 +89,9 @@ class MCPNotebookExtension(ExtensionApp):
         self.finder = HubFinder(km, [d for d in dirs if d], gateway=gateway, route=self.route)
         self.pool = ConnectionPool()
         self.pipes = set()
-        self.kernel_watch = self._served_kernels() if self.serve_without_hub else None
+        self.kernel_watch = watch = self._served_kernels() if self.serve_without_hub else None
+        if watch is not None:
+            self.finder.hubless = watch.hubless
 
     def _served_kernels(self) -> Any:
         """The watch over the kernels without a hub (serverside/), reading its settings live."""
@@ -110,7 +112,25 @@ class MCPNotebookExtension(ExtensionApp):
             lambda: float(self.snippet_seconds),
             lambda kernel_id: not finder.gateway and finder.remote_reason(kernel_id) is None,
             lambda kernel_id: finder.record(kernel_id) is not None,
+            self._gateway_feed if finder.gateway else None,
+            finder.probe if finder.gateway else None,
+            self._gateway_asker if finder.gateway else None,
         )
+
+    @staticmethod
+    def _gateway_asker(feed: Any, idle: Any, mark_ours: Any) -> Any:
+        """Variable reads of a gateway kernel over its feed's websocket (idle only, as for local ones)."""
+        from .gateway_feed import GatewayAsker
+
+        return GatewayAsker(feed, idle, mark_ours)
+
+    def _gateway_feed(self, kernel_id: str, on_message: Any, on_close: Any) -> Any:
+        """A gateway kernel's IOPub as the gateway relays it (serverext/gateway_feed.py)."""
+        from .gateway_feed import GatewayFeed
+
+        if self.finder.loop is None:
+            self.finder.loop = asyncio.get_running_loop()
+        return GatewayFeed(kernel_id, on_message, on_close)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """On the running loop: watch the kernels from now on (what they publish before is not seen)."""

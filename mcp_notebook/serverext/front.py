@@ -72,7 +72,10 @@ class ServerDirectory:
                 continue
             record = finder.record(kernel_id) if kernel_id not in by_channel else None
             if record is None or finder.by_channel(kernel_id):
-                served = served_here(self.kernel_watch(), finder, kernel_id) if kernel_id not in by_channel else None
+                watch = self.kernel_watch()
+                served = (
+                    served_here(watch, finder, kernel_id, channel_silent=True) if kernel_id not in by_channel else None
+                )
                 if served is not None:  # no hub: served from the server's side
                     out.append(served_entry(served, self.paths.get(kernel_id), state))
                 continue
@@ -112,7 +115,7 @@ def served_entry(served: Any, notebook: str | None, state: str | None) -> Kernel
         notebook,
         served.address(),
         served.watched_since,
-        state,
+        served.state or state,  # by its IOPub (a gateway kernel's model in the server lags)
         language=served.language or None,
         display_name=served.display_name or None,
         served_by="jupyter-server",

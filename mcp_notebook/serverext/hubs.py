@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ class HubFinder:
         self.route = route  # auto: loopback TCP when the hub's file is here, else the control channel
         self.channels: dict[str, KernelChannel] = {}
         self.loop: Any = None  # the server's event loop (set by the handlers), where channels live
+        self.hubless: Callable[[str], bool] = lambda kernel_id: False  # known silent (the watch's probe)
         seen: list[Path] = []
         for d in runtime_dirs:
             if d and Path(d) not in seen:
@@ -227,6 +229,22 @@ class HubFinder:
             raise HubUnavailable(502, "hub_unreachable", str(exc), kernel_id) from None
         return channel
 
+    async def probe(self, kernel_id: str) -> bool | None:
+        """Whether a hub answers on the kernel's control channel now (asked afresh, at most 5 s);
+        None when the channel cannot be reached. A silent kernel's channel is closed (no hub: nothing
+        to keep it for)."""
+        channel = self.channel(kernel_id)
+        channel.forget_info()
+        try:
+            await channel.info(no_hub_seconds=0.0)
+            return True
+        except KernelHasNoHub:
+            if self.channels.get(kernel_id) is channel and channel.idle:
+                self.channels.pop(kernel_id).close()
+            return False
+        except UpstreamError:
+            return None
+
     def no_hub(self, kernel_id: str, exc: KernelHasNoHub) -> HubUnavailable:
         """Why a kernel reached over its control channel has no hub for us, in words."""
         where = self.remote_reason(kernel_id) or "its control channel"
@@ -243,7 +261,7 @@ class HubFinder:
 
     async def channel_hubs(self, kernel_ids: list[str]) -> dict[str, dict[str, Any]]:
         """The hub facts of kernels reached over their control channels (asked at once, briefly)."""
-        wanted = [k for k in kernel_ids if self.by_channel(k)]
+        wanted = [k for k in kernel_ids if self.by_channel(k) and not self.hubless(k)]
 
         async def ask(kernel_id: str) -> dict[str, Any] | None:
             try:
@@ -257,7 +275,7 @@ class HubFinder:
     def channel_hubs_now(self, kernel_ids: list[str]) -> dict[str, dict[str, Any]]:
         """:meth:`channel_hubs` from a thread other than the server's loop (the front's)."""
         loop = self.loop
-        if loop is None or not any(self.by_channel(k) for k in kernel_ids):
+        if loop is None or not any(self.by_channel(k) and not self.hubless(k) for k in kernel_ids):
             return {}
         try:
             if asyncio.get_running_loop() is loop:

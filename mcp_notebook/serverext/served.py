@@ -22,7 +22,10 @@ class KernelMcpHandler(SseReplies, McpProxyHandler):
     """``kernels/{id}/mcp``: piped to the kernel's hub, or answered here for a kernel without one."""
 
     async def _proxy(self, kernel_id: str) -> None:
-        served = served_here(self.extensionapp.kernel_watch, self.finder, kernel_id)
+        watch = self.extensionapp.kernel_watch
+        if watch is not None:
+            await watch.settled(kernel_id)  # a gateway kernel's hub asked about once, not per request
+        served = served_here(watch, self.finder, kernel_id)
         if served is None:
             await super()._proxy(kernel_id)
             return
@@ -47,7 +50,10 @@ class DocumentHandler(_ExtensionHandler):
             raise web.HTTPError(413, f"the document is at most {MAX_DOCUMENT_BYTES} bytes")
         if not self.finder.known(kernel_id):
             raise web.HTTPError(404, f"no kernel {kernel_id} on this server")
-        served = served_here(self.extensionapp.kernel_watch, self.finder, kernel_id)
+        watch = self.extensionapp.kernel_watch
+        if watch is not None:
+            await watch.settled(kernel_id)
+        served = served_here(watch, self.finder, kernel_id)
         if served is None:
             raise web.HTTPError(409, "this kernel has an mcp-notebook hub: its document goes over the Lab comm")
         try:

@@ -70,6 +70,46 @@ def _header(msg_type: str, session: str) -> dict[str, Any]:
     }
 
 
+async def gateway_websocket(kernel_id: str, session: str) -> Any:
+    """A kernel's channels websocket at the gateway (``GatewayClient``'s URL, headers and auth)."""
+    from jupyter_server.gateway.gateway_client import GatewayClient
+    from jupyter_server.utils import url_path_join
+    from tornado.escape import url_escape
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    gateway = GatewayClient.instance()
+    url = url_path_join(gateway.ws_url or "", gateway.kernels_endpoint, url_escape(kernel_id), "channels")
+    url += f"?session_id={session}"
+    kwargs = gateway.load_connection_args()
+    kwargs["connect_timeout"] = min(float(kwargs.get("connect_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
+    kwargs["request_timeout"] = min(float(kwargs.get("request_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
+    ws = await asyncio.wait_for(
+        websocket_connect(HTTPRequest(url, **kwargs), max_message_size=64 * 1024 * 1024), CONNECT_SECONDS
+    )
+    stream = _stream(ws)
+    if stream is not None:
+        with contextlib.suppress(Exception):
+            stream.set_nodelay(True)  # our requests go out at once
+    return ws
+
+
+def _stream(ws: Any) -> Any:
+    """A websocket's IOStream (tornado keeps it on the connection's protocol)."""
+    return getattr(getattr(ws, "protocol", None), "stream", None) or getattr(ws, "stream", None)
+
+
+def quick_ack(ws: Any) -> None:
+    """ACK what came in at once: the gateway's websocket does not disable Nagle's algorithm, so
+    a reply written right after the kernel's IOPub traffic would wait for our delayed ACK
+    (~40 ms). Linux only, and not on the portable path (MCP_NOTEBOOK_PORTABLE); re-armed after each
+    read (the kernel clears it)."""
+    sock = getattr(_stream(ws), "socket", None)
+    if sock is not None and QUICKACK is not None and not portable.ON:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
+
+
 class GatewayWire:
     """The kernel's channels websocket at the gateway (``GatewayClient``'s URL, headers and auth)."""
 
@@ -81,46 +121,14 @@ class GatewayWire:
         self._reader: asyncio.Task[None] | None = None
 
     async def open(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
-        from jupyter_server.gateway.gateway_client import GatewayClient
-        from jupyter_server.utils import url_path_join
-        from tornado.escape import url_escape
-        from tornado.httpclient import HTTPRequest
-        from tornado.websocket import websocket_connect
-
-        gateway = GatewayClient.instance()
-        url = url_path_join(gateway.ws_url or "", gateway.kernels_endpoint, url_escape(self.kernel_id), "channels")
-        url += f"?session_id={self.session}"
-        kwargs = gateway.load_connection_args()
-        kwargs["connect_timeout"] = min(float(kwargs.get("connect_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
-        kwargs["request_timeout"] = min(float(kwargs.get("request_timeout") or CONNECT_SECONDS), CONNECT_SECONDS)
-        self._ws = await asyncio.wait_for(
-            websocket_connect(HTTPRequest(url, **kwargs), max_message_size=64 * 1024 * 1024), CONNECT_SECONDS
-        )
-        stream = self._stream()
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                stream.set_nodelay(True)  # our requests go out at once
+        self._ws = await gateway_websocket(self.kernel_id, self.session)
         self._reader = asyncio.ensure_future(self._read(on_message, on_close))
-
-    def _stream(self) -> Any:
-        """The websocket's IOStream (tornado keeps it on the connection's protocol)."""
-        return getattr(getattr(self._ws, "protocol", None), "stream", None) or getattr(self._ws, "stream", None)
-
-    def _quick_ack(self) -> None:
-        """ACK what came in at once: the gateway's websocket does not disable Nagle's algorithm, so
-        a reply written right after the kernel's IOPub traffic would wait for our delayed ACK
-        (~40 ms). Linux only, and not on the portable path (MCP_NOTEBOOK_PORTABLE); re-armed after each
-        read (the kernel clears it)."""
-        sock = getattr(self._stream(), "socket", None)
-        if sock is not None and QUICKACK is not None and not portable.ON:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, QUICKACK, 1)
 
     async def _read(self, on_message: OnMessage, on_close: Callable[[], None]) -> None:
         try:
             while True:
                 text = await self._ws.read_message()
-                self._quick_ack()
+                quick_ack(self._ws)
                 if text is None:
                     return
                 if isinstance(text, bytes):

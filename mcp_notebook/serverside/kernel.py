@@ -114,6 +114,12 @@ class ServedKernel:
         else:
             self.resources.changed(["nb://kernel"])
 
+    @property
+    def state(self) -> str | None:
+        """The kernel's execution state as its IOPub says (None until it said one)."""
+        cap = self.capture
+        return "busy" if cap.current is not None else (None if cap.state == "unknown" else cap.state)
+
     def summary(self) -> dict[str, Any]:
         cap = self.capture
         return {
@@ -159,6 +165,20 @@ def spec_of(kernel_manager: Any, kernel: Any) -> dict[str, Any]:
     try:
         spec = kernel_manager.kernel_spec_manager.get_kernel_spec(name)
         return {"name": name, "language": spec.language, "display_name": spec.display_name, "argv": list(spec.argv)}
+    except Exception:
+        return {"name": name, "language": "", "display_name": name}
+
+
+async def remote_spec_of(kernel_manager: Any, kernel: Any) -> dict[str, Any]:
+    """:func:`spec_of` for a kernel behind a gateway (its kernelspec is asked of the gateway: a model
+    ``{"name", "spec": {...}}``)."""
+    known = getattr(kernel, "kernel", None)  # the gateway's model of the kernel: its kernelspec's name
+    name = str(known.get("name") or "") if isinstance(known, dict) else getattr(kernel, "kernel_name", "") or ""
+    try:
+        model = await kernel_manager.kernel_spec_manager.get_kernel_spec(name)
+        spec = model.get("spec") or {}
+        argv = [str(a) for a in spec.get("argv") or []]
+        return {"name": name, "language": spec.get("language"), "display_name": spec.get("display_name"), "argv": argv}
     except Exception:
         return {"name": name, "language": "", "display_name": name}
 

@@ -54,8 +54,6 @@ class ShellAsker:
     ) -> tuple[dict, Any]:
         """(the reply's content, what IOPub brought for it when ``published``); ``channel``: shell, or
         control for a debug_request."""
-        import zmq
-
         if not self._one.acquire(timeout=timeout):
             raise KernelBusy("another read of this kernel is running")
         try:
@@ -64,16 +62,24 @@ class ShellAsker:
                 if time.monotonic() > settle:
                     raise KernelBusy("the kernel is running a cell")
                 time.sleep(0.02)
-            info = self.connection()
-            sock = zmq.Context.instance().socket(zmq.DEALER)
-            sock.linger = 0
-            try:
-                sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info[channel + '_port']}")
-                return self._exchange(sock, msg_type, content, timeout, published)
-            finally:
-                sock.close(0)
+            return self._roundtrip(msg_type, content, timeout, published, channel)
         finally:
             self._one.release()
+
+    def _roundtrip(
+        self, msg_type: str, content: dict[str, Any], timeout: float, published: bool, channel: str
+    ) -> tuple[dict, Any]:
+        """One request and its reply, on a DEALER socket of our own (a gateway's asker overrides it)."""
+        import zmq
+
+        info = self.connection()
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.linger = 0
+        try:
+            sock.connect(f"{info.get('transport', 'tcp')}://{info['ip']}:{info[channel + '_port']}")
+            return self._exchange(sock, msg_type, content, timeout, published)
+        finally:
+            sock.close(0)
 
     def _exchange(self, sock: Any, msg_type: str, content: dict, timeout: float, published: bool) -> tuple[dict, Any]:
         import zmq
