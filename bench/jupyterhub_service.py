@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from jhub import LocalJupyterHub  # noqa: E402
-from notify import notification_latency  # noqa: E402
+from notify import notification_latency, print_notification_rows  # noqa: E402
 from remote import ServerKernel, read_latency  # noqa: E402
 from service_oauth import sign_in  # noqa: E402
 
@@ -157,14 +157,7 @@ def main() -> int:
             x, y = a[f"{q}_ms"], b[f"{q}_ms"]
             print(f"| {label} {q} | {x:.2f} ms | {y:.2f} ms | {y - x:+.2f} ms |")
     print(f"| service CPU per read (1 client) | | {out['service_cpu_ms_per_read']:.2f} ms | |")
-    for era in ("legacy", "2026-07-28"):
-        a, b = out["notify_direct"].get(era, {}), out["notify_service"].get(era, {})
-        for q in ("median", "p99"):
-            x, y = a.get(f"{q}_ms"), b.get(f"{q}_ms")
-            if x is None or y is None:
-                print(f"| notification {era} {q} | {a.get('error', x)} | {b.get('error', y)} | |")
-                continue
-            print(f"| notification {era} {q} | {x:.2f} ms | {y:.2f} ms | {y - x:+.2f} ms |")
+    print_notification_rows(out["notify_direct"], out["notify_service"])
     return 0
 
 

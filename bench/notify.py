@@ -110,3 +110,15 @@ def notification_latency(kernel: Any, info: dict[str, Any], cells: int) -> dict[
                 raise
             out[mode] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
     return out
+
+
+def print_notification_rows(direct: dict[str, Any], other: dict[str, Any]) -> None:
+    """Markdown rows: each era's notification median and p99, direct against through a layer."""
+    for era in ("legacy", "2026-07-28"):
+        a, b = direct.get(era, {}), other.get(era, {})
+        for q in ("median", "p99"):
+            x, y = a.get(f"{q}_ms"), b.get(f"{q}_ms")
+            if x is None or y is None:
+                print(f"| notification {era} {q} | {a.get('error', x)} | {b.get('error', y)} | |")
+                continue
+            print(f"| notification {era} {q} | {x:.2f} ms | {y:.2f} ms | {y - x:+.2f} ms |")

@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from jserver import JupyterServer, load_hub, run  # noqa: E402
-from notify import notification_latency  # noqa: E402
+from notify import notification_latency, print_notification_rows  # noqa: E402
 
 URI = "nb://vars/x"
 VERSION = "2026-07-28"
@@ -137,14 +137,7 @@ def main() -> int:
         f"| server CPU per request | proxied read {out['server_cpu_ms_per_read']:.2f} ms | "
         f"Jupyter's own /api/status {out['server_cpu_ms_per_api_status']:.2f} ms | |"
     )
-    for era in ("legacy", "2026-07-28"):
-        a, b = out["notify_direct"].get(era, {}), out["notify_proxied"].get(era, {})
-        for q in ("median", "p99"):
-            x, y = a.get(f"{q}_ms"), b.get(f"{q}_ms")
-            if x is None or y is None:
-                print(f"| notification {era} {q} | {a.get('error', x)} | {b.get('error', y)} | |")
-                continue
-            print(f"| notification {era} {q} | {x:.2f} ms | {y:.2f} ms | {y - x:+.2f} ms |")
+    print_notification_rows(out["notify_direct"], out["notify_proxied"])
     return 0
 
 
