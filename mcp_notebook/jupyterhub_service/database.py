@@ -1,7 +1,7 @@
 """The store's database: JupyterHub's ``db_url`` conventions (sqlite by default, one file, mode
 0600; PostgreSQL for more than one replica), its tables, and their upgrade in place with alembic
 (``migrations/``), a file of an earlier version included (it has the tables of ``v1`` and no
-alembic version: ``v1`` finds them, ``v2`` adds what replicas share)."""
+alembic version: ``v1`` finds them, ``v2`` adds what replicas share, ``v3`` handshake-era sessions)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,19 @@ keys = sa.Table(  # v2: secrets every replica shares (cookie signing, consent CS
     metadata,
     sa.Column("name", sa.Text, primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
+)
+sessions = sa.Table(  # v3: handshake-era MCP sessions, answered by any replica
+    "sessions",
+    metadata,
+    sa.Column("hash", sa.Text, primary_key=True),  # the session id's SHA-256 (store.digest)
+    sa.Column("family", sa.Text, nullable=False),  # the grant: a session is used with its grant's tokens only
+    sa.Column("version", sa.Text, nullable=False),  # the negotiated revision
+    sa.Column("client", sa.Text, nullable=False),  # JSON: clientInfo and capabilities
+    sa.Column("log_level", sa.Text),
+    sa.Column("subscriptions", sa.Text, nullable=False),  # JSON list of URIs
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("updated", sa.Float, nullable=False),  # replicas follow changes by it
+    sa.Column("ended", sa.Integer, nullable=False, server_default="0"),  # DELETE by the client
 )
 
 

@@ -5,6 +5,7 @@ endpoint, never a JupyterHub token), then by JupyterHub (the grant's user still 
 ``check_seconds`` old), then answered by the grant's front (``kernels.front.KernelsFront`` over
 the user's servers), both eras, sessions and streams included. Fronts are per grant: a session or
 stream of one client is never reachable with another's token, and revoking a grant closes its front.
+A handshake-era session made at another replica is adopted from the store (sessions.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..protocol.exchange import HttpRequest
 from ..protocol.security import cors_headers, preflight_headers
 from .config import SCOPE
 from .oauth import AuthorizationServer
+from .sessions import SharedSessions
 from .store import digest, unseal
 from .users import JupyterHubLink, JupyterHubRefused, Listings, UserKernels, UserServers
 
@@ -73,6 +75,7 @@ class Fronts:
         self._revoked_since = time.time() - 60.0
         self._lock = threading.Lock()
         self.listings = Listings()
+        self.sessions = SharedSessions(server.store)
         server.on_revoke.append(self.close_family)
 
     def remembered(self, token: str) -> GrantAccess | None:
@@ -112,6 +115,7 @@ class Fronts:
                 link = JupyterHubLink(self.api_url, access.user, access.jupyterhub_token, self.check_seconds)
                 directory = UserServers(link, self.upstream, self.jupyterhub_home, self.listings)
                 front = KernelsFront(directory, provider=UserKernels(directory), instructions=SERVICE)
+                self.sessions.attach(front, access.family)
                 found = self._fronts[access.family] = GrantFront(front, link, time.monotonic())
             found.used = time.monotonic()
             return found
@@ -139,11 +143,18 @@ class Fronts:
 
     def follow_revocations(self) -> None:
         """Grants another replica (or this one) revoked since the last look end here too: their
-        remembered tokens and fronts go (called every second, off the event loop)."""
+        remembered tokens and fronts go; sessions changed or ended at another replica follow
+        (sessions.py). Called every second, off the event loop."""
         families, self._revoked_since = self.server.store.revoked_since(self._revoked_since)
         for family in families:
             if family not in self._ended:
                 self.close_family(family)
+        self.sessions.follow(self.front_of)
+
+    def front_of(self, family: str) -> KernelsFront | None:
+        with self._lock:
+            found = self._fronts.get(family)
+        return found.front if found is not None else None
 
     def sweep(self) -> None:
         """End grants JupyterHub no longer accepts (checked by their fronts' directories every second),
@@ -243,6 +254,9 @@ class McpHandler(SseReplies, web.RequestHandler):
         except OSError as exc:
             raise web.HTTPError(503, f"JupyterHub did not answer: {exc}") from None
         headers = {name.lower(): value for name, value in self.request.headers.get_all()}
+        sid = headers.get("mcp-session-id", "")
+        if sid and len(sid) <= 200 and not gf.front.server.handshake.knows(sid):  # made at another replica?
+            await loop.run_in_executor(None, self.fronts.sessions.adopt, gf.front, access.family, sid)
         for name in ("authorization", "cookie"):
             headers.pop(name, None)
         method = self.request.method or "GET"

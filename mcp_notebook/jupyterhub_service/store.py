@@ -87,6 +87,23 @@ class Grant:
 
 
 @dataclass
+class SessionRow:
+    """A handshake-era MCP session as replicas share it (its id is stored as a hash)."""
+
+    hash: str
+    family: str
+    version: str
+    client: dict[str, Any]
+    log_level: str | None
+    subscriptions: list[str]
+    ended: bool
+    updated: float
+
+
+MAX_SESSIONS_PER_GRANT = 100
+
+
+@dataclass
 class TokenRow:
     family: str
     kind: str  # "access" | "refresh"
@@ -223,6 +240,7 @@ class Store:
             conn.execute(text("UPDATE grants SET revoked = 1, revoked_at = :now WHERE family = :f"), args)
             conn.execute(text("DELETE FROM tokens WHERE family = :f"), args)
             conn.execute(text("UPDATE codes SET used = 1, sealed = '' WHERE family = :f"), args)
+            conn.execute(text("UPDATE sessions SET ended = 1, updated = :now WHERE family = :f"), args)
 
     def revoked_since(self, since: float) -> tuple[list[str], float]:
         """Grants revoked at ``since`` or later (by any replica), and the time to ask from next."""
@@ -256,6 +274,63 @@ class Store:
         before the new tokens are made, so two refreshes in flight never both succeed."""
         sql = "UPDATE tokens SET used = 1, sealed = '' WHERE hash = :h AND kind = 'refresh' AND used = 0"
         return self._count(sql, h=digest(token)) == 1
+
+    # -- handshake-era sessions ---------------------------------------------------------------
+    def save_session(
+        self,
+        sid: str,
+        family: str,
+        version: str,
+        client: dict[str, Any],
+        log_level: str | None,
+        subscriptions: list[str],
+        new: bool,
+    ) -> None:
+        """A session made (``new``) or changed by its client; a grant keeps its newest
+        ``MAX_SESSIONS_PER_GRANT`` sessions."""
+        values = {
+            "h": digest(sid),
+            "f": family,
+            "v": version,
+            "c": json.dumps(client),
+            "l": log_level,
+            "s": json.dumps(sorted(subscriptions)),
+            "now": time.time(),
+            "keep": MAX_SESSIONS_PER_GRANT,
+        }
+        with self._lock, self.engine.begin() as conn:
+            if new:
+                conn.execute(text("INSERT INTO sessions VALUES (:h, :f, :v, :c, :l, :s, :now, :now, 0)"), values)
+                conn.execute(
+                    text(
+                        "DELETE FROM sessions WHERE family = :f AND hash NOT IN (SELECT hash FROM sessions "
+                        "WHERE family = :f ORDER BY created DESC LIMIT :keep)"
+                    ),
+                    values,
+                )
+            else:
+                conn.execute(
+                    text(
+                        "UPDATE sessions SET log_level = :l, subscriptions = :s, updated = :now "
+                        "WHERE hash = :h AND family = :f AND ended = 0"
+                    ),
+                    values,
+                )
+
+    def end_session(self, sid: str) -> None:
+        self._run("UPDATE sessions SET ended = 1, updated = :now WHERE hash = :h", h=digest(sid), now=time.time())
+
+    SESSION = "hash, family, version, client, log_level, subscriptions, ended, updated"
+
+    def session(self, sid: str) -> SessionRow | None:
+        rows = self._run(f"SELECT {self.SESSION} FROM sessions WHERE hash = :h", h=digest(sid))
+        return _session_row(rows[0]) if rows else None
+
+    def sessions_since(self, since: float) -> tuple[list[SessionRow], float]:
+        """Sessions changed or ended at ``since`` or later (by any replica), and the time to ask from next."""
+        now = time.time()
+        rows = self._run(f"SELECT {self.SESSION} FROM sessions WHERE updated >= :t", t=since)
+        return [_session_row(r) for r in rows], now - 2.0  # overlap, as revoked_since
 
     # -- what replicas share -----------------------------------------------------------------
     def add_pending(
@@ -351,6 +426,15 @@ class Store:
         self._run("DELETE FROM pending WHERE created < :t", t=now - 3600)
         self._run("DELETE FROM hub_states WHERE created < :t", t=now - 3600)
         self._run("DELETE FROM rates WHERE at < :t", t=now - 3600)
+        self._run(
+            "DELETE FROM sessions WHERE (ended = 1 AND updated < :t) OR created < :old",
+            t=now - 3600,
+            old=now - 7 * 24 * 3600,
+        )
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _session_row(row: Any) -> SessionRow:
+    return SessionRow(row[0], row[1], row[2], json.loads(row[3]), row[4], json.loads(row[5]), bool(row[6]), row[7])

@@ -46,6 +46,10 @@ class HandshakeEra:
     def __init__(self, core: Core):
         self.core = core
         self._sessions: dict[str, Session] = {}
+        # Told (on the request's worker, before the reply goes) when a client made, changed or
+        # ended a session: "created", "changed", "deleted". A carrier whose sessions must outlive
+        # its process (the JupyterHub service's replicas) records them; None: nobody asks.
+        self.observer: Callable[[str, Session], None] | None = None
         self.methods: dict[str, Handler] = {
             **core.handlers,
             "ping": core.ping,
@@ -142,6 +146,7 @@ class HandshakeEra:
         assert session is not None
         with self.core.lock:
             self._end_session(session)
+        self._observe("deleted", session)
         return HttpReply(200)
 
     # -- sessions -----------------------------------------------------------------------
@@ -181,6 +186,7 @@ class HandshakeEra:
         with self.core.lock:
             self._sessions[session.id] = session
             self._evict_sessions()
+        self._observe("created", session)
         core = self.core
         result: dict[str, Any] = {
             "protocolVersion": version,
@@ -221,12 +227,58 @@ class HandshakeEra:
         with self.core.lock:
             return list(self._sessions.values())
 
+    def _observe(self, event: str, session: Session) -> None:
+        if self.observer is not None:
+            self.observer(event, session)
+
+    # -- sessions made elsewhere (another process of the same carrier) ----------------------
+    def knows(self, sid: str) -> bool:
+        return sid in self._sessions
+
+    def adopt(self, session: Session) -> Session:
+        """A session another process made, kept here as if made here (its subscriptions watched);
+        the one already here when there is one."""
+        with self.core.lock:
+            found = self._sessions.get(session.id)
+            if found is not None:
+                return found
+            wanted, session.subscriptions = set(session.subscriptions), set()
+            self._sessions[session.id] = session
+            self._evict_sessions()
+        self.sync(session.id, session.log_level, wanted)
+        return session
+
+    def sync(self, sid: str, log_level: str | None, subscriptions: set[str]) -> None:
+        """A session changed elsewhere: its log level and subscriptions become these."""
+        resources = self.core.resources
+        with self.core.lock:
+            session = self._sessions.get(sid)
+            if session is None:
+                return
+            session.log_level = log_level
+            gone, new = session.subscriptions - subscriptions, subscriptions - session.subscriptions
+            session.subscriptions = set(subscriptions)
+        resources.watch_all(sorted(new))  # waits (bounded) until a front's listens cover them
+        for uri in gone:
+            resources.unwatch(uri)
+        if new or gone:
+            self.core.touch()
+
+    def drop(self, sid: str) -> None:
+        """A session ended elsewhere (DELETE at another process) ends here too, streams included."""
+        with self.core.lock:
+            session = self._sessions.get(sid)
+            if session is not None:
+                self._end_session(session)
+
     # -- handlers of this era -------------------------------------------------------------
     def _set_level(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
         if level not in LOG_LEVELS:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
-        cast(Session, ctx.session).log_level = level
+        session = cast(Session, ctx.session)
+        session.log_level = level
+        self._observe("changed", session)
         return {}
 
     def _subscribe(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
@@ -251,6 +303,8 @@ class HandshakeEra:
             resources.unwatch(uri)
         if not live:
             raise RpcError(SESSION_NOT_FOUND, "Session not found: it ended while subscribing; initialize again")
+        if new:
+            self._observe("changed", session)
         self.core.touch()
         return {}
 
@@ -262,6 +316,7 @@ class HandshakeEra:
             session.subscriptions.discard(uri)
         if had:
             self.core.resources.unwatch(uri)
+            self._observe("changed", session)
         self.core.touch()
         return {}
 
