@@ -1,7 +1,8 @@
 """Throwaway PostgreSQL and haproxy on 127.0.0.1 for the replicated JupyterHub service: a cluster
 made with Debian's initdb/pg_ctl in a temp dir (as the ``postgres`` user when run as root: initdb
-refuses root), and haproxy balancing two service replicas round-robin (handshake-era sessions stick
-to their replica by ``Mcp-Session-Id``). Every wait is bounded."""
+refuses root), and haproxy balancing two service replicas round-robin, every request on its own (no stickiness:
+handshake-era sessions are shared through the store). Each reply names the replica that gave it
+in ``X-Replica`` (a test-only header). Every wait is bounded."""
 
 from __future__ import annotations
 
@@ -92,9 +93,7 @@ frontend service
   default_backend replicas
 backend replicas
   balance roundrobin
-  stick-table type string len 80 size 100k expire 1h
-  stick on req.hdr(mcp-session-id)
-  stick store-response res.hdr(mcp-session-id)
+  http-response set-header X-Replica %[srv_name]
   option httpchk GET /services/mcp-notebook/.well-known/oauth-protected-resource
 {servers}
 """

@@ -39,15 +39,21 @@ class Inbox:
 
 @contextlib.asynccontextmanager
 async def connect(
-    info: dict[str, Any], mode: str = "auto", token: str | None = None, extensions: Any = None
+    info: dict[str, Any],
+    mode: str = "auto",
+    token: str | None = None,
+    extensions: Any = None,
+    event_hooks: dict[str, list[Any]] | None = None,
 ) -> AsyncIterator[tuple[Client, Inbox]]:
-    """An SDK client in the given mode ("auto" is the SDK default) plus its notification inbox."""
+    """An SDK client in the given mode ("auto" is the SDK default) plus its notification inbox
+    (``event_hooks``: httpx's, to see each request and reply)."""
     headers = {}
     tok = token if token is not None else info.get("token")
     if tok:
         headers["Authorization"] = f"Bearer {tok}"
     inbox = Inbox()
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+    timeout = httpx2.Timeout(30, read=300)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=event_hooks) as http:
         transport = streamable_http_client(info["url"], http_client=http)
         async with Client(
             transport, message_handler=inbox.handle, mode=mode, cache=None, extensions=extensions

@@ -81,7 +81,7 @@ def test_a_file_of_the_first_schema_opens_upgraded_with_its_grants(tmp_path):
     finally:
         store.close()
     version = sqlite3.connect(path).execute("SELECT version_num FROM alembic_version").fetchall()
-    assert version == [("v2",)]
+    assert version == [("v3",)]
     again = Store(str(path))  # opening an upgraded file changes nothing
     assert again.grant("fam1").revoked
     again.close()
@@ -118,5 +118,34 @@ def test_registered_clients_that_never_got_a_grant_are_purged(tmp_path):
         assert store.client("unused") is None
         assert store.client("used") is not None and store.client("configured") is not None
         assert store.count_clients("dcr") == 1
+    finally:
+        store.close()
+
+
+def test_sessions_are_kept_as_hashes_changed_ended_and_ended_with_their_grant(tmp_path):
+    store = Store(str(tmp_path / "s.sqlite"))
+    try:
+        family = store.new_grant("alice", "c1", "Client", "mcp", "http://x/mcp")
+        sid, client = secrets.token_urlsafe(24), {"info": {"name": "sdk"}, "capabilities": {}}
+        store.save_session(sid, family, "2025-11-25", client, None, [], new=True)
+        store.save_session(sid, family, "2025-11-25", client, "info", ["nb://vars/x"], new=False)
+        row = store.session(sid)
+        assert row is not None and row.hash == digest(sid) and row.family == family and not row.ended
+        assert (row.version, row.client, row.log_level, row.subscriptions) == (
+            "2025-11-25",
+            client,
+            "info",
+            ["nb://vars/x"],
+        )
+        raw = sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT * FROM sessions").fetchall()
+        assert sid not in repr(raw)  # the id itself is never stored
+        rows, _ = store.sessions_since(time.time() - 5)
+        assert [r.hash for r in rows] == [digest(sid)]
+        other = secrets.token_urlsafe(24)
+        store.save_session(other, family, "2025-11-25", client, None, [], new=True)
+        store.end_session(other)
+        assert store.session(other).ended
+        store.revoke(family)
+        assert store.session(sid).ended
     finally:
         store.close()
