@@ -1,14 +1,18 @@
 """The JupyterHub service under a paced load: N signed-in users each reading once a second (an
 open loop: a read is sent on time whether or not the last one came back), through the user's own
-server and through the service, p50/p99 and what the service adds, and the service's CPU per read.
+server and through the service, p50/p99 and what the service adds, the service's CPU per read, and
+while the users read, notification latency (cell end, stamped in the kernel, to
+``notifications/resources/updated`` at an official SDK client; both eras, bench/notify.py) through
+the user's own server and through the service.
 
-    .venv/bin/python bench/jupyterhub_paced.py [--users 1 20 50] [--seconds 20] [--replicas 2]
+    .venv/bin/python bench/jupyterhub_paced.py [--users 1 20 50] [--seconds 10] [--cells 8] [--replicas 1 2]
 
-``--replicas 2``: the service as two replicas on a throwaway PostgreSQL behind haproxy
-(tests/replicas.py, as tests/test_jupyterhub_service_replicas.py runs it); CPU is both replicas'.
-
-Each user is a grant of its own (its own front in the service); the upstream servers are the two
-test users'. Writes bench/results/jupyterhub_paced.json and prints a table.
+One command, about five minutes with the defaults: the service as one replica (JupyterHub runs it,
+sqlite), then as two replicas on a throwaway PostgreSQL behind haproxy, round-robin without
+stickiness (tests/replicas.py, as tests/test_jupyterhub_service_replicas.py runs it; CPU is both
+replicas'). Each user is a grant of its own (its own front in the service); the upstream servers
+are the two test users'. Writes bench/results/jupyterhub_paced_{label}.json and prints one
+markdown table for docs/start/jupyterhub.md.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,8 @@ sys.path.insert(0, str(HERE))
 from jhub import LocalJupyterHub  # noqa: E402
 from jserver import free_port  # noqa: E402
 from jupyterhub_service import _body_and_headers, service_cpu  # noqa: E402
+from notify import notification_latency  # noqa: E402
+from remote import ServerKernel  # noqa: E402
 from replicas import Haproxy, Postgres, Replica, service_env  # noqa: E402
 from service_oauth import sign_in  # noqa: E402
 
@@ -114,50 +121,111 @@ class TwoReplicas:
         shutil.rmtree(self.pg_dir, ignore_errors=True)
 
 
+def measured(targets: list[tuple[str, str]], seconds: float, kernel: Any, info: dict[str, Any], cells: int) -> tuple:
+    """The paced reads of ``targets`` and, while they run, notification latency (both eras) of one
+    SDK client at ``info`` (``cells`` cells each)."""
+    box: dict[str, Any] = {}
+    reads = threading.Thread(target=lambda: box.update(reads=paced(targets, seconds)))
+    reads.start()
+    time.sleep(1.5)  # the readers are on their pace
+    notes = notification_latency(kernel, info, cells)
+    reads.join(seconds + 180)
+    return box["reads"], notes
+
+
+def deployment(n_replicas: int, users: list[int], seconds: float, cells: int, tmp: Path) -> dict[str, Any]:
+    """One JupyterHub with the service as ``n_replicas`` replica(s); every user count measured."""
+    runs: dict[str, Any] = {}
+    two = TwoReplicas(tmp) if n_replicas == 2 else None
+    extra = two.config() if two else ""
+    svc = ("--JupyterHubService.registration_burst=1000",)
+    hub = LocalJupyterHub(tmp / "hub", svc, extra, two.start if two else None)
+    cpu_of = two.cpu if two else (lambda: service_cpu(hub))
+    stamp = f"import sys as _s; _s.path.insert(0, {str(HERE)!r}); import kside; kside.install_stamp_hook()"
+    try:
+        kids, kernels = {}, {}
+        for u in ("alice", "bob"):
+            kids[u], kc = hub.kernel(u, f"{u}.ipynb", "x = [1, 2, 3]", before=stamp)
+            kernels[u] = ServerKernel(kc)
+        hub_tokens = {u: hub.user_token(u) for u in kids}
+        pipe = {u: f"{hub.public}user/{u}/mcp-notebook/kernels/{kids[u]}/mcp" for u in kids}
+        names = [("alice", "bob")[i % 2] for i in range(max(users))]
+        with ThreadPoolExecutor(8) as pool:  # sign-ins in parallel: the bench stays within minutes
+            grants = list(pool.map(lambda name: sign_in(hub, name)[1]["access_token"], names))
+        direct_info = {"url": pipe["alice"], "token": hub_tokens["alice"]}
+        service_info = {"url": hub.mcp_url, "token": grants[0]}
+        for n in users:
+            targets = [(pipe[names[i]], f"token {hub_tokens[names[i]]}") for i in range(n)]
+            direct, notify_direct = measured(targets, seconds, kernels["alice"], direct_info, cells)
+            cpu0 = cpu_of()
+            targets = [(hub.mcp_url, f"Bearer {grants[i]}") for i in range(n)]
+            service, notify_service = measured(targets, seconds, kernels["alice"], service_info, cells)
+            cpu = (cpu_of() - cpu0) / max(1, service["n"] + n) * 1e3
+            runs[str(n)] = {
+                "direct": direct,
+                "service": service,
+                "service_cpu_ms_per_read": cpu,
+                "notify_direct": notify_direct,
+                "notify_service": notify_service,
+            }
+    finally:
+        hub.stop()
+        if two:
+            two.stop()
+    return runs
+
+
+def _pair(a: dict[str, Any], p50: str, p99: str) -> str:
+    x, y = a.get(p50), a.get(p99)
+    return f"{x:.1f} / {y:.1f}" if isinstance(x, (int, float)) and isinstance(y, (int, float)) else "error"
+
+
+def print_table(out: dict[str, Any]) -> None:
+    """One markdown table, ready for docs/start/jupyterhub.md (all figures in ms, p50 / p99)."""
+    print(
+        "| replicas | users | reads: user's server | reads: service | added | "
+        "notified (handshake): server → service | notified (2026-07-28): server → service | service CPU/read |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for replicas, runs in out["deployments"].items():
+        for n, run in runs.items():
+            d, s = run["direct"], run["service"]
+            added = f"{s['p50_ms'] - d['p50_ms']:+.1f} / {s['p99_ms'] - d['p99_ms']:+.1f}"
+            notes = [
+                f"{_pair(run['notify_direct'][era], 'median_ms', 'p99_ms')} → "
+                f"{_pair(run['notify_service'][era], 'median_ms', 'p99_ms')}"
+                for era in ("legacy", "2026-07-28")
+            ]
+            print(
+                f"| {replicas} | {n} | {_pair(d, 'p50_ms', 'p99_ms')} | {_pair(s, 'p50_ms', 'p99_ms')} | {added} | "
+                f"{notes[0]} | {notes[1]} | {run['service_cpu_ms_per_read']:.2f} |"
+            )
+    errors = sum(
+        run[k]["errors"] for runs in out["deployments"].values() for run in runs.values() for k in ("direct", "service")
+    )
+    print(
+        f"\n{errors} read(s) failed; each read p50/p99 over {out['seconds']:.0f} s per user, notifications over {out['cells']} cells per era"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--users", type=int, nargs="+", default=[1, 20, 50])
-    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--cells", type=int, default=8, help="cells per era for the notification latency")
     ap.add_argument("--label", default="after")
-    ap.add_argument("--replicas", type=int, choices=(1, 2), default=1)
+    ap.add_argument("--replicas", type=int, nargs="+", choices=(1, 2), default=[1, 2])
     args = ap.parse_args()
-    out: dict[str, Any] = {"label": args.label, "replicas": args.replicas, "seconds": args.seconds, "runs": {}}
-    with tempfile.TemporaryDirectory(prefix="mcpnb-hub-paced-") as tmp:
-        two = TwoReplicas(Path(tmp)) if args.replicas == 2 else None
-        extra = two.config() if two else ""
-        svc = ("--JupyterHubService.registration_burst=1000",)
-        hub = LocalJupyterHub(Path(tmp) / "hub", svc, extra, two.start if two else None)
-        cpu_of = two.cpu if two else (lambda: service_cpu(hub))
-        try:
-            kids = {u: hub.kernel(u, f"{u}.ipynb", "x = [1, 2, 3]")[0] for u in ("alice", "bob")}
-            hub_tokens = {u: hub.user_token(u) for u in kids}
-            pipe = {u: f"{hub.public}user/{u}/mcp-notebook/kernels/{kids[u]}/mcp" for u in kids}
-            names = [("alice", "bob")[i % 2] for i in range(max(args.users))]
-            grants = [sign_in(hub, name)[1]["access_token"] for name in names]
-            for n in args.users:
-                direct = paced([(pipe[names[i]], f"token {hub_tokens[names[i]]}") for i in range(n)], args.seconds)
-                cpu0 = cpu_of()
-                service = paced([(hub.mcp_url, f"Bearer {grants[i]}") for i in range(n)], args.seconds)
-                cpu = (cpu_of() - cpu0) / max(1, service["n"] + n) * 1e3
-                out["runs"][str(n)] = {"direct": direct, "service": service, "service_cpu_ms_per_read": cpu}
-        finally:
-            hub.stop()
-            if two:
-                two.stop()
+    out: dict[str, Any] = {"label": args.label, "seconds": args.seconds, "cells": args.cells, "deployments": {}}
+    for n_replicas in args.replicas:
+        with tempfile.TemporaryDirectory(prefix="mcpnb-hub-paced-") as tmp:
+            out["deployments"][str(n_replicas)] = deployment(
+                n_replicas, args.users, args.seconds, args.cells, Path(tmp)
+            )
     results = HERE / "results"
     results.mkdir(exist_ok=True)
-    (results / f"jupyterhub_paced_{args.label}_{args.replicas}.json").write_text(json.dumps(out, indent=2))
-    print(
-        f"| users ({args.label}, {args.replicas} replica(s)) | user's server p50 / p99 | service p50 / p99 | added p50 / p99 | CPU/read |"
-    )
-    print("|---|---|---|---|---|")
-    for n, run in out["runs"].items():
-        d, s = run["direct"], run["service"]
-        print(
-            f"| {n} | {d['p50_ms']:.1f} / {d['p99_ms']:.1f} ms | {s['p50_ms']:.1f} / {s['p99_ms']:.1f} ms | "
-            f"{s['p50_ms'] - d['p50_ms']:+.1f} / {s['p99_ms'] - d['p99_ms']:+.1f} ms | "
-            f"{run['service_cpu_ms_per_read']:.2f} ms |"
-        )
+    (results / f"jupyterhub_paced_{args.label}.json").write_text(json.dumps(out, indent=2))
+    print_table(out)
     return 0
 
 
