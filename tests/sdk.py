@@ -44,15 +44,17 @@ async def connect(
     token: str | None = None,
     extensions: Any = None,
     event_hooks: dict[str, list[Any]] | None = None,
+    read_timeout: float = 300,
 ) -> AsyncIterator[tuple[Client, Inbox]]:
     """An SDK client in the given mode ("auto" is the SDK default) plus its notification inbox
-    (``event_hooks``: httpx's, to see each request and reply)."""
+    (``event_hooks``: httpx's, to see each request and reply; ``read_timeout``: the longest silence
+    of a stream before the client gives up on it, the SDK's default 300 s)."""
     headers = {}
     tok = token if token is not None else info.get("token")
     if tok:
         headers["Authorization"] = f"Bearer {tok}"
     inbox = Inbox()
-    timeout = httpx2.Timeout(30, read=300)
+    timeout = httpx2.Timeout(30, read=read_timeout)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=event_hooks) as http:
         transport = streamable_http_client(info["url"], http_client=http)
         async with Client(

@@ -280,6 +280,10 @@ def test_a_session_made_at_one_replica_is_used_and_ended_at_the_other(deployment
 
 
 WATCHED = "nb://kernels/alice_nb/vars/ticks"
+# configurable-http-proxy does not end a reply whose upstream died (http-proxy-3 pipes the upstream
+# reply and ignores its error), so a client learns its stream is dead from silence: the service
+# sends a keepalive comment every 15 s, so a read timeout above that tells a dead stream from a quiet one.
+SILENCE = 20.0
 
 
 class StreamWatch:
@@ -315,11 +319,12 @@ class StreamWatch:
 def _legacy_stream(watch: StreamWatch, url: str, token: str) -> tuple[str, list[str]]:
     async def go() -> tuple[str, list[str]]:
         hooks = {"response": [watch.seen]}
-        async with sdk_connect({"url": url, "token": token}, mode="legacy", event_hooks=hooks) as (client, inbox):
+        info = {"url": url, "token": token}
+        async with sdk_connect(info, mode="legacy", event_hooks=hooks, read_timeout=SILENCE) as (client, inbox):
             await client.subscribe_resource(WATCHED)
             assert await watch.until(lambda: WATCHED in inbox.updated and watch.holders), watch.holders
             victim, before, opened = watch.kill_holder(), inbox.updated.count(WATCHED), len(watch.holders)
-            assert await watch.until(lambda: inbox.updated.count(WATCHED) > before, 45.0), watch.holders
+            assert await watch.until(lambda: inbox.updated.count(WATCHED) > before, SILENCE + 40), watch.holders
             assert "ticks" in (await client.read_resource(WATCHED)).contents[0].text
             return victim, watch.holders[opened:]
 
@@ -330,7 +335,8 @@ def _modern_stream(watch: StreamWatch, url: str, token: str) -> tuple[str, list[
     async def go() -> tuple[str, list[str]]:
         got: list[int] = []
         hooks = {"response": [watch.seen]}
-        async with sdk_connect({"url": url, "token": token}, mode="auto", event_hooks=hooks) as (client, _):
+        info = {"url": url, "token": token}
+        async with sdk_connect(info, mode="auto", event_hooks=hooks, read_timeout=SILENCE) as (client, _):
 
             async def reader(sub: Any, ended: anyio.Event) -> None:
                 try:
@@ -352,7 +358,7 @@ def _modern_stream(watch: StreamWatch, url: str, token: str) -> tuple[str, list[
 
             async def kill(ended: anyio.Event) -> None:
                 state["victim"] = watch.kill_holder()
-                with anyio.fail_after(30):
+                with anyio.fail_after(SILENCE + 20):
                     await ended.wait()
 
             async def nothing(ended: anyio.Event) -> None:
