@@ -88,6 +88,7 @@ defaults
   retries 3
   option redispatch
   option http-server-close
+  option http-no-delay
 frontend service
   bind 127.0.0.1:{port}
   default_backend replicas
