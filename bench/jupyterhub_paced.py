@@ -59,7 +59,12 @@ def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
             while due < start + seconds:
                 time.sleep(max(0.0, due - time.monotonic()))
                 t0 = time.perf_counter()
-                r = http.post(url, content=content)
+                try:
+                    r = http.post(url, content=content)
+                except httpx.HTTPError as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    due += 1.0
+                    continue
                 mine.append((time.perf_counter() - t0) * 1e3)
                 if r.status_code != 200 or "contents" not in r.text:
                     errors.append(f"{r.status_code} {r.text[:200]}")
@@ -74,7 +79,8 @@ def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
         t.join(seconds + 120)
     samples.sort()
     pick = lambda q: samples[min(len(samples) - 1, int(len(samples) * q))]  # noqa: E731
-    return {"n": len(samples), "errors": len(errors), "p50_ms": pick(0.5), "p99_ms": pick(0.99)}
+    first = errors[0] if errors else None
+    return {"n": len(samples), "errors": len(errors), "first_error": first, "p50_ms": pick(0.5), "p99_ms": pick(0.99)}
 
 
 EXTERNAL = """
@@ -203,8 +209,12 @@ def print_table(out: dict[str, Any]) -> None:
     errors = sum(
         run[k]["errors"] for runs in out["deployments"].values() for run in runs.values() for k in ("direct", "service")
     )
+    firsts = [
+        r[k]["first_error"] for rs in out["deployments"].values() for r in rs.values() for k in ("direct", "service")
+    ]
+    first = next((f for f in firsts if f), None)
     print(
-        f"\n{errors} read(s) failed; each read p50/p99 over {out['seconds']:.0f} s per user, notifications over {out['cells']} cells per era"
+        f"\n{errors} read(s) failed{f' (the first: {first[:200]})' if first else ''}; each read p50/p99 over {out['seconds']:.0f} s per user, notifications over {out['cells']} cells per era"
     )
 
 

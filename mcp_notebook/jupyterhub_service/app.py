@@ -215,6 +215,8 @@ class JupyterHubServiceApp(Application):
             loop = asyncio.get_running_loop()
             follower = PeriodicCallback(lambda: loop.run_in_executor(None, fronts.follow_revocations), 1000)
             follower.start()
+            renewer = PeriodicCallback(lambda: loop.run_in_executor(None, fronts.renew_checks), 500)
+            renewer.start()
             unused = self.service.unused_client_seconds
             purge = PeriodicCallback(lambda: fronts.server.store.purge(unused), 600_000)
             purge.start()
@@ -224,6 +226,7 @@ class JupyterHubServiceApp(Application):
             finally:
                 sweeper.stop()
                 follower.stop()
+                renewer.stop()
                 purge.stop()
                 fronts.close()
 

@@ -28,7 +28,7 @@ from .config import SCOPE
 from .oauth import AuthorizationServer
 from .sessions import SharedSessions
 from .store import digest, unseal
-from .users import JupyterHubLink, JupyterHubRefused, Listings, UserKernels, UserServers
+from .users import RENEW_AHEAD_SECONDS, JupyterHubLink, JupyterHubRefused, Listings, UserKernels, UserServers
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 1800.0  # a front nobody used for this long (and with no stream open) is closed
@@ -74,6 +74,7 @@ class Fronts:
         self._ended: set[str] = set()  # grants ended: never remembered again
         self._revoked_since = time.time() - 60.0
         self._lock = threading.Lock()
+        self._renewing = threading.Lock()
         self.listings = Listings()
         self.sessions = SharedSessions(server.store)
         server.on_revoke.append(self.close_family)
@@ -155,6 +156,23 @@ class Fronts:
         with self._lock:
             found = self._fronts.get(family)
         return found.front if found is not None else None
+
+    def renew_checks(self) -> None:
+        """JupyterHub's answers about the fronts' users, asked again just before they go stale (every
+        half second, off the event loop), so a read almost never waits for JupyterHub; a refusal ends
+        the grant at the next sweep, as before."""
+        if not self._renewing.acquire(blocking=False):
+            return  # the last round is still waiting for JupyterHub
+        try:
+            with self._lock:
+                links = [gf.link for gf in self._fronts.values()]
+            for link in links:
+                try:
+                    link.model(min(RENEW_AHEAD_SECONDS, link.check_seconds / 3))
+                except Exception:  # refused: the sweep ends the grant; unreachable: a read asks and says so
+                    pass
+        finally:
+            self._renewing.release()
 
     def sweep(self) -> None:
         """End grants JupyterHub no longer accepts (checked by their fronts' directories every second),

@@ -30,6 +30,7 @@ from ..types import Contents, ResourceNotFound, ResourceReadError
 log = logging.getLogger(__name__)
 LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
 TIMEOUT = 10.0
+RENEW_AHEAD_SECONDS = 1.0  # JupyterHub's answer is asked again this long before it goes stale (off the reads' path)
 
 
 class JupyterHubRefused(Exception):
@@ -49,12 +50,13 @@ class JupyterHubLink:
         self._checked = 0.0
         self._lock = threading.Lock()
 
-    def model(self) -> dict[str, Any]:
-        """The user's model (``servers`` included); :class:`JupyterHubRefused` when JupyterHub says no."""
+    def model(self, ahead: float = 0.0) -> dict[str, Any]:
+        """The user's model (``servers`` included); :class:`JupyterHubRefused` when JupyterHub says no.
+        ``ahead``: ask again if the answer goes stale within that many seconds."""
         with self._lock:
             if self.refused is not None:
                 raise JupyterHubRefused(self.refused)
-            if self._model is not None and time.monotonic() - self._checked < self.check_seconds:
+            if self._model is not None and time.monotonic() - self._checked < self.check_seconds - ahead:
                 return self._model
             req = urllib.request.Request(
                 f"{self.api_url}/user",
