@@ -149,3 +149,22 @@ def test_sessions_are_kept_as_hashes_changed_ended_and_ended_with_their_grant(tm
         assert store.session(sid).ended
     finally:
         store.close()
+
+
+def test_a_session_row_keeps_a_bounded_copy_of_what_the_client_sent(tmp_path):
+    from mcp_notebook.jupyterhub_service.sessions import MAX_CLIENT_BYTES, SharedSessions
+    from mcp_notebook.protocol.handshake import Session
+
+    store = Store(str(tmp_path / "b.sqlite"))
+    try:
+        family = store.new_grant("alice", "c1", "Client", "mcp", "http://x/mcp")
+        huge = Session(secrets.token_urlsafe(24), "2025-11-25", {"name": "n" * 100_000, "x": "y" * 10**6}, {"a": {}})
+        SharedSessions(store)._record(family, "created", huge)
+        row = store.session(huge.id)
+        assert row.client == {"info": {"name": "n" * 200, "version": ""}, "capabilities": {"a": {}}}
+        small = Session(secrets.token_urlsafe(24), "2025-11-25", {"name": "sdk", "version": "2"}, {"b": {"c": 1}})
+        SharedSessions(store)._record(family, "created", small)
+        assert store.session(small.id).client == {"info": small.client_info, "capabilities": small.capabilities}
+        assert MAX_CLIENT_BYTES < 10**6
+    finally:
+        store.close()

@@ -12,13 +12,17 @@ unsubscribe, setLevel) and ends (DELETE, a revoked grant) reach the other replic
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..allkernels.front import KernelsFront
 from ..protocol.handshake import HandshakeEra, Session
 from .store import Store, digest
+
+MAX_CLIENT_BYTES = 16_384  # what a session row keeps of the client's info and capabilities
 
 
 class SharedSessions:
@@ -42,7 +46,7 @@ class SharedSessions:
         if event == "deleted":
             self.store.end_session(session.id)
             return
-        client = {"info": session.client_info, "capabilities": session.capabilities}
+        client = _bounded({"info": session.client_info, "capabilities": session.capabilities})
         subscriptions = sorted(session.subscriptions)
         self.store.save_session(
             session.id, family, session.version, client, session.log_level, subscriptions, event == "created"
@@ -84,3 +88,15 @@ class SharedSessions:
                     era.drop(session.id)
                 elif session.log_level != row.log_level or session.subscriptions != set(row.subscriptions):
                     era.sync(session.id, row.log_level, set(row.subscriptions))
+
+
+def _bounded(client: dict[str, Any]) -> dict[str, Any]:
+    """The client's info and capabilities as a row keeps them: whole when small (as clients send
+    them), else the name and version only (a client may send a body of megabytes)."""
+    if len(json.dumps(client)) <= MAX_CLIENT_BYTES:
+        return client
+    info = client.get("info") if isinstance(client.get("info"), dict) else {}
+    short = {"name": str(info.get("name", ""))[:200], "version": str(info.get("version", ""))[:100]}
+    caps = client.get("capabilities")
+    keep = isinstance(caps, dict) and len(json.dumps(caps)) <= MAX_CLIENT_BYTES // 2
+    return {"info": short, "capabilities": caps if keep else {}}
