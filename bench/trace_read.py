@@ -108,10 +108,12 @@ class HttpTracer(Tracer):
     def __init__(self, package: Path):
         super().__init__(package)
         self.http: dict[tuple[str, str], int] = {}
+        self.calls = 0  # Python calls made on the traced threads (the package's, the library's)
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
         if event != "call":
             return
+        self.calls += 1
         callee = self._rel(frame.f_code.co_filename)
         if callee is None:
             return
@@ -196,7 +198,10 @@ def main() -> None:
     try:
         if args.bridge:
             bridged = trace_bridge(package, args.uri)
-            print(f"stdio bridge: a read of {args.uri}: {len(bridged.files)} package files on the bridge's threads")
+            print(
+                f"stdio bridge: a read of {args.uri}: {len(bridged.files)} package files on the bridge's threads, "
+                f"{bridged.calls} Python calls (the kernel's hub, on its own thread, not counted)"
+            )
             print("  files: " + ", ".join(bridged.files))
             print("  calls into HTTP modules, by caller:")
             for (caller, callee), count in sorted(bridged.http.items()):
