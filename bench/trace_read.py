@@ -15,7 +15,8 @@ is counted apart, as a use of the wire, not as a crossing. ``--calls`` lists eve
 ``--bridge`` follows instead one read through the all-kernels stdio bridge in this process (the
 ``Bridge`` and its stdio carrier driving a ``KernelsFront``, which reads the hub loaded here over
 loopback HTTP): the files touched on the bridge's threads, and every call into an HTTP module
-(``protocol/wire_http11.py``, ``protocol/wire_sse.py``, ``transport/``, ``hubclient/``,
+(``protocol/wire_http11.py``, ``protocol/wire_sse.py``, ``protocol/wire_stateless.py``: the
+stateless era's headers; ``transport/``, ``hubclient/``,
 ``bridge/http_link.py``) by the room that made it. Only the front's link to the kernel's hub
 should be HTTP (``allkernels`` -> ``hubclient``): the bridge -> front leg carries messages.
 """
@@ -99,7 +100,14 @@ def trace_one(transport: Any, data: bytes, package: Path) -> Tracer:
     return tracer
 
 
-HTTP_MODULES = ("protocol/wire_http11.py", "protocol/wire_sse.py", "transport/", "hubclient/", "bridge/http_link.py")
+HTTP_MODULES = (
+    "protocol/wire_http11.py",
+    "protocol/wire_sse.py",
+    "protocol/wire_stateless.py",
+    "transport/",
+    "hubclient/",
+    "bridge/http_link.py",
+)
 
 
 class HttpTracer(Tracer):
