@@ -529,6 +529,7 @@ class Bridge:
         for request_id in list(self._listens):
             self._cancel_listen({"params": {"requestId": request_id}})
         self._pool.drain(DRAIN_SECONDS)  # let answers to the last requests go out
+        self._pool.stop()
         self._settle()
         up, sid = self.up, self.session_id
         self.generation += 1
