@@ -117,9 +117,10 @@ class HttpTracer(Tracer):
         super().__init__(package)
         self.http: dict[tuple[str, str], int] = {}
         self.calls = 0  # Python calls made on the traced threads (the package's, the library's)
+        self.on = False  # set for the read followed (threads started before stay profiled)
 
     def __call__(self, frame: Any, event: str, arg: Any) -> None:
-        if event != "call":
+        if event != "call" or not self.on:
             return
         self.calls += 1
         callee = self._rel(frame.f_code.co_filename)
@@ -158,23 +159,22 @@ def trace_bridge(package: Path, uri: str) -> HttpTracer:
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
     tracer = HttpTracer(package)
     try:
+        sys.setprofile(tracer)  # from the start: a request thread the bridge keeps is profiled too
+        threading.setprofile(tracer)
         for n, traced in ((1, False), (2, True)):  # a first read warms the front's link to the hub
             msg = {"jsonrpc": "2.0", "id": n, "method": "resources/read", "params": {"uri": uri, "_meta": meta}}
-            if traced:
-                sys.setprofile(tracer)
-                threading.setprofile(tracer)
-            try:
-                bridge.dispatch(msg)
-                for _ in range(5000):  # bounded wait for the answer on stdout
-                    if out.getvalue().count(b"\n") >= n:
-                        break
-                    time.sleep(0.001)
-            finally:
-                sys.setprofile(None)
-                threading.setprofile(None)  # type: ignore[arg-type]
+            tracer.on = traced
+            bridge.dispatch(msg)
+            for _ in range(5000):  # bounded wait for the answer on stdout
+                if out.getvalue().count(b"\n") >= n:
+                    break
+                time.sleep(0.001)
+            tracer.on = False
             last = json.loads(out.getvalue().splitlines()[-1])
             assert "result" in last, last
     finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
         carrier.close()
         front.close()
     return tracer
