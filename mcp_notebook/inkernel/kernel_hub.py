@@ -23,14 +23,20 @@ from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
 from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
-from ..providers.frames.databases import DatabasesProvider
-from ..providers.frames.provider import FramesProvider
+from ..providers.base import LazyProvider
+from ..providers.frames import (
+    CONNECTION_LIBRARIES,
+    DATABASES_PREFIX,
+    ENGINE_LIBRARIES,
+    FRAMES_PREFIX,
+    TABLE_LIBRARIES,
+)
 from ..providers.history.diffs import DiffsProvider
 from ..providers.history.lineage import Lineage
 from ..providers.history.sessions import HistoryProvider
 from ..providers.kernel_info import KernelProvider
 from ..providers.notebook import NotebookProvider
-from ..providers.variables import EVERY_TYPE, VariablesProvider
+from ..providers.variables import EVERY_TYPE, Serves, VariablesProvider
 from ..providers.views import ViewsProvider
 from ..redact import REDACTOR, ConfiguredNames
 from ..resources import Resources
@@ -95,14 +101,29 @@ class KernelHub:
         self._previous_sigterm: Any = None
 
     def _add_tables(self, cfg: Limits) -> None:
-        """Frames and databases over the variables, each adding its links to nb://vars rows."""
-        frames = FramesProvider(self.variables, cfg)
-        databases = DatabasesProvider(self.variables, cfg)
-        self.variables.rows.register(frames.rows_serve, frames.index_links)
-        self.variables.rows.register(databases.rows_serve, databases.index_links)
-        self.variables.reprs.register(frames.reprs_serve, frames.engine_repr)  # a lazy frame's repr may run its query
-        self.resources.add_provider(frames)
-        self.resources.add_provider(databases)
+        """Frames and databases over the variables, each adding its links to nb://vars rows. The
+        tables room is imported at its first use (a frame's row, read or listing), not here."""
+        variables = self.variables
+
+        def frames() -> Any:
+            from ..providers.frames.provider import FramesProvider
+
+            return FramesProvider(variables, cfg)
+
+        def databases() -> Any:
+            from ..providers.frames.databases import DatabasesProvider
+
+            return DatabasesProvider(variables, cfg)
+
+        lazy_frames, lazy_dbs = LazyProvider((FRAMES_PREFIX,), frames), LazyProvider((DATABASES_PREFIX,), databases)
+        variables.rows.register(
+            Serves(libraries=TABLE_LIBRARIES | ENGINE_LIBRARIES), lambda *a: lazy_frames.real().index_links(*a)
+        )
+        variables.rows.register(Serves(libraries=CONNECTION_LIBRARIES), lambda *a: lazy_dbs.real().index_links(*a))
+        # a lazy frame's repr may run its query
+        variables.reprs.register(Serves(libraries=ENGINE_LIBRARIES), lambda v: lazy_frames.real().engine_repr(v))
+        self.resources.add_provider(lazy_frames)
+        self.resources.add_provider(lazy_dbs)
 
     def _add_lineage(self, shell: Any, cells: CellsProvider) -> None:
         """Lineage, diffs and earlier sessions (docs/DESIGN.md, "Lineage and history")."""
@@ -174,7 +195,7 @@ class KernelHub:
         self.capture.install()
         self.figures.install()
         self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
-        self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
+        self.history.remember_soon()  # this session is this notebook's (a sidecar beside IPython's history), off the cell
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
         self._install_sigterm()
@@ -193,6 +214,7 @@ class KernelHub:
             self._hook_registered = False
         self.capture.uninstall()
         self.figures.uninstall()
+        self.history.finish()
         self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None

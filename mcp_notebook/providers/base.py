@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,6 +18,7 @@ __all__ = [
     "Facts",
     "IndexPage",
     "InvalidResourceParams",
+    "LazyProvider",
     "Provider",
     "ResourceNotFound",
     "ResourceReadError",
@@ -227,6 +229,90 @@ class Provider:
         """The exact check found namespace name ``name``'s value changed in place (no rebinding,
         ``d['k'] += 1``): move what says when it changed. True when that alters a rendering."""
         return False
+
+
+class LazyProvider(Provider):
+    """A provider whose room is imported and built at its first use, not when the hub loads.
+
+    ``build`` makes the real provider; until a URI under ``uri_prefixes`` is routed to it (or a
+    listing, a template list or a completion asks every provider), nothing of it is imported and
+    the post-cell hook skips it: a provider not built yet has nothing watched and nothing to
+    compare. The first use pays the import (docs/DESIGN.md, "Loading, fourth cut")."""
+
+    def __init__(self, uri_prefixes: tuple[str, ...], build: Callable[[], Provider], list_is_pure: bool = False):
+        self.uri_prefixes = uri_prefixes
+        self.list_is_pure = list_is_pure
+        self._build = build
+        self._real: Provider | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._real is not None
+
+    def real(self) -> Provider:
+        """The provider itself, built now if it was not (once, whichever thread asks first)."""
+        real = self._real
+        if real is None:
+            with self._lock:
+                if self._real is None:
+                    self._real = self._build()
+                real = self._real
+        return real
+
+    def owns(self, uri: str) -> bool:
+        return self.real().owns(uri)
+
+    def list_token(self) -> Hashable | None:
+        return self.real().list_token()
+
+    def list_resources(self) -> list[Resource]:
+        return self.real().list_resources()
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        return self.real().list_templates()
+
+    def read(self, uri: str) -> list[Contents]:
+        return self.real().read(uri)
+
+    def read_token(self, uri: str) -> Hashable | None:
+        return self.real().read_token(uri)
+
+    def may_run_user_code(self, uri: str) -> bool:
+        return self.real().may_run_user_code(uri)
+
+    def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        return self.real().complete(template, argument, value, context)
+
+    def snapshot(self, watched: frozenset[str]) -> ChangeSet:
+        real = self._real
+        return ChangeSet() if real is None else real.snapshot(watched)
+
+    def digest(self, uri: str) -> bytes | None:
+        return self.real().digest(uri)
+
+    def watching(self, uri: str, watched: bool) -> None:
+        self.real().watching(uri, watched)
+
+    def watched_now(self, uris: list[str]) -> None:
+        self.real().watched_now(uris)
+
+    def canonical(self, uri: str) -> str:
+        return self.real().canonical(uri)
+
+    def variable_name(self, uri: str) -> str | None:
+        return self.real().variable_name(uri)
+
+    def facts(self, uri: str) -> Facts | None:
+        return self.real().facts(uri)
+
+    def variable_names(self) -> frozenset[str] | None:
+        real = self._real
+        return None if real is None else real.variable_names()
+
+    def changed_in_place(self, name: str) -> bool:
+        real = self._real
+        return False if real is None else real.changed_in_place(name)
 
 
 def rank_completions(candidates: list[str], prefix: str) -> list[str]:
