@@ -21,9 +21,9 @@ from ..figures.live import FigureReader
 from ..logs import HubLog, log
 from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
+from ..providers.base import LazyProvider
 from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
-from ..providers.base import LazyProvider
 from ..providers.frames import (
     CONNECTION_LIBRARIES,
     DATABASES_PREFIX,
