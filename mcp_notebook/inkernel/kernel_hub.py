@@ -74,6 +74,7 @@ class KernelHub:
         self.cell_started: float | None = None  # while a cell runs (nb://kernel's state: busy)
         self.last_execution: float | None = None  # when the last cell finished
         self.resources = Resources()
+        self._lazy: list[LazyProvider] = []  # rooms imported at first use, or after the loading cell
         self.variables = VariablesProvider(
             shell.user_ns, getattr(shell, "user_ns_hidden", {}), ConfiguredNames(cfg), cfg
         )
@@ -96,6 +97,7 @@ class KernelHub:
         self.control: ControlCarrier | None = None
         self.runtime_file: Path | None = None
         self._hook_registered = False
+        self._later: threading.Thread | None = None
         self.log: HubLog | None = None
         self._sigterm: Any = None  # our SIGTERM handler while installed
         self._previous_sigterm: Any = None
@@ -124,6 +126,7 @@ class KernelHub:
         variables.reprs.register(Serves(libraries=ENGINE_LIBRARIES), lambda v: lazy_frames.real().engine_repr(v))
         self.resources.add_provider(lazy_frames)
         self.resources.add_provider(lazy_dbs)
+        self._lazy += [lazy_frames, lazy_dbs]
 
     def _add_lineage(self, shell: Any, cells: CellsProvider) -> None:
         """Lineage, diffs and earlier sessions (docs/DESIGN.md, "Lineage and history")."""
@@ -195,7 +198,8 @@ class KernelHub:
         self.capture.install()
         self.figures.install()
         self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
-        self.history.remember_soon()  # this session is this notebook's (a sidecar beside IPython's history), off the cell
+        # After the loading cell: the history sidecar's write and the rooms left for later (_after_load).
+        self._later = threading.Thread(target=self._after_load, name="mcp-notebook-later", daemon=True)
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
         self._install_sigterm()
@@ -214,7 +218,11 @@ class KernelHub:
             self._hook_registered = False
         self.capture.uninstall()
         self.figures.uninstall()
-        self.history.finish()
+        later, self._later = self._later, None
+        if later is not None and later.ident is None:  # stopped before the loading cell ended
+            self.history.remember()
+        elif later is not None:
+            later.join(2.0)  # its write done: the session is recorded
         self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None
@@ -323,6 +331,8 @@ class KernelHub:
 
     def _post_run_cell(self, result: Any = None) -> None:
         self.cell_started, self.last_execution = None, time.time()
+        if self._later is not None and self._later.ident is None:  # the loading cell ended
+            self._later.start()
         if self.transport is not None:
             self.transport.switch.cell(False)  # the user's switch interval, exactly as it was
             poll = self.transport.busy_poll
@@ -330,6 +340,18 @@ class KernelHub:
             poll.enabled = True
         self.capture.post_run_cell(result)  # finish the cell record before change detection
         self.resources.after_cell()
+
+    def _after_load(self) -> None:
+        """Once the loading cell has ended, off the main thread: record this session in the history
+        sidecar (an sqlite commit) and import the rooms left for their first use, so that neither
+        ``%load_ext`` nor a first listing pays them (each import lets go of the GIL at its file reads:
+        a read meanwhile waits little). docs/DESIGN.md, "Loading, fourth cut"."""
+        try:
+            self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
+            for lazy in self._lazy:
+                lazy.real()
+        except Exception:  # a room that fails to build is built (and fails) again at its first use
+            log.exception("after loading")
 
     # -- facts --------------------------------------------------------------------------
     def connection_info(self) -> ConnectionInfo:

@@ -125,7 +125,6 @@ class HistoryProvider(Provider):
         self._limits = limits
         self._written: tuple[Any, ...] | None = None
         self._lock = threading.Lock()
-        self._writer: threading.Thread | None = None
 
     # -- where the history is, and which sessions are this notebook's ---------------------------
     def _manager(self) -> tuple[str, int]:
@@ -155,18 +154,6 @@ class HistoryProvider(Provider):
                 self._written = key
             except (sqlite3.Error, OSError) as exc:
                 log.info("could not record history session %s: %s", session, exc)
-
-    def remember_soon(self) -> None:
-        """:meth:`remember` on a thread of its own: the sidecar's write (an sqlite commit, a few ms
-        of disk) is not paid by ``%load_ext``. Reads remember on their own; :meth:`finish` waits."""
-        self._writer = threading.Thread(target=self.remember, name="mcp-notebook-history", daemon=True)
-        self._writer.start()
-
-    def finish(self, timeout: float = 2.0) -> None:
-        """Wait (bounded) for :meth:`remember_soon`'s write, so a stopped hub has recorded its session."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.join(timeout)
 
     def _mine(self, path: str, current: int) -> tuple[list[int], str]:
         """This notebook's earlier sessions, newest first, and what they were matched by."""
