@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -125,23 +125,44 @@ class ModifiedStamps:
         return True
 
 
-@dataclass(slots=True)
 class ChangeSet:
-    """What one provider saw change during a cell execution (computed in O(names))."""
+    """What one provider saw change during a cell execution (computed in O(names)).
 
-    list_changed: bool = False
-    updated: set[str] = field(default_factory=set)  # URIs known to have changed
-    maybe: set[str] = field(default_factory=set)  # watched URIs that need an exact check
+    A plain slotted class, not a dataclass: several are made after every cell, and a dataclass
+    costs ``%load_ext`` its generated methods' compilation (docs/DESIGN.md, "Loading, fourth cut")."""
+
+    __slots__ = ("list_changed", "maybe", "updated")
+
+    def __init__(self, list_changed: bool = False, updated: set[str] | None = None, maybe: set[str] | None = None):
+        self.list_changed = list_changed
+        self.updated: set[str] = set() if updated is None else updated  # URIs known to have changed
+        self.maybe: set[str] = set() if maybe is None else maybe  # watched URIs that need an exact check
+
+    def __repr__(self) -> str:
+        return f"ChangeSet(list_changed={self.list_changed!r}, updated={self.updated!r}, maybe={self.maybe!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChangeSet):
+            return NotImplemented
+        return (self.list_changed, self.updated, self.maybe) == (other.list_changed, other.updated, other.maybe)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
 
-@dataclass(slots=True)
 class Delta:
-    """What one post-cell snapshot saw among exposed names (read by the lineage provider)."""
+    """What one post-cell snapshot saw among exposed names (read by the lineage provider); a plain
+    slotted class for the same reason as ChangeSet."""
 
-    added: list[str] = field(default_factory=list)
-    rebound: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # deleted, or no longer exposed
-    in_place: list[str] = field(default_factory=list)  # a watched value whose len/shape moved, same binding
+    __slots__ = ("added", "in_place", "rebound", "removed")
+
+    def __init__(self) -> None:
+        self.added: list[str] = []
+        self.rebound: list[str] = []
+        self.removed: list[str] = []  # deleted, or no longer exposed
+        self.in_place: list[str] = []  # a watched value whose len/shape moved, same binding
+
+    def __repr__(self) -> str:
+        return f"Delta(added={self.added!r}, rebound={self.rebound!r}, removed={self.removed!r}, in_place={self.in_place!r})"
 
 
 class Provider:
