@@ -52,6 +52,13 @@ class Room(Provider):
 
 def test_a_lazy_provider_is_built_once_at_its_first_use():
     built: list[Room] = []
+    empty = [True]
+    lazy = LazyProvider(("room://",), lambda: built.append(Room()) or built[-1], lists_nothing=lambda: empty[0])
+    resources = Resources([lazy])
+    assert resources.list_resources() == [] and not built  # nothing of its kinds: listed without building it
+    empty[0] = False
+    assert resources.list_resources() == [] and len(built) == 1  # something may be: built to list
+    built.clear()
     lazy = LazyProvider(("room://",), lambda: built.append(Room()) or built[-1])
     resources = Resources([lazy])
     resources.after_cell()  # the post-cell hook does not build it: nothing of it can be watched yet

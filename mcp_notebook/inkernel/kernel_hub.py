@@ -117,11 +117,16 @@ class KernelHub:
 
             return DatabasesProvider(variables, cfg)
 
-        lazy_frames, lazy_dbs = LazyProvider((FRAMES_PREFIX,), frames), LazyProvider((DATABASES_PREFIX,), databases)
-        variables.rows.register(
-            Serves(libraries=TABLE_LIBRARIES | ENGINE_LIBRARIES), lambda *a: lazy_frames.real().index_links(*a)
+        tabular, connections = (
+            Serves(libraries=TABLE_LIBRARIES | ENGINE_LIBRARIES),
+            Serves(libraries=CONNECTION_LIBRARIES),
         )
-        variables.rows.register(Serves(libraries=CONNECTION_LIBRARIES), lambda *a: lazy_dbs.real().index_links(*a))
+        lazy_frames = LazyProvider((FRAMES_PREFIX,), frames, lists_nothing=lambda: variables.serves_none(tabular))
+        lazy_dbs = LazyProvider(
+            (DATABASES_PREFIX,), databases, lists_nothing=lambda: variables.serves_none(connections)
+        )
+        variables.rows.register(tabular, lambda *a: lazy_frames.real().index_links(*a))
+        variables.rows.register(connections, lambda *a: lazy_dbs.real().index_links(*a))
         # a lazy frame's repr may run its query
         variables.reprs.register(Serves(libraries=ENGINE_LIBRARIES), lambda v: lazy_frames.real().engine_repr(v))
         self.resources.add_provider(lazy_frames)

@@ -260,10 +260,19 @@ class LazyProvider(Provider):
     the post-cell hook skips it: a provider not built yet has nothing watched and nothing to
     compare. The first use pays the import (docs/DESIGN.md, "Loading, fourth cut")."""
 
-    def __init__(self, uri_prefixes: tuple[str, ...], build: Callable[[], Provider], list_is_pure: bool = False):
+    def __init__(
+        self,
+        uri_prefixes: tuple[str, ...],
+        build: Callable[[], Provider],
+        list_is_pure: bool = False,
+        lists_nothing: Callable[[], bool] | None = None,
+    ):
         self.uri_prefixes = uri_prefixes
         self.list_is_pure = list_is_pure
         self._build = build
+        # True when the provider, built, would list no resource (no value of its kinds): a listing
+        # before it is built then answers [] without importing it
+        self._lists_nothing = lists_nothing
         self._real: Provider | None = None
         self._lock = threading.Lock()
 
@@ -284,11 +293,14 @@ class LazyProvider(Provider):
     def owns(self, uri: str) -> bool:
         return self.real().owns(uri)
 
+    def _unbuilt_and_empty(self) -> bool:
+        return self._real is None and self._lists_nothing is not None and self._lists_nothing()
+
     def list_token(self) -> Hashable | None:
-        return self.real().list_token()
+        return None if self._unbuilt_and_empty() else self.real().list_token()
 
     def list_resources(self) -> list[Resource]:
-        return self.real().list_resources()
+        return [] if self._unbuilt_and_empty() else self.real().list_resources()
 
     def list_templates(self) -> list[ResourceTemplate]:
         return self.real().list_templates()
