@@ -554,3 +554,28 @@ def test_a_stateless_head_learns_no_other_uris():
     assert SERVER.flat.answer(req, learn=True) is not None
     assert isinstance(req.replay, ReadShape) and req.replay.others is None
     assert SERVER.replay(req.replay, body_for("nb://vars/v8", 6)) is None
+
+
+def test_a_head_the_family_answers_is_replayed_from_then_on(transport, hits):
+    """A head first seen when its read was not cached (answered by the general path, not learnt: the
+    connection had a family) takes the memo of the member the family answers under it; after that
+    its requests are plain replays, not family reads (issue #48: such heads stayed on the family
+    path for good)."""
+    _warm([*URIS[20:23]])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n, uri in enumerate(URIS[20:23]):  # this connection learns the family of head_for's heads
+            assert exchange(s, head_for(uri), body_for(uri, 5_000_000_000_000 + n))[0] == 200
+        SERVER.core.resources.after_cell()  # every cached read is stale: the next read of v5 is not learnt
+        hits.clear()
+        for n in range(3):  # ids of 13 digits: a head no other request sent
+            head, body = head_for("nb://vars/v5"), body_for("nb://vars/v5", 6_000_000_000_000 + n)
+            same(exchange(s, head, body), general(head, body))
+            assert hits == ([] if n == 0 else ["nb://vars/v5"])  # general path, family, replay
+        remembered = transport.heads.get(_head_bytes(head, body), SERVER.settings)
+        assert remembered is not None and remembered.replay is not None
+
+
+def _head_bytes(head: dict[str, str], body: bytes) -> bytes:
+    lines = "".join(f"{k}: {v}\r\n" for k, v in head.items())
+    return f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {len(body)}".encode()

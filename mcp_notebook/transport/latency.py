@@ -101,8 +101,14 @@ class AdmittedHeads:
     def adopt(self, block: bytes, like: AdmittedHead, memo: object) -> None:
         """Remember ``block`` (a head with its blank line) as admitted like ``like``, with the replay
         memo ``memo``: the server answered a request with these bytes from ``like``'s memo (they
-        differ only in values admission does not read). Never clears the memory."""
-        if len(block) > HEAD_KEPT_BYTES or block[:-4] in self._heads:
+        differ only in values admission does not read). A head remembered already without a memo
+        (its first request was not learnt) takes this one. Never clears the memory."""
+        known = self._heads.get(block[:-4])
+        if known is not None:
+            if known.replay is None and known.settings is like.settings:
+                known.replay, known.seen = memo, True
+            return
+        if len(block) > HEAD_KEPT_BYTES:
             return
         try:
             parsed = parse_head(block[:-4])
