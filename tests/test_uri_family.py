@@ -579,3 +579,19 @@ def test_a_head_the_family_answers_is_replayed_from_then_on(transport, hits):
 def _head_bytes(head: dict[str, str], body: bytes) -> bytes:
     lines = "".join(f"{k}: {v}\r\n" for k, v in head.items())
     return f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {len(body)}".encode()
+
+
+def test_a_replayed_stateless_read_marks_its_client_seen():
+    """The client's key is taken once, when the replay is learnt; each replay still marks it seen."""
+    meta = {**META, "io.modelcontextprotocol/clientInfo": {"name": "replayer-" + "x" * 120, "version": "9"}}
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": "nb://vars/v9", "_meta": meta}}
+    ).encode()
+    _warm(["nb://vars/v9"])
+    req = HttpRequest("POST", {k.lower(): v for k, v in head_for("nb://vars/v9").items()}, body, True)
+    assert SERVER.flat.answer(req, learn=True) is not None and isinstance(req.replay, ReadShape)
+    SERVER.stateless._clients.clear()
+    reply = SERVER.replay(req.replay, body.replace(b'"id": 5', b'"id": 6'))
+    assert reply is not None and reply.after_send is not None
+    reply.after_send()
+    assert [c[:3] for c in SERVER.stateless_clients()] == [("replayer-" + "x" * 91, "9", STATELESS)]
