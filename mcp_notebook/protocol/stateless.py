@@ -162,8 +162,10 @@ class StatelessEra:
     # -- clients, remembered by clientInfo --------------------------------------------------
     def seen(self, info: Any, version: str) -> None:
         """Remember a client by its clientInfo (no session to list it by); O(1) per request."""
-        info = info if isinstance(info, dict) else {}
-        key = (str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50])
+        self._seen_as(_client_key(info), version)
+
+    def _seen_as(self, key: tuple[str, str], version: str) -> None:
+        """:meth:`seen` for the client ``key`` (its name and version, cut to size)."""
         now = time.monotonic()
         last = self._clients.get(key)
         if last is not None and last[1] == version and now - last[0] < 1.0:
@@ -208,7 +210,7 @@ class StatelessEra:
     def replay_checks(self, access: ReadAccess) -> tuple[None, Callable[[], None]]:
         """Nothing can end between stateless requests; once a replayed reply is written, the client
         was seen."""
-        return None, functools.partial(self.seen, access.asker, access.version)
+        return None, functools.partial(self._seen_as, _client_key(access.asker), access.version)
 
     # -- notifications --------------------------------------------------------------------
     def listens(self) -> list[Listen]:
@@ -284,3 +286,9 @@ def _check_headers(context: Context, msg: rpc.Message, version: str) -> None:
         plain = name is None or not name.startswith("=?base64?")  # (only that form is decoded)
         if name is None or (name if plain else decode_header_value(name)) != msg.params.get(named):
             raise mismatch(f"Mcp-Name {name!r} must equal params.{named}")
+
+
+def _client_key(info: Any) -> tuple[str, str]:
+    """A client's name and version from its clientInfo, cut to size (a replay computes it once)."""
+    info = info if isinstance(info, dict) else {}
+    return str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50]
