@@ -5,8 +5,10 @@ running its own CPU-bound threads), with nobody else wanting the GIL.
 
 The same fixed amount of work (dict, int and str operations, as bench/cellfirst.py's cell) runs in
 every configuration; blocks alternate the intervals so drift hits all of them. Prints, per thread
-count and interval, the median wall time and its change against the first interval (CPython's
-default 5 ms), and the spread of the blocks. Every loop is bounded by a count.
+count and interval, the median wall time and this process's CPU time with their change against
+the first interval (CPython's default 5 ms), the spread of the blocks, and the voluntary context
+switches a second (the GIL hand-offs, about). On a machine others load, quote the CPU figures.
+Every loop is bounded by a count.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -31,21 +34,26 @@ def _work(n: int) -> None:
         acc[i % 1000] = str(i * 3)[-2:] + "x"
 
 
-def _timed(threads: int, work: int) -> float:
-    """Wall seconds for ``work`` iterations split over ``threads`` threads."""
+def _timed(threads: int, work: int) -> tuple[float, float, int]:
+    """Wall seconds, this process's CPU seconds and its voluntary context switches for ``work``
+    iterations split over ``threads`` threads (CPU time and switches hardly move when other
+    processes take the cores; wall time does)."""
     share = work // threads
     pool = [threading.Thread(target=_work, args=(share,)) for _ in range(threads)]
-    t0 = time.perf_counter()
+    r0, c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    return time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - r0.ru_nvcsw
 
 
 def run(blocks: int, work: int, intervals_us: list[int], thread_counts: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]:
     before = sys.getswitchinterval()
-    times: dict[tuple[int, int], list[float]] = {(t, i): [] for t in thread_counts for i in intervals_us}
+    times: dict[tuple[int, int], list[tuple[float, float, int]]] = {
+        (t, i): [] for t in thread_counts for i in intervals_us
+    }
     try:
         _timed(1, work // 4)  # warm up
         for b in range(blocks):
@@ -57,15 +65,19 @@ def run(blocks: int, work: int, intervals_us: list[int], thread_counts: tuple[in
     finally:
         sys.setswitchinterval(before)
     out: dict[str, Any] = {}
+    med = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
     for t in thread_counts:
-        base = sorted(times[(t, intervals_us[0])])[blocks // 2]
+        base = [med([x[k] for x in times[(t, intervals_us[0])]]) for k in (0, 1)]
         for us in intervals_us:
-            v = sorted(times[(t, us)])
-            med = v[blocks // 2]
+            wall, cpu, switches = ([x[k] for x in times[(t, us)]] for k in (0, 1, 2))
             out[f"{t} thread(s), {us} us"] = {
-                "median_s": round(med, 4),
-                "vs_first_pct": round((med / base - 1) * 100, 2),
-                "spread_pct": round((v[-1] / v[0] - 1) * 100, 2),
+                "wall_s": round(med(wall), 4),
+                "wall_vs_first_pct": round((med(wall) / base[0] - 1) * 100, 2),
+                "wall_spread_pct": round((max(wall) / min(wall) - 1) * 100, 2),
+                "cpu_s": round(med(cpu), 4),
+                "cpu_vs_first_pct": round((med(cpu) / base[1] - 1) * 100, 2),
+                "cpu_spread_pct": round((max(cpu) / min(cpu) - 1) * 100, 2),
+                "switches_per_s": round(med(switches) / med(wall)),
             }
     return out
 

@@ -28,10 +28,9 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from .libc_socket import SEND_FLAGS, LibcSocket, ReadBuffer
+from .libc_socket import MSG_DONTWAIT, SEND_FLAGS, LibcSocket, ReadBuffer
 
 log = logging.getLogger(__name__)
-MSG_DONTWAIT = 0x40
 AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
 HIGH_WATER = 64 * 1024  # asyncio's defaults: pause_writing above, resume_writing at or below LOW_WATER
 LOW_WATER = 16 * 1024
@@ -76,7 +75,7 @@ class HeldTransport(asyncio.Transport):
     def start(self) -> None:
         """Tell the protocol, then read (unless it closed the transport at once)."""
         self._protocol.connection_made(self)
-        if not self._closing:
+        if not self._closing and not self._paused:
             self._start_reading()
 
     # -- reading ---------------------------------------------------------------------------
