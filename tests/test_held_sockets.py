@@ -59,13 +59,17 @@ def _start(held: bool, gate: Gate) -> tuple[HttpTransport, Resources]:
     return transport, hub
 
 
-@pytest.fixture(params=["held", "loop"])
+@pytest.fixture(params=["held, a cell running", "held, idle", "loop"])
 def served(request: pytest.FixtureRequest) -> Iterator[tuple[HttpTransport, Gate]]:
-    if request.param == "held" and not HELD_HERE:
+    """The held transport with a cell running (libc calls that keep the GIL) and without one (the
+    socket's own calls), and the loop's own transport."""
+    held = request.param.startswith("held")
+    if held and not HELD_HERE:
         pytest.skip("held sockets exist on Linux, off the portable path")
     gate = Gate()
-    transport, hub = _start(request.param == "held", gate)
-    assert transport.held_sockets is (request.param == "held")
+    transport, hub = _start(held, gate)
+    assert transport.held_sockets is held
+    transport.switch.cell(request.param.endswith("running"))  # (interval 0: the interpreter is left alone)
     try:
         yield transport, gate
     finally:

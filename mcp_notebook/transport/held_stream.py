@@ -26,9 +26,9 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
-from .libc_socket import MSG_DONTWAIT, SEND_FLAGS, LibcSocket, ReadBuffer
+from .libc_socket import MAX_CALL_BYTES, MSG_DONTWAIT, SEND_FLAGS, LibcSocket, ReadBuffer
 
 log = logging.getLogger(__name__)
 AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
@@ -38,6 +38,12 @@ READS_PER_WAKE = 16  # reads per readiness of a client socket, at most
 ACCEPTS_PER_WAKE = 64  # connections accepted per readiness of the listening socket
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 ACCEPT_PAUSE_SECONDS = 1.0  # out of descriptors: stop accepting this long
+
+
+class CellState(Protocol):
+    """Whether the kernel's main thread runs a cell (transport/latency.py's CellSwitchInterval)."""
+
+    cell_running: bool
 
 
 class HeldTransport(asyncio.Transport):
@@ -50,6 +56,7 @@ class HeldTransport(asyncio.Transport):
         protocol: asyncio.Protocol,
         libc: LibcSocket,
         buffer: ReadBuffer,
+        cell: CellState,
     ) -> None:
         super().__init__(
             {"socket": sock, "peername": _address(sock.getpeername), "sockname": _address(sock.getsockname)}
@@ -60,6 +67,7 @@ class HeldTransport(asyncio.Transport):
         self._protocol = protocol
         self._recv, self._send, self._errno = libc.recv, libc.send, libc.errno
         self._in = buffer
+        self._cell = cell  # cell.cell_running: keep the GIL in socket calls
         self._out: collections.deque[memoryview] = collections.deque()
         self._out_size = 0
         self._high, self._low = HIGH_WATER, LOW_WATER
@@ -90,37 +98,66 @@ class HeldTransport(asyncio.Transport):
             self._loop.remove_reader(self._fd)
 
     def _read_ready(self) -> None:
-        """The socket is readable: one read; again while the reads answer nothing (see _recv_once)."""
-        for _ in range(READS_PER_WAKE):
-            writes = self._writes
-            if not self._recv_once() or self._writes != writes or not self._reading:
-                return
+        """The socket is readable: read once and hand the bytes to the protocol (the hot path,
+        kept flat: a request and its reply cost this and :meth:`write`)."""
+        n = self._recv_now()
+        if n <= 0:
+            if n == 0:
+                self._read_eof()
+            return
+        writes = self._writes
+        try:
+            self._protocol.data_received(self._in.view[:n].tobytes())  # copied out before the GIL can go
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, "data_received failed")
+            return
+        if self._writes == writes and self._reading:
+            self._read_more()
 
-    def _recv_once(self) -> bool:
-        """Read once and hand the bytes to the protocol; True: bytes were read.
+    def _read_more(self) -> None:
+        """Read again after bytes that wrote no reply (part of a request, or one answered later).
 
         uvloop stops a reader for good when the poll reports an error (a reset that arrived with
-        the last bytes) after running it once: bytes that wrote no reply (a part of a request)
-        are followed by another read, which finds the reset (or EAGAIN, the usual case)."""
-        buf = self._in
-        n = self._recv(self._fd, buf.address, buf.size, MSG_DONTWAIT)
-        if n > 0:
-            data = buf.view[:n].tobytes()  # copied out before the GIL can be let go
+        the last bytes) after running it once: the next read finds the reset (or EAGAIN, the
+        usual case), so such a connection ends now, not at its deadline."""
+        for _ in range(READS_PER_WAKE):
+            n = self._recv_now()
+            if n <= 0:
+                if n == 0:
+                    self._read_eof()
+                return
+            writes = self._writes
             try:
-                self._protocol.data_received(data)
+                self._protocol.data_received(self._in.view[:n].tobytes())
             except (SystemExit, KeyboardInterrupt):
                 raise
             except BaseException as exc:
                 self._fatal_error(exc, "data_received failed")
-                return False
-            return True
-        if n == 0:
-            self._read_eof()
-        else:
-            err = self._errno()
-            if err not in AGAIN:
-                self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
-        return False
+                return
+            if self._writes != writes or not self._reading:
+                return
+
+    def _recv_now(self) -> int:
+        """Read what is there into the buffer: its length; 0: the peer's EOF; -1: nothing now (or
+        an error, handled). While a cell runs, libc's recv keeping the GIL; else the socket's own
+        (cheaper than a ctypes call; letting go of a GIL nobody waits for costs nothing)."""
+        buf = self._in
+        if self._cell.cell_running:
+            n = self._recv(self._fd, buf.pointer, buf.size, MSG_DONTWAIT)
+            if n < 0:
+                err = self._errno()
+                if err not in AGAIN:
+                    self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
+            return n
+        try:
+            return self._sock.recv_into(buf.view)
+        except (BlockingIOError, InterruptedError):
+            return -1
+        except OSError as exc:
+            self._fatal_error(exc, "recv failed")
+            return -1
 
     def _read_eof(self) -> None:
         self._eof_in = True
@@ -151,27 +188,53 @@ class HeldTransport(asyncio.Transport):
 
     # -- writing ---------------------------------------------------------------------------
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        if (
+            type(data) is bytes
+            and not self._out
+            and not self._lost
+            and not self._eof_out
+            and len(data) < MAX_CALL_BYTES
+        ):
+            self._writes += 1  # the hot path: nothing buffered, sent now
+            n = self._send_now(data)
+            if 0 <= n < len(data):
+                self._buffer_rest(data, n)
+            return
         if self._eof_out:
             raise RuntimeError("Cannot call write() after write_eof()")
         if self._lost or not data:
             return
         self._writes += 1
-        if type(data) is not bytes:
-            data = bytes(data)
+        data = bytes(data)
         if self._out:
             self._out.append(memoryview(data))
             self._out_size += len(data)
             self._maybe_pause_protocol()
-            return
-        n = self._send(self._fd, data, len(data), SEND_FLAGS)
-        if n == len(data):
-            return
-        if n < 0:
+        else:
+            self._buffer_rest(data, 0)
+
+    def _send_now(self, data: bytes) -> int:
+        """Send what the socket takes: how much; -1: an error (handled). While a cell runs,
+        libc's send keeping the GIL; else the socket's own (see :meth:`_recv_now`)."""
+        if self._cell.cell_running:
+            n = self._send(self._fd, data, len(data), SEND_FLAGS)
+            if n >= 0:
+                return n
             err = self._errno()
-            if err not in AGAIN:
-                self._fatal_error(OSError(err, os.strerror(err)), "send failed")
-                return
-            n = 0
+            if err in AGAIN:
+                return 0
+            self._fatal_error(OSError(err, os.strerror(err)), "send failed")
+            return -1
+        try:
+            return self._sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError as exc:
+            self._fatal_error(exc, "send failed")
+            return -1
+
+    def _buffer_rest(self, data: bytes, n: int) -> None:
+        """Keep what ``send`` did not take (all but ``n`` bytes) for when the socket is writable."""
         rest = memoryview(data)[n:]
         self._out.append(rest)
         self._out_size += len(rest)
@@ -329,8 +392,10 @@ class HeldListener:
         sock: socket.socket,
         factory: Callable[[], asyncio.Protocol],
         libc: LibcSocket,
+        cell: CellState,
     ) -> None:
         self._loop = loop
+        self._cell = cell
         self._sock = sock
         self._factory = factory
         self._libc = libc
@@ -361,7 +426,7 @@ class HeldListener:
                 return
             try:
                 conn.setblocking(False)
-                HeldTransport(self._loop, conn, self._factory(), self._libc, self._buffer).start()
+                HeldTransport(self._loop, conn, self._factory(), self._libc, self._buffer, self._cell).start()
             except Exception:
                 log.exception("serving an accepted connection failed")
                 conn.close()

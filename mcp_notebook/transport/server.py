@@ -165,7 +165,7 @@ class HttpTransport:
         try:
             for sock in self._sockets:
                 if self._libc is not None:
-                    self._servers.append(HeldListener(loop, sock, lambda: Connection(self), self._libc))
+                    self._servers.append(HeldListener(loop, sock, lambda: Connection(self), self._libc, self.switch))
                 else:
                     server = loop.run_until_complete(loop.create_server(lambda: Connection(self), sock=sock))
                     self._servers.append(server)
