@@ -8,7 +8,9 @@ callback the bytes are read (libc ``recv`` through ``PyDLL``, transport/libc_soc
 the same protocol object every transport feeds (transport/connection.py: every rule of reading,
 admission and hardening is shared), and a reply written inline is sent the same way, before the
 GIL is let go. Only what does not fit at once (a reply of megabytes, a slow reader) is buffered
-and written when the socket is writable, through the socket's own ``send``.
+and written when the socket is writable, through the socket's own ``send``. The libc calls are
+made only while a cell runs: between cells nobody waits for the GIL, and the socket's own
+``recv_into``/``send`` cost less than a ctypes call.
 
 :class:`HeldTransport` is the part of ``asyncio.Transport`` the connection uses (write, close,
 abort, write_eof, pause/resume reading, flow control with ``pause_writing``/``resume_writing``,
