@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from kernel_harness import Kernel
 from test_http_transport import read_response
@@ -246,6 +247,8 @@ def test_a_half_closed_client_gets_its_replies_then_the_close(served):
 
 
 def test_a_kernel_serves_held_sockets_unless_told_not_to(tmp_path):
+    """In a real kernel: reads during a busy pure-Python cell are answered on the held path (the
+    libc calls, the cell running), and ``%config MCPHub.held_sockets = False`` serves the loop's."""
     if not HELD_HERE:
         pytest.skip("held sockets exist on Linux, off the portable path")
     for setting, held in (("", True), ("%config MCPHub.held_sockets = False", False)):
@@ -253,8 +256,25 @@ def test_a_kernel_serves_held_sockets_unless_told_not_to(tmp_path):
         try:
             if setting:
                 k.run(setting, check=True)
-            k.load_hub()
+            info = k.load_hub()
             out = k.run("import mcp_notebook as _m; print(_m.hub().fast_paths()['held_sockets'])")
             assert out.stdout.strip() == str(held)
+            k.run("x = 41")
+            spin = k.execute_nowait("import time as _t\n_d = _t.time() + 2\nwhile _t.time() < _d:\n    pass")
+            with httpx.Client(timeout=30) as http:
+                for i in range(20):
+                    headers, body = _http_read("nb://vars/x", i, info["token"])
+                    r = http.post(info["url"], content=body, headers=headers)
+                    assert r.status_code == 200 and '"41"' in r.json()["result"]["contents"][0]["text"], r.text
+            k.wait_idle(spin, timeout=30)
         finally:
             k.shutdown()
+
+
+def _http_read(uri: str, msg_id: int, token: str) -> tuple[dict[str, str], bytes]:
+    raw = read(uri, msg_id).replace(f"Bearer {TOKEN}".encode(), f"Bearer {token}".encode())
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")[1:]
+    headers = {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    headers.pop("Content-Length"), headers.pop("Host")
+    return headers, body
