@@ -1,11 +1,12 @@
-"""A bare HTTP/1.1 responder on uvloop: the ceiling a Python server on this loop can reach.
+"""A bare HTTP/1.1 responder on uvloop (or asyncio's loop): the ceiling a Python server on that loop can reach.
 
-    python bench/bare.py PORT [BODY_BYTES]
+    python bench/bare.py PORT [BODY_BYTES] [--framing-only] [--asyncio]
 
 It does what any HTTP/1.1 server must do for each request and nothing else: split the head into its
 request line and a dict of header fields (names lower-cased), take the body by its Content-Length,
 and answer a fixed JSON body of the given size; no routing, no JSON, no checks. ``--framing-only``
-skips the header dict (it only finds Content-Length): a floor no real server reaches.
+skips the header dict (it only finds Content-Length): a floor no real server reaches. ``--asyncio``
+runs it on asyncio's own loop instead of uvloop's (the hub's loop where uvloop does not install).
 bench/varied.py runs it beside the hub with the same load. Loopback only.
 """
 
@@ -63,9 +64,12 @@ def main() -> None:
         len(body),
         body,
     )
-    import uvloop
+    if "--asyncio" in sys.argv:
+        loop = asyncio.new_event_loop()
+    else:
+        import uvloop
 
-    loop = uvloop.new_event_loop()
+        loop = uvloop.new_event_loop()
     server = loop.run_until_complete(loop.create_server(Responder, "127.0.0.1", port))
     try:
         loop.run_forever()

@@ -22,7 +22,6 @@ from . import budget
 from .protocol.tool_spec import Handler, Tool, schema_of
 from .protocol.tools import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, Tools
 from .providers.cells import cell_uri
-from .providers.frames.pages import META_KEY
 from .providers.views import CHANGES, FRAME_EXPLORER, OUTPUT_VIEWER
 from .redact import REDACTOR
 from .resources import Resources
@@ -151,6 +150,8 @@ class ViewTools:
         limit = budget.scaled(FIRST_PAGE_ROWS)  # fewer first rows (and a shorter schema) when over budget
         page = self.resources.read(f"{base}?format=json&limit={limit}")
         rows = _json_of(page)
+        from .providers.frames.pages import META_KEY  # the tables room, imported with its first use
+
         info = REDACTOR.mask_obj((page[0].meta or {}).get(META_KEY, {}))
         shape = schema.get("shape") or [None, len(schema.get("columns", []))]
         columns = ", ".join(f"{c.get('name')} ({c.get('dtype')})" for c in schema.get("columns", [])[:20])

@@ -78,7 +78,8 @@ class Resources:
     """Routes URIs to providers and tells listeners what changed."""
 
     def __init__(self, providers: Iterable[Provider] = ()):
-        self._providers: list[Provider] = list(providers)
+        self._providers: list[Provider] = []
+        self._snapshots: list[Provider] = []  # the providers with something to compare after a cell
         self._listeners: list[Listener] = []
         self._watched: Counter[str] = Counter()
         self._digests: dict[str, bytes | None] = {}
@@ -102,6 +103,8 @@ class Resources:
         self.cell_of: Callable[[], int | None] = lambda: None
         self.cell_uri: Callable[[int], str] = str
         self.on_exact: Callable[[tuple[str, ...], int | None], None] | None = None
+        for provider in providers:
+            self.add_provider(provider)
 
     # -- registry -----------------------------------------------------------------------
     def follow_cells(
@@ -116,6 +119,8 @@ class Resources:
 
     def add_provider(self, provider: Provider) -> None:
         self._providers.append(provider)
+        if type(provider).snapshot is not Provider.snapshot:  # the base compares nothing: not called per cell
+            self._snapshots.append(provider)
         self.generation = next(self._generations)
 
     def providers(self) -> list[Provider]:
@@ -308,7 +313,7 @@ class Resources:
             seq = None
         watched = self.watched()
         total = ChangeSet()
-        for provider in self._providers:
+        for provider in self._snapshots:
             try:
                 changes = provider.snapshot(watched)
             except Exception:  # a provider must never break the user's cell

@@ -81,10 +81,7 @@ def sweep(now: float | None = None) -> int:
     older than LOG_GRACE_SECONDS. Costs one listing of our files; returns how many went."""
     now = time.time() if now is None else now
     removed = sum(1 for record in discover(clean=True) if not record.alive)
-    try:
-        ours = list(runtime_dir().glob(f"{PREFIX}*"))
-    except OSError:
-        return removed
+    ours = _ours(runtime_dir())
     live = {_log_key(p.name[len(PREFIX) :].removesuffix(".json")) for p in ours if p.name.endswith(".json")}
     for path in ours:
         name = path.name[len(PREFIX) :]
@@ -100,9 +97,19 @@ def sweep(now: float | None = None) -> int:
     return removed
 
 
+def _ours(directory: Path, suffix: str = "") -> list[Path]:
+    """Our files in ``directory`` (named PREFIX...suffix): one listing and no pattern to compile (a
+    glob compiles a regular expression: milliseconds of ``%load_ext``); none if it cannot be listed."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [directory / name for name in names if name.startswith(PREFIX) and name.endswith(suffix)]
+
+
 def read_runtime_files(directory: Path | None = None) -> list[tuple[Path, dict[str, Any]]]:
     out = []
-    for path in sorted((directory or runtime_dir()).glob(f"{PREFIX}*.json")):
+    for path in sorted(_ours(directory or runtime_dir(), ".json")):
         with contextlib.suppress(OSError, ValueError):
             out.append((path, json.loads(path.read_text())))
     return out

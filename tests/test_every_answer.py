@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 from kernel_harness import Kernel
 from raw_bridge import RawBridge, stateless
 
-from mcp_notebook.bridge.stdio_input import MAX_LINE_BYTES, Ledger, owed_ids
+from mcp_notebook.bridge.stdio_input import MAX_LINE_BYTES, Ledger, RequestPool, owed_ids
 
 pytestmark = pytest.mark.timeout(240)
 SLOW_SECONDS = 0.2  # each read of test://slow: the hub's 4 workers answer 20 a second
@@ -201,3 +203,36 @@ def test_the_ledger_counts_each_id_as_often_as_it_is_owed_and_settles_once():
     assert ledger.paid([{"jsonrpc": "2.0", "id": 1, "result": {}}, {"jsonrpc": "2.0", "method": "n", "id": "1"}])
     assert sorted(map(str, ledger.settle())) == ["1", "1"]  # id 1 once more, and "1" (not the int)
     assert ledger.settle() == [] and not ledger.paid({"jsonrpc": "2.0", "id": 1, "result": {}})
+
+
+def test_the_request_pool_reuses_an_idle_thread_and_still_answers_busy_beyond_its_bounds():
+    """Requests one after another run on one thread (no thread started per request); the bounds
+    hold (``threads`` at once, ``waiting`` queued, the rest answered busy at once); ``stop`` ends
+    the idle workers."""
+    ran: list[tuple[Any, str]] = []
+    busy: list[Any] = []
+    release = threading.Event()
+    pool = RequestPool(busy.append, lambda msg, exc: None, threads=2, waiting=1, idle=30.0)
+
+    def job(msg: Any) -> None:
+        if msg == "hold":
+            release.wait(10)
+        ran.append((msg, threading.current_thread().name + str(threading.get_ident())))
+
+    for n in range(3):
+        pool.submit(job, n)
+        pool.drain(5)
+    assert [m for m, _ in ran] == [0, 1, 2] and len({t for _, t in ran}) == 1  # one thread, reused
+    assert pool.workers == 1 and pool.idle == 1
+    for msg in ("hold", "hold", "queued", "over"):  # two run (one was idle), one waits, one is refused
+        pool.submit(job, msg)
+    assert busy == ["over"]
+    release.set()
+    pool.drain(5)
+    assert sorted(m for m, _ in ran[3:]) == ["hold", "hold", "queued"]
+    pool.stop()
+    for _ in range(500):  # bounded: the idle workers end at once
+        if pool.workers == 0:
+            break
+        time.sleep(0.01)
+    assert pool.workers == 0

@@ -22,7 +22,7 @@ from tls_relay import AsyncTlsRelay, certificate
 
 from mcp_notebook.allkernels.upstream import HubGone, Listens, call, message
 from mcp_notebook.bridge.hub_selection import Selector
-from mcp_notebook.bridge.stdio import NO_HUB, Bridge, Upstream, _stateless_headers
+from mcp_notebook.bridge.stdio import NO_HUB, Bridge, Upstream
 from mcp_notebook.hubclient import blocking
 from mcp_notebook.hubclient.address import HubAddress
 from mcp_notebook.hubclient.aio import ConnectionPool, request
@@ -164,7 +164,7 @@ def test_the_bridge_keeps_its_connection_alive(hubs):
     hub = start()
     up = Upstream(_record(hub))
     for _ in range(3):
-        status, _, replies = up.call(_stateless_headers(READ), READ)
+        status, _, replies = up.call(READ)
         assert status == 200 and _text(replies[0]["result"]) == "hello"
         assert len(_idle(hub)) == 1  # one connection, reused (a connection per request before)
 
@@ -237,10 +237,10 @@ def test_https_is_verified_and_kept_alive(hubs, tmp_path, monkeypatch):
         url = f"https://127.0.0.1:{relay.port}/mcp"
         up = Upstream(HubRecord(Path("test"), {"url": url, "token": hub.token}, True))
         with pytest.raises(UpstreamError, match="CERTIFICATE_VERIFY_FAILED"):  # not trusted yet
-            up.call(_stateless_headers(READ), READ)
+            up.call(READ)
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         for _ in range(2):
-            status, _, replies = up.call(_stateless_headers(READ), READ)
+            status, _, replies = up.call(READ)
             assert status == 200 and _text(replies[0]["result"]) == "hello"
         assert len(blocking._POOL._idle[Endpoint.of(url).key]) == 1
         assert up.address() == up.hub  # --channel watches it over HTTPS too

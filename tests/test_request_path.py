@@ -97,6 +97,55 @@ def test_the_loop_polls_briefly_after_a_reply_and_never_when_idle(server):
         assert spins_after(server, 0.2) == 0  # ... and went back to sleep once the window passed
 
 
+def test_no_polling_while_several_clients_are_served(server):
+    """Replies to two connections within one window: no polling after them (their requests keep the
+    loop awake; a poll after every reply would make each wait return one request, not all ready)."""
+    server.busy_poll.window = 0.2  # long enough that the alternating replies below fall in one window
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as a,
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as b,
+    ):
+        for s in (a, b):
+            s.sendall(ping(1))
+            assert reply(s)[0] == 200
+        time.sleep(0.3)  # the first reply's window has passed
+        before = server.busy_poll.spins
+        for i in range(20):
+            s = (a, b)[i % 2]
+            s.sendall(ping(i))
+            status, body = reply(s)
+            assert status == 200 and json.loads(body)["id"] == i
+        assert server.busy_poll.spins == before  # (one client again polls again: the test below)
+
+
+def test_the_crowd_rule_on_a_clock():
+    """touch() keeps polling for one client; a reply to another within the window stops it for
+    CROWD_WINDOWS windows; one client again after that polls again."""
+    from mcp_notebook.transport import latency
+
+    clock = [100.0]
+    poll = latency.BusyPoll(0.001)
+    poll.in_selector = True  # (no loop: the selector would poll by itself)
+    real, latency._now = latency._now, lambda: clock[0]
+    try:
+        a, b = object(), object()
+        poll.touch(a)
+        assert poll._until == pytest.approx(100.001)
+        clock[0] += 0.0005
+        poll.touch(a)  # the same client: the window moves on
+        assert poll._until == pytest.approx(100.0015)
+        clock[0] += 0.0005
+        poll.touch(b)  # another client within the window: crowded
+        clock[0] += 0.0005
+        poll.touch(a)
+        assert poll._until == pytest.approx(100.0015)  # not extended
+        clock[0] += latency.CROWD_WINDOWS * 0.001 + 0.01
+        poll.touch(a)  # the crowd has passed
+        assert poll._until == pytest.approx(clock[0] + 0.001)
+    finally:
+        latency._now = real
+
+
 def test_no_polling_while_turned_off_and_answers_stay_right(server):
     server.busy_poll.window = 0.05
     server.busy_poll.enabled = False

@@ -5,6 +5,7 @@ through it with the official SDK's stdio client, against two real kernels."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -24,8 +25,10 @@ from sdk import Inbox
 
 from mcp_notebook.allkernels.directory import LocalDirectory
 from mcp_notebook.allkernels.front import MAX_BODY_BYTES, KernelsFront
-from mcp_notebook.bridge.hub_selection import FrontRecord
+from mcp_notebook.bridge.hub_selection import FrontRecord, FrontSelector
+from mcp_notebook.bridge.stdio import Bridge
 from mcp_notebook.bridge.stdio_carrier import StdioCarrier
+from mcp_notebook.protocol.exchange import HttpRequest
 from mcp_notebook.protocol.wire_stateless import request_headers
 
 pytestmark = pytest.mark.timeout(240)
@@ -126,72 +129,107 @@ def carrier(tmp_path: Path) -> Iterator[StdioCarrier]:
         front.close()
 
 
-def _listen(sub_id: str) -> tuple[dict[str, str], dict[str, Any]]:
+def _listen(sub_id: str) -> dict[str, Any]:
     params = {"notifications": {"resourcesListChanged": True}, "_meta": META}
-    return request_headers("subscriptions/listen", params, STATELESS), {
-        "jsonrpc": "2.0",
-        "id": sub_id,
-        "method": "subscriptions/listen",
-        "params": params,
-    }
+    return {"jsonrpc": "2.0", "id": sub_id, "method": "subscriptions/listen", "params": params}
+
+
+def _reader(feed: Any) -> tuple[threading.Thread, list[Any]]:
+    """A thread reading ``feed`` to its end (what the bridge's relaying thread does)."""
+    got: list[Any] = []
+    thread = threading.Thread(target=lambda: got.extend(feed.messages()))
+    thread.start()
+    return thread, got
 
 
 def test_a_cancelled_listen_wakes_its_reader_and_is_released_at_the_server(carrier):
-    headers, msg = _listen("l1")
-    conn, resp = carrier.open("POST", headers, json.dumps(msg).encode())
-    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
-    assert b"notifications/subscriptions/acknowledged" in resp.readline()
+    feed = carrier.listen(_listen("l1"))
+    assert feed.streaming
+    messages = feed.messages()
+    assert next(messages)["method"] == "notifications/subscriptions/acknowledged"  # a message, not an SSE event
     assert len(carrier.server.listens()) == 1
-    ended: list[bytes] = []
-    reader = threading.Thread(target=lambda: ended.append(resp.readline()))
+    ended: list[Any] = []
+    reader = threading.Thread(target=lambda: ended.append(next(messages, None)))
     reader.start()  # blocks: nothing more comes on the stream
     reader.join(0.3)
     assert reader.is_alive()
-    conn.sock.shutdown(2)  # what the bridge does on notifications/cancelled
+    feed.cancel()  # what the bridge does on notifications/cancelled
     reader.join(10)
-    assert ended == [b""] and carrier.server.listens() == []
-    conn.close()  # and again when the bridge closes it: released once
+    assert ended == [None] and carrier.server.listens() == []
+    feed.close()  # and again when the bridge closes it: released once
     assert carrier.server.listens() == []
 
 
 def test_a_listen_gets_its_final_result_when_the_server_closes(carrier):
-    headers, msg = _listen("l2")
-    _, resp = carrier.open("POST", headers, json.dumps(msg).encode())
-    resp.readline()  # the acknowledgement
+    feed = carrier.listen(_listen("l2"))
+    reader, got = _reader(feed)
     carrier.server.close()
-    rest = resp.read()
-    assert b'"id":"l2"' in rest and b'"resultType":"complete"' in rest, rest
-    assert resp.readline() == b""
+    reader.join(10)
+    assert not reader.is_alive()
+    assert got[0]["method"] == "notifications/subscriptions/acknowledged"
+    assert got[-1]["id"] == "l2" and got[-1]["result"]["resultType"] == "complete", got
 
 
-def test_bodies_are_bounded_and_a_stopped_carrier_says_so(carrier):
-    headers = request_headers("server/discover", {"_meta": META}, STATELESS)
-    huge = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {"_meta": META, "x": "y" * MAX_BODY_BYTES},
-    }
-    status, _, replies = carrier.call(headers, huge)
-    assert status == 413 and str(MAX_BODY_BYTES) in replies[0]["error"]["message"]
-    discover = {"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": META}}
-    status, _, replies = carrier.call(headers, discover)
+def test_messages_are_bounded_as_bodies_and_a_stopped_carrier_says_so(carrier):
+    """The carrier keeps its own bound: a message over the front's HTTP body limit (the bytes it took
+    on stdin) is refused by its id, as the HTTP face refuses the body (413); under it, answered."""
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}
+    status, _, replies = carrier.call(discover, size=MAX_BODY_BYTES + 1)
+    assert status == 413 and replies[0]["id"] == 1 and str(MAX_BODY_BYTES) in replies[0]["error"]["message"]
+    status, _, replies = carrier.call({**discover, "id": 2}, size=MAX_BODY_BYTES)
     assert status == 200 and STATELESS in replies[0]["result"]["supportedVersions"], replies
     carrier.close()
     read = {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "nb://vars/x", "_meta": META}}
-    status, _, replies = carrier.call(request_headers("resources/read", read["params"], STATELESS), read)
-    assert status == 503 and "stopping" in replies[0]["error"]["message"]
+    status, _, replies = carrier.call(read)
+    assert status == 503 and replies[0]["id"] == 3 and "stopping" in replies[0]["error"]["message"]
+
+
+def test_a_huge_stdin_line_is_refused_by_the_carriers_bound(tmp_path):
+    """Through the bridge: a line under the stdin bound but over the carrier's gets -32600 by its id."""
+    front = KernelsFront(LocalDirectory(tmp_path))
+    record = FrontRecord(Path(), {}, True)
+    carrier = StdioCarrier(front.server, record, max_message_bytes=2000)
+    out = io.BytesIO()
+    bridge = Bridge(FrontSelector(record), out=out, log=io.StringIO(), connect=lambda _: carrier)
+    big = {"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {"_meta": META, "x": "y" * 3000}}
+    small = {"jsonrpc": "2.0", "id": 8, "method": "server/discover", "params": {"_meta": META}}
+    try:
+        bridge.run(io.BytesIO(json.dumps(big).encode() + b"\n" + json.dumps(small).encode() + b"\n"))
+    finally:
+        carrier.close()
+        front.close()
+    answers = {m["id"]: m for m in map(json.loads, out.getvalue().splitlines())}
+    assert answers[7]["error"]["code"] == -32600 and "2000 bytes" in answers[7]["error"]["message"]
+    assert "result" in answers[8]
 
 
 def test_close_ends_the_streams_still_open_and_frees_them_at_the_server(carrier):
-    headers, msg = _listen("l3")
-    _, resp = carrier.open("POST", headers, json.dumps(msg).encode())
-    assert b"acknowledged" in resp.readline()
-    ended: list[bytes] = []
-    reader = threading.Thread(target=lambda: ended.append(resp.read()))
-    reader.start()  # blocked: the listen is quiet
+    feed = carrier.listen(_listen("l3"))
+    reader, got = _reader(feed)  # blocked after the acknowledgement: the listen is quiet
+    reader.join(0.3)
+    assert reader.is_alive()
     carrier.close()  # the bridge is gone; nobody cancelled the listen
     reader.join(10)
-    assert not reader.is_alive() and ended == [b""]
+    assert not reader.is_alive() and [m["method"] for m in got] == ["notifications/subscriptions/acknowledged"]
     assert carrier.server.listens() == []
-    assert not [t for t in threading.enumerate() if t.name == "mcp-notebook-stdio-loop"]  # its loop stopped
+
+
+def test_the_message_entry_and_the_http_face_answer_alike(carrier):
+    """One path: the HTTP face is the message entry plus a head; the same rules answer both."""
+    server = carrier.server
+    cases = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}},
+        {"jsonrpc": "2.0", "id": 2, "method": "no/such", "params": {"_meta": META}},
+        {"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"_meta": {}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "nb://nope", "_meta": META}},
+        {"jsonrpc": "2.0", "id": 6, "method": "ping"},  # handshake era, no session
+    ]
+    for msg in cases:
+        params = msg.get("params") or {}
+        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        if "_meta" in params and "protocolVersion" in str(params["_meta"]):
+            headers.update({k.lower(): v for k, v in request_headers(msg["method"], params, STATELESS).items()})
+        reply = server.handle(HttpRequest("POST", headers, json.dumps(msg).encode(), admitted=True))
+        status, _, messages = carrier.call(msg)
+        assert status == reply.status, msg
+        assert messages == [json.loads(reply.body or b"null")], msg

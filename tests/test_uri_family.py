@@ -53,7 +53,8 @@ URIS = [f"nb://vars/v{i}" for i in range(300)]
 
 @pytest.fixture
 def hits() -> Iterator[list[str]]:
-    """The URIs answered through a head family."""
+    """The URIs answered through a head family, or as another URI's read under a remembered
+    session head (``FlatReads.replay_other``)."""
     seen: list[str] = []
     original = SERVER.family_reply
 
@@ -63,11 +64,22 @@ def hits() -> Iterator[list[str]]:
             seen.append(family.last)
         return found
 
+    flat = SERVER.flat
+    other = flat.replay_other
+
+    def counting_other(shape: ReadShape, body: bytes) -> Any:
+        found = other(shape, body)
+        if found is not None:
+            seen.append(json.loads(found.body)["result"]["contents"][0]["uri"])
+        return found
+
     SERVER.family_reply = counting
+    flat.replay_other = counting_other  # type: ignore[method-assign]
     try:
         yield seen
     finally:
         SERVER.family_reply = original
+        del flat.replay_other
 
 
 def head_for(uri: str, **extra: str) -> dict[str, str]:
@@ -401,3 +413,185 @@ def test_a_sessions_uris_of_every_kind_get_the_general_paths_answer(transport, o
                     uri.encode(),
                 )
             same(exchange(s, head, body), general(head, body))
+
+
+# -- many connections, one memory: a session head's replay answers every URI, on every connection ------
+
+
+def test_sixteen_connections_reading_25_uris_in_turn(transport, hits):
+    """wrk's way at 16 connections: each request on the next connection, the next URI, a fresh id.
+    Heads are remembered by the transport (every connection sends the same ones), so a session head's
+    one replay memo answers reads of every URI on every connection (``ReadShape.others``): the
+    replies stay the general path's, for the stateless era as well."""
+    _warm_session(URIS[:25])
+    _warm(URIS[:25])
+    transport.heads._heads.clear()
+    socks = [socket.create_connection(("127.0.0.1", transport.port), timeout=5) for _ in range(16)]
+    try:
+        for n in range(400):
+            uri = URIS[n % 25]
+            head, body = session_head(), session_body(uri, 20000 + n)
+            same(exchange(socks[n % 16], head, body), general(head, body))
+        assert len(hits) > 300  # all but the first requests of each head (a few Content-Lengths)
+        hits.clear()
+        for n in range(400):
+            uri = URIS[n % 25]
+            head, body = head_for(uri), body_for(uri, 30000 + n)
+            same(exchange(socks[n % 16], head, body), general(head, body))
+    finally:
+        for s in socks:
+            s.close()
+
+
+_BODIES = (  # a read's body with its id before its URI, and after it
+    b'{"jsonrpc": "2.0", "id": %s, "method": "resources/read", "params": {"uri": "%s"}}',
+    b'{"params": {"uri": "%s"}, "jsonrpc": "2.0", "method": "resources/read", "id": %s}',
+)
+
+
+def _body(form: int, msg_id: bytes, uri: bytes) -> bytes:
+    return _BODIES[form] % ((msg_id, uri) if form == 0 else (uri, msg_id))
+
+
+def _session_memo(sid: str, uri: str = "nb://vars/v9", msg_id: int = 12345, form: int = 0) -> ReadShape:
+    """The replay memo the flat path learns for a session's read of ``uri``."""
+    _warm_session([uri], sid)
+    body = _body(form, b"%d" % msg_id, uri.encode())
+    req = HttpRequest("POST", {k.lower(): v for k, v in session_head(sid).items()}, body, True)
+    assert SERVER.flat.answer(req, learn=True) is not None
+    memo = req.replay
+    assert isinstance(memo, ReadShape) and memo.others is not None
+    return memo
+
+
+_OTHER_URIS = [
+    *URIS[:5],
+    "nb://vars/n",
+    "nb://vars/obj",
+    "nb://vars/missing",
+    "nb://vars",
+    "nb://vars?limit=1",
+    "=nb://vars/v1",
+    "nb://vars/v1 ",
+    "nb://vars/v1\\u0031",
+    'nb://vars/v1", "x": "y',
+    "nb://vars/é",
+    "",
+]
+_IDS = ["7", "0", "01", "-1", "1.0", "1e3", '"7"', "null", "9" * 15, "9" * 16, "", " 7"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    uri=st.one_of(st.sampled_from(_OTHER_URIS), st.text(max_size=12)),
+    msg_id=st.sampled_from(_IDS),
+    cut=st.tuples(st.integers(0, 120), st.integers(0, 3), st.binary(max_size=2)),
+    old=st.booleans(),
+    form=st.sampled_from([0, 1]),
+)
+def test_any_body_under_a_session_heads_memo_gets_the_general_paths_answer(uri, msg_id, cut, old, form):
+    """Whatever body comes under a remembered session head (another URI of any kind, any id token,
+    bytes cut or inserted anywhere), ``replay`` answers it exactly as ``handle()`` would, or not at all."""
+    sid = SESSIONS[test_fast_read.OLD_SID if old else test_fast_read.SID]
+    memo = _session_memo(sid, form=form)
+    _warm_session(URIS[:5], sid)
+    body = _body(form, msg_id.encode(), uri.encode())
+    at, drop, insert = cut
+    body = body[:at] + insert + body[at + drop :]
+    reply = SERVER.replay(memo, body)
+    if reply is not None:
+        assert reply.status == 200
+        want = general(session_head(sid), body)
+        assert (reply.status, reply.body) == (want[0], want[2])
+        assert {k.lower(): v for k, v in reply.headers.items()} == want[1]
+
+
+def test_a_session_heads_memo_answers_other_uris_and_only_while_everything_holds():
+    """Replays of other URIs: answered from the reply cache shared by sessions (a URI another
+    session read), not once its value or the redactor moved (the general path's answer then), nor
+    for an ended session (404), nor for a URI not cached (the general path)."""
+    import secrets
+
+    from mcp_notebook.redact import REDACTOR
+
+    other = open_session(SERVER)
+    memo = _session_memo(other)
+    value = "plainvalue-" + secrets.token_hex(6)
+    NS["v11"] = value
+    SERVER.core.resources.after_cell()
+    try:
+        _warm_session(["nb://vars/v11", "nb://vars/v12"], SESSION)  # cached by another session
+        for uri, msg_id in (("nb://vars/v11", 41), ("nb://vars/v12", 4242)):
+            body = session_body(uri, msg_id)
+            reply = SERVER.replay(memo, body)
+            assert reply is not None
+            assert (reply.status, reply.body) == general(session_head(other), body)[::2]
+        body = session_body("nb://vars/v11", 43)
+        REDACTOR.add([value])  # the value becomes a secret: the cached reply is stale
+        assert SERVER.replay(memo, body) is None
+        want = general(session_head(other), body)
+        assert value.encode() not in want[2] and b"REDACTED" in want[2]
+        NS["v12"] = 12
+        SERVER.core.resources.after_cell()  # a cell: every cached read is stale
+        assert SERVER.replay(memo, session_body("nb://vars/v12", 44)) is None
+        assert SERVER.replay(memo, session_body("nb://vars/v13", 45)) is None  # not cached
+        _warm_session(["nb://vars/v13"], other)
+        assert SERVER.replay(memo, session_body("nb://vars/v13", 46)) is not None
+        SERVER.handle(HttpRequest("DELETE", {k.lower(): v for k, v in session_head(other).items()}))
+        body = session_body("nb://vars/v13", 47)
+        assert SERVER.replay(memo, body) is None
+        assert general(session_head(other), body)[0] == 404
+    finally:
+        NS["v11"], NS["v12"] = 11 * 7 + 1000, 12 * 7 + 1000
+        SERVER.core.resources.after_cell()
+
+
+def test_a_stateless_head_learns_no_other_uris():
+    """A stateless head names its URI (Mcp-Name): its memo answers only that URI's body."""
+    _warm(["nb://vars/v9", "nb://vars/v8"])
+    req = HttpRequest("POST", {k.lower(): v for k, v in head_for("nb://vars/v9").items()}, body_for("nb://vars/v9", 5))
+    req.admitted = True
+    assert SERVER.flat.answer(req, learn=True) is not None
+    assert isinstance(req.replay, ReadShape) and req.replay.others is None
+    assert SERVER.replay(req.replay, body_for("nb://vars/v8", 6)) is None
+
+
+def test_a_head_the_family_answers_is_replayed_from_then_on(transport, hits):
+    """A head first seen when its read was not cached (answered by the general path, not learnt: the
+    connection had a family) takes the memo of the member the family answers under it; after that
+    its requests are plain replays, not family reads (issue #48: such heads stayed on the family
+    path for good)."""
+    _warm([*URIS[20:23]])
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        transport.heads._heads.clear()
+        for n, uri in enumerate(URIS[20:23]):  # this connection learns the family of head_for's heads
+            assert exchange(s, head_for(uri), body_for(uri, 5_000_000_000_000 + n))[0] == 200
+        SERVER.core.resources.after_cell()  # every cached read is stale: the next read of v5 is not learnt
+        hits.clear()
+        for n in range(3):  # ids of 13 digits: a head no other request sent
+            head, body = head_for("nb://vars/v5"), body_for("nb://vars/v5", 6_000_000_000_000 + n)
+            same(exchange(s, head, body), general(head, body))
+            assert hits == ([] if n == 0 else ["nb://vars/v5"])  # general path, family, replay
+        remembered = transport.heads.get(_head_bytes(head, body), SERVER.settings)
+        assert remembered is not None and remembered.replay is not None
+
+
+def _head_bytes(head: dict[str, str], body: bytes) -> bytes:
+    lines = "".join(f"{k}: {v}\r\n" for k, v in head.items())
+    return f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {len(body)}".encode()
+
+
+def test_a_replayed_stateless_read_marks_its_client_seen():
+    """The client's key is taken once, when the replay is learnt; each replay still marks it seen."""
+    meta = {**META, "io.modelcontextprotocol/clientInfo": {"name": "replayer-" + "x" * 120, "version": "9"}}
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": "nb://vars/v9", "_meta": meta}}
+    ).encode()
+    _warm(["nb://vars/v9"])
+    req = HttpRequest("POST", {k.lower(): v for k, v in head_for("nb://vars/v9").items()}, body, True)
+    assert SERVER.flat.answer(req, learn=True) is not None and isinstance(req.replay, ReadShape)
+    SERVER.stateless._clients.clear()
+    reply = SERVER.replay(req.replay, body.replace(b'"id": 5', b'"id": 6'))
+    assert reply is not None and reply.after_send is not None
+    reply.after_send()
+    assert [c[:3] for c in SERVER.stateless_clients()] == [("replayer-" + "x" * 91, "9", STATELESS)]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcp_notebook.allkernels import upstream
-from mcp_notebook.bridge import stdio as bridge
+from mcp_notebook.bridge import http_link
 from mcp_notebook.hubclient import address
 from mcp_notebook.protocol import stateless, wire_sse, wire_stateless
 from mcp_notebook.protocol.streams import Stream
@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mcp_notebook"
 def test_both_ends_share_one_definition():
     assert stateless._NAMED is wire_stateless.NAMED_PARAM
     assert stateless.decode_header_value is wire_stateless.decode_header_value
-    assert bridge.request_headers is address.request_headers is wire_stateless.request_headers
+    assert http_link.request_headers is address.request_headers is wire_stateless.request_headers
     assert upstream.sse_data is wire_sse.sse_data
     assert control.REQUEST == control_wire.REQUEST and control.OURS is control_wire.TO_HUB
     assert control.SENDER_IDLE_SECONDS is control_wire.SENDER_IDLE_SECONDS

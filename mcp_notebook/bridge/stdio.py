@@ -13,7 +13,7 @@ again and re-subscribes, then tells the client that everything may have changed.
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
 import sys
 import threading
@@ -22,14 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ..hubclient.address import HubAddress, Link, Opened, OpenReply
-from ..hubclient.blocking import STREAM_ERRORS, sse_messages
-from ..hubclient.rules import (
-    STREAM_IDLE_SECONDS,
-)
+from ..hubclient.address import Feed, HubAddress, Link
+from ..hubclient.blocking import STREAM_ERRORS
 from ..protocol.jsonrpc import INVALID_REQUEST, RpcError, dumps, refuse_batch
-from ..protocol.wire_stateless import request_headers
-from ..revisions import META_SUB_ID, META_VERSION, STATELESS, allows_batch, classify
+from ..revisions import META_SUB_ID, STATELESS, allows_batch, classify
 from ..runtime import HubRecord
 from .claude_push import ClaudePush
 from .http_link import Upstream
@@ -136,7 +132,7 @@ class Bridge:
         self.subscriptions: set[str] = set()
         self.generation = 0
         # stateless-era listen streams: request id -> open connection
-        self._listens: dict[Any, Opened | None] = {}  # None: opening
+        self._listens: dict[Any, Feed | None] = {}  # None: opening
         self._listens_lock = threading.Lock()  # never held while waiting for a hub
         self.channel: ClaudePush | None = ClaudePush(self.write, self._channel_hub) if channel else None
 
@@ -167,7 +163,7 @@ class Bridge:
                 continue
             self._ledger.owe(owed_ids(msg))
             try:
-                self.dispatch(msg)
+                self.dispatch(msg, len(line))
             except Exception as exc:  # a bug: said on stderr and to the client, and the bridge reads on
                 self.log(f"could not handle a message: {exc!r}")
                 self._answer_all(msg, -32603, "the bridge could not handle this message")
@@ -191,8 +187,9 @@ class Bridge:
         with contextlib.suppress(Exception):
             print(f"mcp-notebook bridge: {text}", file=self.log_file, flush=True)
 
-    def dispatch(self, msg: Any) -> None:
-        """Initialize and notifications in order, on this thread; requests on their own threads."""
+    def dispatch(self, msg: Any, size: int = 0) -> None:
+        """Initialize and notifications in order, on this thread; requests on their own threads
+        (``size``: the bytes the message took on stdin, for the link's bound)."""
         if self.channel is not None:
             for item in msg if isinstance(msg, list) else [msg]:
                 self.channel.incoming(item)
@@ -201,7 +198,7 @@ class Bridge:
             return
         method = msg.get("method")
         if method == "initialize":
-            self._initialize(msg)
+            self._initialize(msg, size)
         elif method == "notifications/cancelled" and self._cancel_listen(msg):
             return
         elif "id" not in msg or method is None:
@@ -209,7 +206,7 @@ class Bridge:
         elif method == "subscriptions/listen" and classify({}, msg) == STATELESS:
             self._open_listen(msg)
         else:
-            self._spawn(self._request, msg)
+            self._spawn(functools.partial(self._request, size=size), msg)
 
     def _spawn(self, fn: Callable[[Any], None], msg: Any) -> None:
         self._pool.submit(fn, msg)
@@ -266,23 +263,23 @@ class Bridge:
         if replies:
             self.write(replies)
 
-    def _request(self, msg: dict[str, Any]) -> None:
-        for reply in self._handle(msg):
+    def _request(self, msg: dict[str, Any], size: int = 0) -> None:
+        for reply in self._handle(msg, size):
             self.write(reply)
 
-    def _handle(self, msg: dict[str, Any]) -> list[Any]:
+    def _handle(self, msg: dict[str, Any], size: int = 0) -> list[Any]:
         if classify({}, msg) == STATELESS:
             if msg.get("method") == "subscriptions/listen":  # in a batch: answered as one request
                 return [_error(msg.get("id"), -32600, "Invalid Request: subscriptions/listen cannot be batched")]
-            return self._stateless(msg)
-        return self._forward(msg)
+            return self._stateless(msg, size)
+        return self._forward(msg, size)
 
     # == handshake era ===========================================================================
-    def _initialize(self, msg: dict[str, Any]) -> None:
+    def _initialize(self, msg: dict[str, Any], size: int = 0) -> None:
         with self._conn_lock:
             try:
                 record = self.selector.find(prefer=self.up.record if self.up else None)
-                reply = self._open_session(record, msg)
+                reply = self._open_session(record, msg, size)
                 self.init_message = msg  # what a reconnect replays: an initialize the hub accepted
             except NoHub as exc:
                 self.log(str(exc))
@@ -294,46 +291,38 @@ class Bridge:
         self.log(f"connected to {record.describe()}")
         self.write(reply)
 
-    def _open_session(self, record: HubRecord, init: dict[str, Any]) -> Any:
+    def _open_session(self, record: HubRecord, init: dict[str, Any], size: int = 0) -> Any:
         """initialize against ``record``; keeps the session and returns the hub's reply."""
         up = self.connect(record)
-        status, headers, replies = up.call({}, init)
+        status, session_id, replies = up.call(init, size=size)
         if status != 200 or not replies or "result" not in replies[0]:
             detail = replies[0].get("error", {}).get("message") if replies and isinstance(replies[0], dict) else ""
             raise OSError(f"HTTP {status} {detail}".strip())
         self.up = up
-        self.session_id = headers.get("mcp-session-id")
+        self.session_id = session_id
         self.version = replies[0]["result"].get("protocolVersion")
         self.generation += 1
         return replies[0]
-
-    def _session_headers(self) -> dict[str, str]:
-        h = {}
-        if self.session_id:
-            h["Mcp-Session-Id"] = self.session_id
-        if self.version:
-            h["MCP-Protocol-Version"] = self.version
-        return h
 
     def _notify(self, msg: dict[str, Any]) -> None:
         """Forward a notification (or a response to a server request) once; never wait for a hub."""
         if self.up is None:
             return
         with contextlib.suppress(*FAILED):
-            self.up.call(self._session_headers(), msg)
+            self.up.call(msg, self.session_id, self.version)
         if msg.get("method") == "notifications/initialized":
             self._start_stream(self.generation)
 
-    def _forward(self, msg: dict[str, Any]) -> list[Any]:
+    def _forward(self, msg: dict[str, Any], size: int = 0) -> list[Any]:
         msg_id = msg.get("id")
         if self.init_message is None:
             return [_error(msg_id, -32600, "Invalid Request: send initialize first")]
         for attempt in range(2):
-            gen, up, headers = self.generation, self.up, self._session_headers()
+            gen, up, sid, version = self.generation, self.up, self.session_id, self.version
             try:
                 if up is None:
                     raise ConnectionError("no hub")
-                status, _, replies = up.call(headers, msg)
+                status, _, replies = up.call(msg, sid, version, size)
             except FAILED:
                 status, replies = 0, []
             if status in (0, 401, 404) and attempt == 0:
@@ -371,12 +360,13 @@ class Bridge:
                         self.up, self.session_id = None, None
                         raise NoHub(self.selector.no_hub_message()) from None
                     time.sleep(POLL_SECONDS)
-            headers = self._session_headers()
+            up, sid, version = self.up, self.session_id, self.version
+            assert up is not None
             with contextlib.suppress(*FAILED):
-                self.up.call(headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+                up.call({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid, version)
             for n, uri in enumerate(sorted(self.subscriptions)):
                 with contextlib.suppress(*FAILED):
-                    self.up.call(headers, _subscribe(n, uri))
+                    up.call(_subscribe(n, uri), sid, version)
             self._start_stream(self.generation)
         self.log(f"reconnected to {record.describe()}")
         self.write({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"})
@@ -385,26 +375,26 @@ class Bridge:
 
     def _start_stream(self, gen: int) -> None:
         if self.session_id and self.up is not None:
-            args = (gen, self.up, self._session_headers())
+            args = (gen, self.up, self.session_id, self.version)
             threading.Thread(target=self._stream, args=args, name="mcp-notebook-bridge-sse", daemon=True).start()
 
-    def _stream(self, gen: int, up: Link, headers: dict[str, str]) -> None:
-        """Copy the session's GET stream to stdout; when it breaks, reconnect (the kernel restarted)."""
+    def _stream(self, gen: int, up: Link, session_id: str, version: str | None) -> None:
+        """Copy the session's stream to stdout; when it breaks, reconnect (the kernel restarted)."""
         try:
-            conn, resp = up.open("GET", {**headers, "Accept": "text/event-stream"}, timeout=STREAM_IDLE_SECONDS)
+            feed: Feed | None = up.stream(session_id, version)
         except STREAM_ERRORS:
-            conn = None
-        if conn is not None:
+            feed = None
+        if feed is not None:
             try:
-                if resp.status == 200:
-                    for message in sse_messages(resp):
+                if feed.streaming:
+                    for message in feed.messages():
                         if gen != self.generation or self._closing.is_set():
                             return
                         self.write(message)
             except STREAM_ERRORS:
                 pass
             finally:
-                conn.close()
+                feed.close()
         if gen != self.generation or self._closing.is_set():
             return
         try:
@@ -424,7 +414,7 @@ class Bridge:
             if self.up is up:
                 self.up = None
 
-    def _stateless(self, msg: dict[str, Any]) -> list[Any]:
+    def _stateless(self, msg: dict[str, Any], size: int = 0) -> list[Any]:
         msg_id = msg.get("id")
         for attempt in range(2):
             try:
@@ -432,7 +422,7 @@ class Bridge:
             except NoHub as exc:
                 return [_error(msg_id, NO_HUB, str(exc))]
             try:
-                status, _, replies = up.call(_stateless_headers(msg), msg)
+                status, _, replies = up.call(msg, size=size)
             except FAILED:
                 status, replies = 0, []
             if status not in (0, 401):
@@ -454,7 +444,7 @@ class Bridge:
                     time.sleep(POLL_SECONDS)
                 try:
                     up = self._stateless_up(self.reconnect_timeout if acknowledged else 0.0)
-                    conn, resp = up.open("POST", _stateless_headers(msg), json.dumps(msg).encode(), timeout=None)
+                    feed = up.listen(msg)
                 except NoHub as exc:
                     self.write(_error(sub_id, NO_HUB, str(exc)))
                     return
@@ -468,21 +458,22 @@ class Bridge:
                     continue
                 with self._listens_lock:
                     if sub_id not in self._listens:  # cancelled while the hub was answering
-                        conn.close()
+                        feed.close()
                         return
-                    self._listens[sub_id] = conn
-                if "text/event-stream" not in (resp.getheader("content-type") or ""):
-                    body = resp.read()
-                    conn.close()
+                    self._listens[sub_id] = feed
+                if not feed.streaming:
                     try:  # a JSON-RPC error; anything else means no hub answered there
-                        self.write(json.loads(body))
+                        for message in feed.messages():
+                            self.write(message)
                     except ValueError:
                         self.write(_error(sub_id, NO_HUB, self.selector.no_hub_message()))
+                    finally:
+                        feed.close()
                     return
                 try:
-                    saw_ack, ended = self._relay_listen(sub_id, resp, acknowledged)
+                    saw_ack, ended = self._relay_listen(sub_id, feed, acknowledged)
                 finally:
-                    conn.close()
+                    feed.close()
                 if ended:
                     return
                 if saw_ack:
@@ -493,13 +484,13 @@ class Bridge:
         finally:
             self._listens.pop(sub_id, None)
 
-    def _relay_listen(self, sub_id: Any, resp: OpenReply, acknowledged: bool) -> tuple[bool, bool]:
+    def _relay_listen(self, sub_id: Any, feed: Feed, acknowledged: bool) -> tuple[bool, bool]:
         """Copy one listen stream to stdout until it breaks; (an acknowledgement came, the hub ended
         the subscription gracefully). A listen re-established on a new hub is not acknowledged
         twice: the client is told instead that what it watches may have changed."""
         saw_ack = False
         try:
-            for message in sse_messages(resp):
+            for message in feed.messages():
                 if message.get("method") == "notifications/subscriptions/acknowledged":
                     saw_ack = True
                     if acknowledged:
@@ -526,10 +517,9 @@ class Bridge:
         with self._listens_lock:
             if request_id not in self._listens:
                 return False
-            conn = self._listens.pop(request_id, None)
-        if conn is not None and conn.sock is not None:
-            with contextlib.suppress(OSError):
-                conn.sock.shutdown(2)
+            feed = self._listens.pop(request_id, None)
+        if feed is not None:
+            feed.cancel()
         return True
 
     # == shutdown ================================================================================
@@ -539,13 +529,13 @@ class Bridge:
         for request_id in list(self._listens):
             self._cancel_listen({"params": {"requestId": request_id}})
         self._pool.drain(DRAIN_SECONDS)  # let answers to the last requests go out
+        self._pool.stop()
         self._settle()
         up, sid = self.up, self.session_id
         self.generation += 1
         if up is not None and sid:
             with contextlib.suppress(*STREAM_ERRORS):
-                conn, _ = up.open("DELETE", self._session_headers(), timeout=2.0)
-                conn.close()
+                up.end_session(sid, self.version)
         if self.channel is not None:
             self.channel.close()
 
@@ -579,9 +569,3 @@ def run_bridge(
     finally:
         carrier.close()
         front.close()
-
-
-def _stateless_headers(msg: dict[str, Any]) -> dict[str, str]:
-    """The headers of a stateless request the bridge forwards (its _meta names the revision)."""
-    params = msg.get("params") or {}
-    return request_headers(str(msg.get("method")), params, str(params["_meta"][META_VERSION]))

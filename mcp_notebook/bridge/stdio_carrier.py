@@ -1,279 +1,243 @@
 """The stdio carrier: ``mcp-notebook bridge`` with no selector drives the all-kernels front's
-``McpServer`` in its own process, from stdin/stdout: no loopback port, no token, one process.
+``McpServer`` in its own process, from stdin/stdout: no loopback port, no token, one process, and
+no HTTP: messages are carried as messages.
 
-The :class:`~.stdio.Bridge` turns each stdio JSON-RPC message into the HTTP exchange a hub would
-get (a POST under the session's or the stateless request's headers, a GET for a session's stream,
-a DELETE at exit) and hands it to its upstream. With a selector that upstream is HTTP to a hub
-(``http_link.Upstream``); here it is :class:`StdioCarrier`, a carrier of the exchange driver
-(``transport/driver.py``; docs/DESIGN.md, "Carriers"), like the loopback HTTP connection and the
-control channel:
+The :class:`~.stdio.Bridge` decodes each stdin line once and hands the message to its upstream (a
+``hubclient.address.Link``). With a selector that upstream is HTTP to a hub (``http_link.Upstream``,
+HTTP only where there is HTTP); here it is :class:`StdioCarrier`, which hands it to the server's
+message entry (``McpServer.carry``, beneath its HTTP face; docs/DESIGN.md, "Messages carried as
+messages"):
 
-1. **Requests** are ``HttpRequest(method, lower-cased headers, body, admitted=True)``. Admission
-   is the pipe's: whoever holds the bridge's stdin spawned it (the MCP stdio model), so there is
-   no Host, Origin or token to check. Bodies are bounded as on the front's HTTP endpoint (413).
-2. **The driver** answers each exchange on the bridge's thread that carries it
-   (``ExchangeDriver.exchange_blocking`` with no pool: ``handle`` runs right there, no thread
-   hop; the bridge's own pool of request threads bounds how many run at once). The front's
-   connections to the kernels' hubs are kept alive and shared by every thread
-   (``hubclient/blocking.py``), so a read reuses one whatever thread carries it. No head replay.
-   A stream is pumped on the carrier's own event loop (a thread).
-3. **Replies** reach the bridge's thread through a :class:`PipePort`: the driver's writes are
-   queued, and :class:`Reading` reads them as the bridge reads a hub client response (``hubclient.blocking.HubResponse``). No
-   keepalive comments: nothing in a process times out idle. The driver's guarantees hold as for
-   every carrier: one final call, ``stream_closed`` for every stream however it ended.
-4. **Stops**: the bridge ends its session first (DELETE), then :meth:`StdioCarrier.close` refuses
-   what comes after (a 503), ends the streams still open, and waits (bounded) for every
-   exchange's final call before it stops the loop; ``KernelsFront.close`` then closes the server.
+1. **Messages** go in decoded, with their :class:`~mcp_notebook.protocol.exchange.Context` (the
+   session the bridge opened and its revision; no headers to check). Admission is the pipe's:
+   whoever holds the bridge's stdin spawned it (the MCP stdio model), so there is no Host, Origin or
+   token to check. A message is bounded as a body on the front's HTTP endpoint
+   (``max_message_bytes``, ``MAX_BODY_BYTES``: the bytes it took on stdin; over it, -32600 by its id).
+2. **Answers** come back as messages (``Answer.messages``: a request's log notifications, then its
+   reply), on the bridge's thread that carried the message: no thread hop, no pool (the bridge's own
+   pool of request threads bounds how many run at once; the front's connections to the kernels'
+   hubs are shared by every thread, ``hubclient/blocking.py``). The bridge encodes them once, to stdout.
+3. **Streams** (a session's notifications, a subscriptions/listen) are read as messages by the
+   bridge's thread that relays them (:class:`StreamFeed`, woken by the stream's waker): no SSE
+   framing. ``stream_closed`` is called once for every stream, however it ended (a cancel, the end).
+4. **Stops**: the bridge ends its session first, then :meth:`StdioCarrier.close` refuses what comes
+   after (503's error), ends the streams still open and waits (bounded) for the calls in flight;
+   ``KernelsFront.close`` then closes the server.
 
-``--channel`` reaches the same server through the front's ``HubRoute`` protocol (``address``).
+``--channel`` reaches the same server through the front's ``HubRoute`` protocol (``address``), an
+HTTP-shaped route (headers and bytes, as the control channel's): it goes through ``McpServer.handle``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import queue
 import threading
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ..allkernels.front import MAX_BODY_BYTES
-from ..hubclient.address import HubAddress
-from ..protocol.exchange import HttpReply, HttpRequest, carrier_error
-from ..protocol.jsonrpc import INVALID_REQUEST, dumps
+from ..hubclient.address import HubAddress, Replied
+from ..protocol.exchange import Answer, Context, HttpRequest
+from ..protocol.jsonrpc import INVALID_REQUEST, RpcError, error, request_id_of
 from ..protocol.server import McpServer
-from ..protocol.wire_sse import sse_data
+from ..protocol.streams import SSE_END, SSE_HEAD
 from ..runtime import HubRecord
-from ..transport.driver import ExchangeDriver, Port
-from ..transport.loop import new_loop
 
 log = logging.getLogger(__name__)
-ACCEPT = "application/json, text/event-stream"
-SSE = "text/event-stream"
-STOP_SECONDS = 5.0  # how long close() waits for the exchanges in flight to get their final call
-_END = object()  # queued after a port's final write
+STOP_SECONDS = 5.0  # how long close() waits for the calls in flight
 
 
-class _StreamHead(HttpReply):
-    """The head of an event stream, as queued by :meth:`PipePort.open_stream`."""
+class StreamFeed:
+    """One server stream as the bridge reads it (``hubclient.address.Feed``): its messages as they
+    are pushed, on the reading thread; ``cancel`` from any thread ends it and frees it at the server."""
 
-
-class PipePort(Port):
-    """The driver's port for one exchange: its writes, queued for the bridge's thread (see
-    :class:`Reading`). Called on the carrier's loop; read on the bridge's thread."""
-
-    keepalive = None  # nothing in a process times out idle
-
-    def __init__(self, carrier: StdioCarrier):
+    def __init__(self, carrier: StdioCarrier, answer: Answer):
         self.carrier = carrier
-        self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.answer = answer
+        self.stream = answer.stream
+        self.streaming = self.stream is not None
+        self._wake = threading.Event()
+        self._stopped = False  # cancelled: nothing more is given
+        self._released = False
+        if self.stream is not None:
+            self.stream.set_waker(self._wake.set)
 
-    def send_reply(self, reply: HttpReply) -> None:
-        self.queue.put(reply)
-        self.queue.put(_END)
-        self.carrier.finished()
+    def encoded(self) -> Iterator[list[bytes]]:
+        """The stream's messages, each encoded, in the batches they were pushed, until it ends."""
+        stream = self.stream
+        assert stream is not None
+        while not self._stopped:
+            closed = stream.closed
+            batch = stream.drain_messages()
+            if batch and not self._stopped:
+                yield batch
+            if closed:
+                break
+            self._wake.wait()
+            self._wake.clear()
+        self.release()
 
-    def open_stream(self, status: int, headers: dict[str, str], events: bytes, end: bool) -> Awaitable[None] | None:
-        self.queue.put(_StreamHead(status, b"", {**headers, "Content-Type": SSE}))
-        return self.send_events(events, end)
-
-    def send_events(self, events: bytes, end: bool) -> Awaitable[None] | None:
-        if events:
-            self.queue.put(events)
-        if end:
-            self.queue.put(_END)
-            self.carrier.finished()
-        return None
-
-
-class Reading:
-    """One reply, read as the bridge reads a hub client response (``hubclient.blocking.HubResponse``) (``status``, ``getheader``,
-    ``read``; ``readline`` gives a stream's next events, any chunking) and closed as it closes the
-    connection (``close``; ``sock.shutdown`` ends a stream and wakes a blocked reader, as a cancel
-    does over TCP)."""
-
-    def __init__(self, carrier: StdioCarrier, port: PipePort):
-        self.carrier = carrier
-        self.port = port
-        self.sock = self  # what the bridge shuts down to cancel
-        head = port.queue.get()  # the status is known once the driver wrote the reply or the stream's head
-        self.status = head.status
-        self.headers = {k.lower(): v for k, v in head.headers.items()}
-        self.stream = isinstance(head, _StreamHead)
-        self._body = head.body or b""
-        self._over = False  # the port's final write was read
-        self._stopped = False
-
-    def getheader(self, name: str, default: str | None = None) -> str | None:
-        return self.headers.get(name.lower(), default)
-
-    def readline(self) -> bytes:
-        """The body once, or the stream's events as they come; b"" at the end."""
-        if not self.stream:
-            body, self._body = self._body, b""
-            return body
-        while not self._over and not self._stopped:
-            piece = self.port.queue.get()
-            if piece is _END:
-                self._over = True
-            elif piece:
-                return piece
-        return b""
-
-    def read(self) -> bytes:
-        """Everything: the body, or the stream's events until it ends."""
-        pieces = []
-        while piece := self.readline():
-            pieces.append(piece)
-        return b"".join(pieces)
-
-    def shutdown(self, _how: int = 2) -> None:
-        """Stop reading: a stream still open ends (the driver closes it at the server), and a
-        blocked ``readline`` returns b""."""
-        if self._stopped:
+    def messages(self) -> Iterator[Any]:
+        if self.stream is None:
+            yield from self.answer.messages()  # a whole answer (an error) instead of a stream
             return
+        for batch in self.encoded():
+            for data in batch:
+                yield json.loads(data)
+
+    def cancel(self) -> None:
         self._stopped = True
-        if self.stream and not self._over:
-            self.carrier.cancel(self.port)
-            self.port.queue.put(b"")  # wakes a reader blocked on the queue
+        self.release()
+        self._wake.set()  # a reader waiting for messages returns
 
     def close(self) -> None:
-        self.shutdown()
+        self.cancel()
+
+    def release(self) -> None:
+        """Tell the server the stream is over (once)."""
+        with self.carrier.lock:
+            if self._released:
+                return
+            self._released = True
+            self.carrier.feeds.discard(self)
+        if self.stream is not None:
+            self.carrier.server.stream_closed(self.stream)
 
 
 class StdioCarrier:
-    """The bridge's upstream when it serves every kernel: the front's server, in this process."""
+    """The bridge's link when it serves every kernel: the front's server, in this process, message
+    by message (``hubclient.address.Link``)."""
 
-    def __init__(self, server: McpServer, record: HubRecord):
+    def __init__(self, server: McpServer, record: HubRecord, max_message_bytes: int = MAX_BODY_BYTES):
         self.server = server
         self.record = record
-        self._loop = new_loop()  # the streams' (uvloop where installed)
-        self._driver = ExchangeDriver(server, None, inline=False, loop=self._loop)
-        self._open = 0  # exchanges started and not yet at their final call
-        self._lock = threading.Condition()
+        self.max_message_bytes = max_message_bytes
+        self.lock = threading.Condition()
+        self.feeds: set[StreamFeed] = set()  # streams open, ended at close
+        self._calls = 0  # messages being answered
         self._stopping = False
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-notebook-stdio-loop", daemon=True)
-        self._thread.start()
 
-    def exchange(self, method: str, headers: dict[str, str], body: bytes | None = None) -> Reading:
-        """One exchange with the server (see the module docstring, 1 to 3)."""
-        h = {k.lower(): v for k, v in headers.items()}
-        h.setdefault("accept", ACCEPT)
-        port = PipePort(self)
-        if body is not None:
-            h.setdefault("content-type", "application/json")
-            if len(body) > MAX_BODY_BYTES:
-                limit = f"Payload too large: the limit is {MAX_BODY_BYTES} bytes"
-                return self._refused(port, carrier_error(413, limit, INVALID_REQUEST))
-        req = HttpRequest(method, h, body or b"", admitted=True)
-        with self._lock:
+    def _begin(self) -> bool:
+        with self.lock:
             if self._stopping:
-                return self._refused(port, carrier_error(503, "Service unavailable: the bridge is stopping"))
-            self._open += 1
-        self._driver.exchange_blocking(port, req)
-        return Reading(self, port)
+                return False
+            self._calls += 1
+            return True
 
-    def _refused(self, port: PipePort, reply: HttpReply) -> Reading:
-        port.queue.put(reply)
-        port.queue.put(_END)
-        return Reading(self, port)
+    def _done(self) -> None:
+        with self.lock:
+            self._calls -= 1
+            self.lock.notify_all()
 
-    def finished(self) -> None:
-        """A port's final call was made (on the loop)."""
-        with self._lock:
-            self._open -= 1
-            self._lock.notify_all()
-
-    def cancel(self, port: PipePort) -> None:
-        """End ``port``'s stream (from the bridge's thread): the driver closes it at the server."""
-
-        def end() -> None:
-            port.gone = True
-            if port.exchange is not None:
-                port.exchange.cancel()
-
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the stream ended with it
-            self._loop.call_soon_threadsafe(end)
-
-    def close(self) -> None:
-        """Stop (after the bridge closed: its last answers are out): a request now is a 503; the
-        streams still open end; every exchange in flight gets its final call (bounded); then the
-        loop stops."""
-        with self._lock:
-            if self._stopping:
-                return
-            self._stopping = True
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._end_streams)
-        with self._lock:
-            done = self._lock.wait_for(lambda: self._open <= 0, STOP_SECONDS)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(STOP_SECONDS)
-        if done and not self._thread.is_alive():
-            self._loop.close()
-        else:  # an answer still on its way would find a closed loop: leave it stopped
-            log.warning("the stdio carrier stopped with %d exchange(s) unanswered", self._open)
-
-    def _end_streams(self) -> None:
-        for task in list(self._driver.tasks):
-            task.cancel()  # each pump ends its stream (stream_closed, then the final call)
-
-    # -- the surface of bridge.http_link.Upstream ---------------------------------------------------
-    def open(
-        self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = None
-    ) -> tuple[Reading, Reading]:
-        """The reply once its status is known: (connection, response), one object here."""
-        reading = self.exchange(method, headers, body)
-        return reading, reading
-
-    def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
-        """POST one message; (status, headers, the JSON-RPC messages of the reply)."""
-        reading = self.exchange("POST", headers, dumps(message))
+    def _carry(self, context: Context, message: Any, size: int = 0) -> Answer:
+        if size > self.max_message_bytes:
+            text = f"Invalid Request: a message may hold at most {self.max_message_bytes} bytes (payload too large)"
+            return Answer(error(request_id_of(message), RpcError(INVALID_REQUEST, text)), 413)
+        if not self._begin():
+            return Answer(error(request_id_of(message), RpcError(-32000, "the bridge is stopping")), 503)
         try:
-            raw = reading.read()
+            return self.server.carry(context, message)
         finally:
-            reading.close()
-        docs = sse_data(raw) if reading.stream else [raw] if raw.strip() else []
-        replies = []
-        for doc in docs:
-            with contextlib.suppress(ValueError):
-                replies.append(json.loads(doc))
-        return reading.status, reading.headers, replies
+            self._done()
+
+    def _feed(self, answer: Answer) -> StreamFeed:
+        feed = StreamFeed(self, answer)
+        if feed.stream is not None:
+            with self.lock:
+                stopping = self._stopping
+                self.feeds.add(feed)
+            if stopping:
+                feed.cancel()
+        return feed
+
+    # -- the surface of hubclient.address.Link ----------------------------------------------------
+    def call(self, message: Any, session_id: str | None = None, version: str | None = None, size: int = 0) -> Replied:
+        """One message, answered on this thread; the answer's messages (logs, then the reply)."""
+        answer = self._carry(Context(session_id, version, streams=True), message, size)
+        if answer.stream is not None:  # a stream asked for by a call (the bridge listens through listen())
+            self._feed(answer).cancel()
+            return Replied(answer.status, answer.session_id, [])
+        return Replied(answer.status, answer.session_id, answer.messages())
+
+    def listen(self, message: dict[str, Any]) -> StreamFeed:
+        """A stateless subscriptions/listen: its stream, read as messages."""
+        return self._feed(self._carry(Context(streams=True), message))
+
+    def stream(self, session_id: str, version: str | None) -> StreamFeed:
+        """The session's stream of notifications."""
+        if not self._begin():
+            return StreamFeed(self, Answer(error(None, RpcError(-32000, "the bridge is stopping")), 503))
+        try:
+            return self._feed(self.server.open_stream(Context(session_id, version)))
+        finally:
+            self._done()
+
+    def end_session(self, session_id: str, version: str | None) -> None:
+        self.server.end_session(Context(session_id, version))
 
     def address(self) -> HubAddress:
         """Where ``--channel`` watches: this server, through the front's ``HubRoute`` protocol."""
         return HubAddress("stdio://bridge/mcp", None, route=_ChannelRoute(self))
 
+    def close(self) -> None:
+        """Stop (after the bridge closed: its last answers are out): a message now is refused; the
+        streams still open end (freed at the server); the calls in flight are waited for (bounded)."""
+        with self.lock:
+            if self._stopping:
+                return
+            self._stopping = True
+            feeds = list(self.feeds)
+        for feed in feeds:
+            feed.cancel()
+        with self.lock:
+            if not self.lock.wait_for(lambda: self._calls <= 0, STOP_SECONDS):
+                log.warning("the stdio carrier stopped with %d message(s) unanswered", self._calls)
+
 
 class _ChannelRoute:
-    """``hubclient.address.HubRoute`` over a :class:`StdioCarrier` (the channel's listen)."""
+    """``hubclient.address.HubRoute`` over a :class:`StdioCarrier` (the channel's listen): an
+    HTTP-shaped route, answered by the server's HTTP face in this process."""
 
     def __init__(self, carrier: StdioCarrier):
         self.carrier = carrier
 
+    def _request(self, headers: dict[str, str], body: bytes) -> tuple[int, str, bytes, StreamFeed | None]:
+        req = HttpRequest("POST", {k.lower(): v for k, v in headers.items()}, body, admitted=True)
+        reply = self.carrier.server.handle(req)
+        if reply.stream is None:
+            return reply.status, reply.headers.get("Content-Type", ""), reply.body or b"", None
+        return reply.status, "text/event-stream", b"", self.carrier._feed(Answer(stream=reply.stream))
+
     def call(self, headers: dict[str, str], body: bytes, timeout: float) -> tuple[int, str, bytes]:
-        reading = self.carrier.exchange("POST", headers, body)
-        try:
-            return reading.status, reading.getheader("content-type") or "", reading.read()
-        finally:
-            reading.close()
+        status, kind, raw, feed = self._request(headers, body)
+        if feed is not None:  # a request's log messages before its result: a stream that is over
+            raw = b"".join(SSE_HEAD + m + SSE_END for batch in feed.encoded() for m in batch)
+        return status, kind, raw
 
     async def open(self, headers: dict[str, str], body: bytes, timeout: float) -> _AsyncReading:
-        return _AsyncReading(await asyncio.to_thread(self.carrier.exchange, "POST", headers, body))
+        status, _, raw, feed = await asyncio.to_thread(self._request, headers, body)
+        return _AsyncReading(status, raw, feed)
 
 
 class _AsyncReading:
-    """A :class:`Reading` for a loop: its blocking reads on a worker thread, ended by ``close``."""
+    """A route's reply for a loop: a stream's messages as SSE events, read on a worker thread."""
 
-    def __init__(self, reading: Reading):
-        self.reading = reading
-        self.status = reading.status
+    def __init__(self, status: int, body: bytes, feed: StreamFeed | None):
+        self.status = status
+        self.body = body
+        self.feed = feed
+        self._batches = feed.encoded() if feed is not None else None
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        while piece := await asyncio.to_thread(self.reading.readline):
-            yield piece
+        if self._batches is None:
+            if self.body:
+                yield self.body
+            return
+        while (batch := await asyncio.to_thread(next, self._batches, None)) is not None:
+            yield b"".join(SSE_HEAD + m + SSE_END for m in batch)
 
     def close(self) -> None:
-        self.reading.close()
+        if self.feed is not None:
+            self.feed.cancel()

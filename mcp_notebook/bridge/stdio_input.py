@@ -26,6 +26,7 @@ from ..revisions import META_VERSION, STATELESS, classify
 
 MAX_INFLIGHT = 32  # requests answered at once (each on its own thread); more wait in a queue
 MAX_WAITING = 1024  # requests queued behind those; beyond, answered "busy" at once
+IDLE_SECONDS = 2.0  # how long a request thread with nothing to do waits for the next request
 MAX_LINE_BYTES = 4 * 1024 * 1024  # above the hub's own default body limit (MCPHub.max_body_bytes, 1 MB)
 SALVAGE_BYTES = 64 * 1024  # how much of an oversized line is kept to find its id
 _SKIP_BYTES = 1 << 16
@@ -193,7 +194,9 @@ Job = Callable[[Any], None]
 
 class RequestPool:
     """At most ``threads`` requests answered at once, ``waiting`` more queued; beyond that ``busy``
-    is called at once. A request that raises is passed to ``failed`` (it must still be answered)."""
+    is called at once. A request that raises is passed to ``failed`` (it must still be answered).
+    A worker with nothing to do waits ``idle`` seconds for the next request before it ends, so
+    requests one after another reuse a thread instead of starting one each."""
 
     def __init__(
         self,
@@ -201,20 +204,29 @@ class RequestPool:
         failed: Callable[[Any, Exception], None],
         threads: int = MAX_INFLIGHT,
         waiting: int = MAX_WAITING,
+        idle: float = IDLE_SECONDS,
     ):
         self._busy, self._failed = busy, failed
         self._threads, self._max_waiting = threads, waiting
+        self._idle_seconds = idle
         self._cond = threading.Condition()
-        self.workers = 0
+        self.workers = 0  # threads alive
+        self.idle = 0  # of them, waiting for a request
+        self._stopped = False
         self._waiting: deque[tuple[Job, Any]] = deque()
 
     def submit(self, fn: Job, msg: Any) -> None:
         """Run ``fn(msg)`` on a request thread, or queue it; never blocks."""
         with self._cond:
+            queued = len(self._waiting) - self.idle  # (what an idle worker is about to take is not queued)
+            if queued < 0:  # a worker waiting for work takes it
+                self._waiting.append((fn, msg))
+                self._cond.notify_all()  # (drain() may wait on the condition too)
+                return
             start = self.workers < self._threads
             if start:
                 self.workers += 1
-            elif len(self._waiting) < self._max_waiting:
+            elif queued < self._max_waiting:
                 self._waiting.append((fn, msg))
                 return
         if start:
@@ -229,15 +241,37 @@ class RequestPool:
             except Exception as exc:
                 self._failed(msg, exc)
             with self._cond:
-                if not self._waiting:
+                job = self._next()
+                if job is None:
                     self.workers -= 1
                     self._cond.notify_all()
                     return
-                fn, msg = self._waiting.popleft()
+                fn, msg = job
+
+    def _next(self) -> tuple[Job, Any] | None:
+        """The next queued request, waiting for one at most the idle time (the lock is held)."""
+        deadline = time.monotonic() + self._idle_seconds
+        self.idle += 1
+        self._cond.notify_all()  # drain() counts the busy workers
+        try:
+            while not self._waiting:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopped:
+                    return None
+                self._cond.wait(left)
+            return self._waiting.popleft()
+        finally:
+            self.idle -= 1
 
     def drain(self, seconds: float) -> None:
         """Wait (at most ``seconds``) for every request to be answered."""
         deadline = time.monotonic() + seconds
         with self._cond:
-            while (self.workers or self._waiting) and time.monotonic() < deadline:
+            while (self.workers > self.idle or self._waiting) and time.monotonic() < deadline:
                 self._cond.wait(max(0.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        """Let the idle workers end now (after ``drain``)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()

@@ -16,8 +16,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .bundle import WIDGET, describe_charts
-
 WIDGET_KEYS = ("description", "value", "min", "max", "step", "options", "index", "label", "placeholder")
 
 
@@ -77,6 +75,8 @@ class FigureReader:
         self._slot.pending = None
         if not self.config.figure_descriptions:
             return None
+        from .bundle import WIDGET, describe_charts  # with the first output: not paid by %load_ext
+
         if pending is not None and (WIDGET in data or any(m.startswith("image/") for m in data)):
             return pending
         return describe_charts(data, self.chars())
@@ -145,4 +145,4 @@ def describe_widget(widget: Any, limit: int) -> str:
     return f"A {name} widget (model {getattr(widget, 'model_id', '?')}): " + (", ".join(parts) or "no simple state")
 
 
-__all__ = ["WIDGET", "FigureReader", "describe_live_figure", "describe_widget"]
+__all__ = ["FigureReader", "describe_live_figure", "describe_widget"]

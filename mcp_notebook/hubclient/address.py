@@ -1,12 +1,13 @@
 """Where a hub is and what reaches it: :class:`HubAddress` (a URL and token, or a :class:`HubRoute`)
-and :class:`Link`, the surface the bridge drives (``bridge.http_link.Upstream`` over HTTP, the stdio
-carrier in-process)."""
+and :class:`Link`, the surface the bridge drives, message by message (``bridge.http_link.Upstream``
+over HTTP, the stdio carrier in-process)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..protocol.wire_stateless import request_headers
 from ..revisions import STATELESS_VERSIONS
@@ -29,50 +30,59 @@ class HubRoute(Protocol):
         ...
 
 
-class Shutdown(Protocol):
-    """What ends a stream at once and wakes its blocked reader (a socket, or the stdio carrier's reading)."""
+class Replied(NamedTuple):
+    """A link's answer to one message: its status (over HTTP the reply's; in-process the HTTP face's
+    equivalent: 200, 202 nothing owed, 404 the session is gone), the session it names, and the
+    JSON-RPC messages it carries (notifications first, then the reply)."""
 
-    def shutdown(self, how: int, /) -> None: ...
-
-
-class Opened(Protocol):
-    """What carries one exchange the bridge opened (``hubclient.blocking.HubConnection``, the stdio
-    carrier's ``Reading``): closed when done; ``sock`` shut down to cancel (None once closed)."""
-
-    @property
-    def sock(self) -> Shutdown | None: ...
-
-    def close(self) -> None: ...
+    status: int
+    session_id: str | None
+    messages: list[Any]
 
 
-class OpenReply(Protocol):
-    """A reply whose status is known (``hubclient.blocking.HubResponse``, the stdio carrier's
-    ``Reading``): its fields, and its body whole or line by line as it comes (a stream)."""
+class Feed(Protocol):
+    """A stream opened through a link (a session's notifications, a subscriptions/listen): its
+    messages as they come. ``streaming`` False: the hub answered with a whole reply instead (an
+    error), which ``messages`` gives (ValueError: no hub answered there)."""
 
-    @property
-    def status(self) -> int: ...
+    streaming: bool
 
-    def getheader(self, name: str, default: str | None = None) -> str | None: ...
+    def messages(self) -> Iterator[Any]:
+        """The stream's messages, decoded, until it ends or is cancelled."""
+        ...
 
-    def read(self) -> bytes: ...
+    def cancel(self) -> None:
+        """From any thread: end the stream now; a reader blocked in ``messages`` returns."""
+        ...
 
-    def readline(self) -> bytes: ...
+    def close(self) -> None:
+        """Release it (after reading, or after a cancel); more than once is fine."""
+        ...
 
 
 class Link(Protocol):
-    """What the bridge asks of its upstream, whatever carries it (``bridge.http_link.Upstream``,
-    ``bridge.stdio_carrier.StdioCarrier``)."""
+    """What the bridge asks of its upstream, message by message, whatever carries it:
+    ``bridge.http_link.Upstream`` turns each message into an HTTP exchange with a hub (HTTP only
+    where there is HTTP), ``bridge.stdio_carrier.StdioCarrier`` hands it to the front's server in
+    this process. ``session_id`` and ``version``: the handshake-era session the bridge opened
+    (None for initialize and for stateless messages, whose ``_meta`` names their revision)."""
 
     record: HubRecord  # the hub (or front) it reaches
 
-    def open(
-        self, method: str, headers: dict[str, str], body: bytes | None = None, timeout: float | None = None
-    ) -> tuple[Opened, OpenReply]:
-        """One exchange, the reply once its status is known: (its connection, the response)."""
+    def call(self, message: Any, session_id: str | None = None, version: str | None = None, size: int = 0) -> Replied:
+        """One message (``size``: the bytes it took on stdin, for the carrier's bound; 0 unknown)."""
         ...
 
-    def call(self, headers: dict[str, str], message: Any) -> tuple[int, dict[str, str], list[Any]]:
-        """POST one message; (status, lower-cased headers, the JSON-RPC messages of the reply)."""
+    def stream(self, session_id: str, version: str | None) -> Feed:
+        """The session's stream of notifications."""
+        ...
+
+    def listen(self, message: dict[str, Any]) -> Feed:
+        """A stateless subscriptions/listen: its stream (acknowledgement, notifications, final result)."""
+        ...
+
+    def end_session(self, session_id: str, version: str | None) -> None:
+        """End the session (the bridge is closing)."""
         ...
 
     def address(self) -> HubAddress | None:

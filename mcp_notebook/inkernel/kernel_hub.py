@@ -21,16 +21,22 @@ from ..figures.live import FigureReader
 from ..logs import HubLog, log
 from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
+from ..providers.base import LazyProvider
 from ..providers.cells import CellsProvider, cell_uri
 from ..providers.custom import CUSTOM
-from ..providers.frames.databases import DatabasesProvider
-from ..providers.frames.provider import FramesProvider
+from ..providers.frames import (
+    CONNECTION_LIBRARIES,
+    DATABASES_PREFIX,
+    ENGINE_LIBRARIES,
+    FRAMES_PREFIX,
+    TABLE_LIBRARIES,
+)
 from ..providers.history.diffs import DiffsProvider
 from ..providers.history.lineage import Lineage
 from ..providers.history.sessions import HistoryProvider
 from ..providers.kernel_info import KernelProvider
 from ..providers.notebook import NotebookProvider
-from ..providers.variables import EVERY_TYPE, VariablesProvider
+from ..providers.variables import EVERY_TYPE, Serves, VariablesProvider
 from ..providers.views import ViewsProvider
 from ..redact import REDACTOR, ConfiguredNames
 from ..resources import Resources
@@ -68,6 +74,7 @@ class KernelHub:
         self.cell_started: float | None = None  # while a cell runs (nb://kernel's state: busy)
         self.last_execution: float | None = None  # when the last cell finished
         self.resources = Resources()
+        self._lazy: list[LazyProvider] = []  # rooms imported at first use, or after the loading cell
         self.variables = VariablesProvider(
             shell.user_ns, getattr(shell, "user_ns_hidden", {}), ConfiguredNames(cfg), cfg
         )
@@ -90,19 +97,41 @@ class KernelHub:
         self.control: ControlCarrier | None = None
         self.runtime_file: Path | None = None
         self._hook_registered = False
+        self._later: threading.Thread | None = None
         self.log: HubLog | None = None
         self._sigterm: Any = None  # our SIGTERM handler while installed
         self._previous_sigterm: Any = None
 
     def _add_tables(self, cfg: Limits) -> None:
-        """Frames and databases over the variables, each adding its links to nb://vars rows."""
-        frames = FramesProvider(self.variables, cfg)
-        databases = DatabasesProvider(self.variables, cfg)
-        self.variables.rows.register(frames.rows_serve, frames.index_links)
-        self.variables.rows.register(databases.rows_serve, databases.index_links)
-        self.variables.reprs.register(frames.reprs_serve, frames.engine_repr)  # a lazy frame's repr may run its query
-        self.resources.add_provider(frames)
-        self.resources.add_provider(databases)
+        """Frames and databases over the variables, each adding its links to nb://vars rows. The
+        tables room is imported at its first use (a frame's row, read or listing), not here."""
+        variables = self.variables
+
+        def frames() -> Any:
+            from ..providers.frames.provider import FramesProvider
+
+            return FramesProvider(variables, cfg)
+
+        def databases() -> Any:
+            from ..providers.frames.databases import DatabasesProvider
+
+            return DatabasesProvider(variables, cfg)
+
+        tabular, connections = (
+            Serves(libraries=TABLE_LIBRARIES | ENGINE_LIBRARIES),
+            Serves(libraries=CONNECTION_LIBRARIES),
+        )
+        lazy_frames = LazyProvider((FRAMES_PREFIX,), frames, lists_nothing=lambda: variables.serves_none(tabular))
+        lazy_dbs = LazyProvider(
+            (DATABASES_PREFIX,), databases, lists_nothing=lambda: variables.serves_none(connections)
+        )
+        variables.rows.register(tabular, lambda *a: lazy_frames.real().index_links(*a))
+        variables.rows.register(connections, lambda *a: lazy_dbs.real().index_links(*a))
+        # a lazy frame's repr may run its query
+        variables.reprs.register(Serves(libraries=ENGINE_LIBRARIES), lambda v: lazy_frames.real().engine_repr(v))
+        self.resources.add_provider(lazy_frames)
+        self.resources.add_provider(lazy_dbs)
+        self._lazy += [lazy_frames, lazy_dbs]
 
     def _add_lineage(self, shell: Any, cells: CellsProvider) -> None:
         """Lineage, diffs and earlier sessions (docs/DESIGN.md, "Lineage and history")."""
@@ -175,7 +204,8 @@ class KernelHub:
         self.capture.install()
         self.figures.install()
         self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
-        self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
+        # After the loading cell: the history sidecar's write and the rooms left for later (_after_load).
+        self._later = threading.Thread(target=self._after_load, name="mcp-notebook-later", daemon=True)
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
         self._install_sigterm()
@@ -194,6 +224,11 @@ class KernelHub:
             self._hook_registered = False
         self.capture.uninstall()
         self.figures.uninstall()
+        later, self._later = self._later, None
+        if later is not None and later.ident is None:  # stopped before the loading cell ended
+            self.history.remember()
+        elif later is not None:
+            later.join(2.0)  # its write done: the session is recorded
         self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None
@@ -302,6 +337,8 @@ class KernelHub:
 
     def _post_run_cell(self, result: Any = None) -> None:
         self.cell_started, self.last_execution = None, time.time()
+        if self._later is not None and self._later.ident is None:  # the loading cell ended
+            self._later.start()
         if self.transport is not None:
             self.transport.switch.cell(False)  # the user's switch interval, exactly as it was
             poll = self.transport.busy_poll
@@ -309,6 +346,18 @@ class KernelHub:
             poll.enabled = True
         self.capture.post_run_cell(result)  # finish the cell record before change detection
         self.resources.after_cell()
+
+    def _after_load(self) -> None:
+        """Once the loading cell has ended, off the main thread: record this session in the history
+        sidecar (an sqlite commit) and import the rooms left for their first use, so that neither
+        ``%load_ext`` nor a first listing pays them (each import lets go of the GIL at its file reads:
+        a read meanwhile waits little). docs/DESIGN.md, "Loading, fourth cut"."""
+        try:
+            self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
+            for lazy in self._lazy:
+                lazy.real()
+        except Exception:  # a room that fails to build is built (and fails) again at its first use
+            log.exception("after loading")
 
     # -- facts --------------------------------------------------------------------------
     def connection_info(self) -> ConnectionInfo:

@@ -23,9 +23,8 @@ from ..types import InvalidResourceParams, ResourceNotFound, ResourceReadError
 from . import jsonrpc as rpc
 from .apps import server_capability
 from .cursors import decode_cursor, encode_cursor
-from .exchange import Ctx, HttpReply, ServerSettings
+from .exchange import Answer, Ctx, ServerSettings
 from .jsonrpc import MAX_URI, RpcError, check_params
-from .streams import Stream
 from .tools import Tools
 
 log = logging.getLogger("mcp_notebook.protocol")
@@ -114,32 +113,28 @@ class Core:
         return rpc.result(msg.id, era.decorate(ctx, msg.method, value))
 
     @staticmethod
-    def answer(ctx: Ctx, reply: dict[str, Any], headers: dict[str, str] | None = None) -> HttpReply:
-        """JSON, or an SSE response carrying this request's log messages before its result."""
-        if not ctx.logs or "text/event-stream" not in ctx.headers.get("accept", ""):
-            return HttpReply.json(reply, headers=headers)
-        stream = Stream("response")
-        for level, data in ctx.logs:
-            stream.push(
+    def answer(ctx: Ctx, reply: dict[str, Any], session_id: str | None = None) -> Answer:
+        """The reply, after this request's log messages when its peer takes them before a reply."""
+        notes = []
+        if ctx.logs and ctx.streams:
+            notes = [
                 rpc.notification("notifications/message", {"level": level, "logger": "mcp-notebook", "data": data})
-            )
-        stream.close(reply)
-        return HttpReply(200, headers=dict(headers or {}), stream=stream)
+                for level, data in ctx.logs
+            ]
+        return Answer(reply, notes=notes, session_id=session_id)
 
-    def request(self, era: EraRules, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None) -> HttpReply:
-        """One request's HTTP reply: listings and reads through their caches, the rest through ``run``."""
+    def request(self, era: EraRules, ctx: Ctx, msg: rpc.Message, session_id: str | None = None) -> Answer:
+        """One request's answer: listings and reads through their caches, the rest through ``run``."""
         if msg.method in LIST_METHODS:
-            cached = self.list_reply(era, ctx, msg, headers)
+            cached = self.list_reply(era, ctx, msg, session_id)
             if cached is not None:
                 return cached
         elif msg.method == "resources/read":
-            return self.read_reply(era, ctx, msg, headers)
-        return self.answer(ctx, self.run(era, ctx, msg), headers)
+            return self.read_reply(era, ctx, msg, session_id)
+        return self.answer(ctx, self.run(era, ctx, msg), session_id)
 
     # -- listings from cached JSON ------------------------------------------------------
-    def list_reply(
-        self, era: EraRules, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None
-    ) -> HttpReply | None:
+    def list_reply(self, era: EraRules, ctx: Ctx, msg: rpc.Message, session_id: str | None = None) -> Answer | None:
         """resources/list and templates/list from cached per-item JSON; None: take ``run``.
 
         Equivalent to ``answer(ctx, run(era, ctx, msg))`` for these methods (they never log), but
@@ -160,7 +155,7 @@ class Core:
         tail = b"," + rpc.dumps(rest)[1:] if rest else b"}"
         page = b",".join(items[offset : offset + size])
         body = b"".join((REPLY_START, rpc.dumps(msg.id), LIST_METHODS[method], page, b"]", tail, b"}"))
-        return HttpReply(200, body, {"Content-Type": "application/json", **(headers or {})})
+        return Answer(encoded=body, session_id=session_id)
 
     def encoded_listing(self, method: str, version: str, apps: bool = False) -> list[bytes]:
         """Every listed item of every provider as compact JSON, in listing order.
@@ -195,7 +190,7 @@ class Core:
         return out
 
     # -- reads through the encoded-reply cache --------------------------------------------
-    def read_reply(self, era: EraRules, ctx: Ctx, msg: rpc.Message, headers: dict[str, str] | None = None) -> HttpReply:
+    def read_reply(self, era: EraRules, ctx: Ctx, msg: rpc.Message, session_id: str | None = None) -> Answer:
         """resources/read, from the encoded reply of an earlier read while its stamp holds (only
         the id is spliced in); through ``run`` otherwise. The URI's provider is looked up once."""
         uri = msg.params.get("uri")
@@ -206,13 +201,13 @@ class Core:
 
         stamp = self.read_stamp(provider, uri) if provider is not None else None
         if stamp is None or budget.scale_param(msg.params.get("_meta")) < 1:  # a front's scaled read: not cached
-            return self.answer(ctx, self.run(era, ctx, msg, read), headers)
+            return self.answer(ctx, self.run(era, ctx, msg, read), session_id)
         key = (ctx.version, uri)
         entry = self._read_cache.get(key)
         if entry is None or entry[0] != stamp:
             reply = self.run(era, ctx, msg, read)
             if "result" not in reply or ctx.logs:
-                return self.answer(ctx, reply, headers)
+                return self.answer(ctx, reply, session_id)
             if len(self._read_cache) >= READ_CACHE_SIZE:
                 self._read_cache.clear()
             entry = (stamp, b',"result":' + rpc.dumps(reply["result"]) + b"}")
@@ -221,10 +216,8 @@ class Core:
             try:
                 check_params("resources/read", msg.params)
             except RpcError:  # reported by run()
-                return self.answer(ctx, self.run(era, ctx, msg, read), headers)
-        return HttpReply(
-            200, REPLY_START + rpc.dumps(msg.id) + entry[1], {"Content-Type": "application/json", **(headers or {})}
-        )
+                return self.answer(ctx, self.run(era, ctx, msg, read), session_id)
+        return Answer(encoded=REPLY_START + rpc.dumps(msg.id) + entry[1], session_id=session_id)
 
     def read_stamp(self, provider: Provider, uri: str) -> tuple[Hashable, ...] | None:
         """What a cached encoded read of ``uri`` must match to be served again: the provider's

@@ -1,5 +1,7 @@
 """What carriers and the protocol share, and what every request is handled under: settings, the
-HTTP request/reply pair (the carrier seam), the per-request context and the small status replies."""
+HTTP request/reply pair (the HTTP carriers' seam), a message's :class:`Context` and its
+:class:`Answer` (the seam beneath HTTP, for carriers of messages: the stdio bridge), the
+per-request context and the small status replies."""
 
 from __future__ import annotations
 
@@ -87,6 +89,84 @@ def session_key(session_id: str) -> str:
     return f"session:{session_id}"
 
 
+@dataclass(slots=True)
+class Context:
+    """What one message is carried under beside its body, beneath HTTP: what the HTTP face reads
+    from a request's headers (:meth:`of_headers`), or what a carrier of messages knows itself (the
+    stdio bridge: the session it opened, the revision it negotiated). Admission (Host, Origin,
+    token) is done before: a context is of an admitted peer."""
+
+    session_id: str | None = None  # the handshake-era session (HTTP: Mcp-Session-Id)
+    version: str | None = None  # the revision the carrier names (HTTP: MCP-Protocol-Version)
+    streams: bool = False  # the peer takes notifications before a reply (HTTP: Accept names SSE)
+    # HTTP only: the stateless era mirrors a request in headers that must say what its body says
+    # (Mcp-Method, Mcp-Name; MCP-Protocol-Version = version). A message carrier has none to check.
+    mirrored: bool = False
+    method: str | None = None  # Mcp-Method, as sent
+    name: str | None = None  # Mcp-Name, as sent
+
+    @classmethod
+    def of_headers(cls, headers: dict[str, str]) -> Context:
+        """The context an HTTP request's (lower-cased) headers give its body."""
+        get = headers.get
+        return cls(
+            get("mcp-session-id"),
+            get("mcp-protocol-version"),
+            "text/event-stream" in get("accept", ""),
+            True,
+            get("mcp-method"),
+            get("mcp-name"),
+        )
+
+
+@dataclass(slots=True)
+class Answer:
+    """What the server says to one message or batch, beneath HTTP: reply messages, no head, no
+    encoding forced (:meth:`McpServer.carry`). The HTTP face turns it into an :class:`HttpReply`
+    (:func:`http_reply`); a carrier of messages writes ``notes`` then ``reply`` as they are."""
+
+    reply: Any = None  # one message, or a batch's array; None: nothing is owed (a notification)
+    status: int = 200  # the HTTP face's status (202: nothing owed; 4xx: refused as a whole)
+    encoded: bytes | None = None  # the reply already encoded (a cached read or listing); reply is None
+    notes: list[dict[str, Any]] = field(default_factory=list)  # notifications before the reply (logs)
+    session_id: str | None = None  # the session it belongs to (HTTP: Mcp-Session-Id)
+    stream: Stream | None = None  # a stream opened by the message: its messages come as they happen
+
+    @classmethod
+    def error(cls, err: RpcError, msg_id: Any = None) -> Answer:
+        if msg_id is None:
+            msg_id = err.request_id
+        return cls(rpc.error(msg_id, err), err.status if err.status != 200 else 400)
+
+    @classmethod
+    def refusal(cls, status: int, message: str) -> Answer:
+        """A refusal of the whole message: a JSON-RPC error with a null id."""
+        return cls(rpc.error(None, RpcError(rpc.INVALID_REQUEST, message)), status)
+
+    def messages(self) -> list[Any]:
+        """What goes back, in order, as decoded messages (a cached reply is decoded)."""
+        reply = rpc.parse_body(self.encoded) if self.encoded is not None else self.reply
+        return [*self.notes, reply] if reply is not None else list(self.notes)
+
+
+def http_reply(answer: Answer) -> HttpReply:
+    """An answer as the HTTP face sends it: JSON, an SSE stream (one opened, or a request's log
+    messages before its result), or no body (202)."""
+    headers = {"Mcp-Session-Id": answer.session_id} if answer.session_id is not None else {}
+    if answer.stream is not None:
+        return HttpReply(answer.status, headers=headers, stream=answer.stream)
+    if answer.notes:
+        stream = Stream("response")
+        stream.push_many(answer.notes)
+        stream.close(answer.reply if answer.encoded is None else rpc.parse_body(answer.encoded))
+        return HttpReply(200, headers=headers, stream=stream)
+    if answer.encoded is not None:
+        return HttpReply(answer.status, answer.encoded, {"Content-Type": "application/json", **headers})
+    if answer.reply is None:
+        return HttpReply(answer.status, headers=headers)
+    return HttpReply.json(answer.reply, answer.status, headers)
+
+
 @dataclass
 class Ctx:
     """What one request is handled under: its revision, and its session (handshake era) or its
@@ -95,7 +175,7 @@ class Ctx:
     version: str
     session: SessionView | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
+    streams: bool = False  # the peer takes the request's log messages before its reply
     logs: list[tuple[str, Any]] = field(default_factory=list)
 
     @property

@@ -15,19 +15,13 @@ session checks again (the session is live) is the memo's ``still_open``.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from .exchange import HttpReply
-from .fast_read import FlatReads, ReadShape
+from .fast_read import PLAIN_BYTES, FlatReads, ReadShape
 from .jsonrpc import MAX_URI
 from .wire_http11 import CRLF, value_spans
 
-# A URI whose JSON string is the URI itself (no quote, backslash, control or non-ASCII character)
-# and whose header value is too; not the "=?base64?...?=" form of Mcp-Name (it starts with "=").
-_PLAIN_URI = re.compile(rb"[A-Za-z0-9:/._~!$&'()*+,;@%?#\[\]-][A-Za-z0-9:/._~!$&'()*+,;=@%?#\[\]-]*")
-_PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~!$&'()*+,;=@%?#[]-"
-_PROBE_URI = b"probe:family/0"
 _NAME, _LENGTH = b"mcp-name", b"content-length"
 MAX_URI_BYTES = MAX_URI
 
@@ -83,23 +77,17 @@ class Families:
         read was learnt as the replay memo ``memo``; None when there is none to learn."""
         if not isinstance(memo, ReadShape):
             return None
-        uri = memo.key[1]
-        raw = uri.encode("ascii", "replace")
-        if _PLAIN_URI.fullmatch(raw) is None or len(raw) > MAX_URI_BYTES or raw == _PROBE_URI:
-            return None
+        raw = memo.key[1].encode("ascii", "replace")
         spans = value_spans(head, (_NAME, _LENGTH))
         if spans is None or _LENGTH not in spans or (_NAME in spans and head[slice(*spans[_NAME])] != raw):
             return None
         order = sorted(spans, key=lambda name: spans[name][0])
         cuts = [0] + [i for name in order for i in spans[name]] + [len(head)]
         parts = tuple(head[cuts[i] : cuts[i + 1]] for i in range(0, len(cuts), 2))
-        shaped = _body_shape(memo.prefix, memo.suffix, raw)
-        if shaped is None:
+        body = memo.others or self.flat.body_family(memo)  # (a plain URI, proved by a probe body)
+        if body is None:
             return None
-        body, uri_first, probe = shaped
-        if not self.flat.same_read(memo, probe, _PROBE_URI):
-            return None
-        return HeadFamily(parts, tuple(name == _NAME for name in order), body, uri_first, memo)
+        return HeadFamily(parts, tuple(name == _NAME for name in order), body.parts, body.uri_first, memo)
 
     def answer(self, family: HeadFamily, data: bytes) -> tuple[HttpReply, int] | None:
         """The reply to ``data`` (one whole request) when it is a member of ``family`` whose read is
@@ -139,7 +127,7 @@ class Families:
             start = end + lp
         if not ok or not data.endswith(r) or stop <= start or stop - start > 15 or (named is not None and uri != named):
             return None
-        if not uri or uri.translate(None, _PLAIN_BYTES) or uri[0] == 61:  # plain characters, no "=" first
+        if not uri or uri.translate(None, PLAIN_BYTES) or uri[0] == 61:  # plain characters, no "=" first
             return None
         digits = data[start:stop]
         if not digits.isdigit() or (digits[0] == 48 and stop - start > 1):
@@ -159,16 +147,3 @@ class Families:
         raw = uri.encode("ascii")
         prefix, suffix = (p + raw + q, r) if family.uri_first_in_body else (p, q + raw + r)
         return self.flat.member_shape(family.shape, uri, prefix, suffix)
-
-
-def _body_shape(prefix: bytes, suffix: bytes, raw: bytes) -> tuple[tuple[bytes, bytes, bytes], bool, bytes] | None:
-    """A read body's bytes around its id (``prefix``, ``suffix``) split again around its one quoted
-    URI: the three parts, whether the URI comes first, and a probe body (id 7, the probe URI)."""
-    quoted = b'"' + raw + b'"'
-    if prefix.count(quoted) + suffix.count(quoted) != 1:
-        return None
-    if quoted in prefix:
-        p, _, q = prefix.partition(quoted)
-        return (p + b'"', b'"' + q, suffix), True, p + b'"' + _PROBE_URI + b'"' + q + b"7" + suffix
-    q, _, r = suffix.partition(quoted)
-    return (prefix, q + b'"', b'"' + r), False, prefix + b"7" + q + b'"' + _PROBE_URI + b'"' + r

@@ -14,6 +14,14 @@ answers a read it may learn the body's *shape* (the bytes before and after its i
 proved by re-parsing), and a later body made of the same two parts around a JSON integer is
 that same request with another id: only what may have changed since (the session, the cache
 entry, the value behind it) is checked again.
+
+**Other URIs under one head.** A session's head (the handshake era) names no URI: a client reading
+one resource after another sends the same head bytes (while the body's length holds) with another
+URI in the body. A shape learnt under such a head also keeps the body's bytes around its URI and
+its id (:class:`BodyFamily`, proved like the shape); a body made of those three parts around a
+plain URI and a JSON integer is that read of the other URI, answered from the same reply cache
+(keyed by revision and URI, shared by every connection and session). So the head's one memo,
+shared by every connection that sends it, answers all of them.
 """
 
 from __future__ import annotations
@@ -30,6 +38,11 @@ from .jsonrpc import MAX_URI, check_params
 
 _ID_FIELD = re.compile(rb'"id"\s*:\s*([0-9]+)(?![0-9])')
 MAX_ID_DIGITS = 15
+# A URI whose JSON string is the URI itself (no quote, backslash, control or non-ASCII character)
+# and whose header value is too; not the "=?base64?...?=" form of Mcp-Name (it starts with "=").
+PLAIN_URI = re.compile(rb"[A-Za-z0-9:/._~!$&'()*+,;@%?#\[\]-][A-Za-z0-9:/._~!$&'()*+,;=@%?#\[\]-]*")
+PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~!$&'()*+,;=@%?#[]-"
+PROBE_URI = b"probe:family/0"
 
 
 class ReadEra(Protocol):
@@ -45,6 +58,15 @@ class ReadEra(Protocol):
         ...
 
 
+class BodyFamily(NamedTuple):
+    """A read body's bytes around its one quoted URI and its id, in order (``p URI q ID r`` when
+    ``uri_first``, else ``p ID q URI r``): bodies that differ from the learnt one only there."""
+
+    parts: tuple[bytes, bytes, bytes]
+    lengths: tuple[int, int, int]
+    uri_first: bool
+
+
 class ReadShape(NamedTuple):
     """A cached read's body around its integer id, and what answering it again needs."""
 
@@ -56,6 +78,7 @@ class ReadShape(NamedTuple):
     after_send: Callable[[], None] | None
     reply: HttpReply  # reused by every replay of this shape (its body replaced each time)
     msg: dict[str, Any]  # the parsed request it was learnt on
+    others: BodyFamily | None = None  # bodies of other URIs under the same head (a head naming none)
 
 
 class FlatReads:
@@ -99,7 +122,10 @@ class FlatReads:
             if shape is not None:
                 still_open, after_send = era.replay_checks(access)
                 reply = HttpReply(200, None, access.reply_headers, None, after_send)
-                req.replay = ReadShape(*shape, key, access.reply_headers, still_open, after_send, reply, msg)
+                memo = ReadShape(*shape, key, access.reply_headers, still_open, after_send, reply, msg)
+                if "mcp-name" not in headers:  # the head names no URI (a session's): others may follow
+                    memo = memo._replace(others=self.body_family(memo))
+                req.replay = memo
         return HttpReply(200, REPLY_START + rpc.dumps(msg_id) + tail, access.reply_headers)
 
     def replay(self, shape: ReadShape, body: bytes) -> HttpReply | None:
@@ -108,7 +134,9 @@ class FlatReads:
         bookkeeping once the reply is written. The reply object is the shape's own, reused: the
         carrier writes it before it replays the next request of this head (it does, on its loop)."""
         digits = id_between(body, shape.prefix, shape.suffix)
-        if digits is None or (shape.still_open is not None and not shape.still_open()):
+        if digits is None:
+            return None if shape.others is None else self.replay_other(shape, body)
+        if shape.still_open is not None and not shape.still_open():
             return None
         tail = self.core.cached_read(shape.key)
         if tail is None:
@@ -116,6 +144,50 @@ class FlatReads:
         reply = shape.reply
         reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
         return reply
+
+    def replay_other(self, shape: ReadShape, body: bytes) -> HttpReply | None:
+        """The reply to ``body`` under the head ``shape`` was learnt on when it is the learnt body
+        with another plain URI and another JSON integer id in their places (``shape.others``); None:
+        take the usual path."""
+        family = shape.others
+        assert family is not None
+        p, q, r = family.parts
+        lp, lq, lr = family.lengths
+        end = len(body) - lr
+        if not body.startswith(p) or not body.endswith(r):
+            return None
+        if family.uri_first:  # p URI q ID r (a plain URI holds no quote, and q starts with one)
+            stop = body.find(q, lp, end)
+            uri, digits = body[lp:stop], body[stop + lq : end]
+        else:  # p ID q URI r (the URI is what follows the last q before r)
+            stop = body.rfind(q, lp, end)
+            digits, uri = body[lp:stop], body[stop + lq : end]
+        if stop < 0 or not uri or uri.translate(None, PLAIN_BYTES) or uri[0] == 61:  # plain, no "=" first
+            return None
+        if len(digits) > MAX_ID_DIGITS or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):
+            return None  # a JSON integer: ASCII digits, no leading zero (empty: isdigit is False)
+        return self.replay_uri(shape, uri.decode("ascii"), digits)
+
+    def body_family(self, shape: ReadShape) -> BodyFamily | None:
+        """The bytes of the body ``shape`` was learnt on around its URI and its id, when its URI is
+        plain, quoted exactly once, and a probe body (another URI, another id) parses to the same
+        read with only those changed (``same_read``); None otherwise."""
+        raw = shape.key[1].encode("ascii", "replace")
+        if PLAIN_URI.fullmatch(raw) is None or len(raw) > MAX_URI or raw == PROBE_URI:
+            return None
+        quoted = b'"' + raw + b'"'
+        prefix, suffix = shape.prefix, shape.suffix
+        if prefix.count(quoted) + suffix.count(quoted) != 1:
+            return None
+        if quoted in prefix:
+            p, _, q = prefix.partition(quoted)
+            parts, probe = (p + b'"', b'"' + q, suffix), p + b'"' + PROBE_URI + b'"' + q + b"7" + suffix
+        else:
+            q, _, r = suffix.partition(quoted)
+            parts, probe = (prefix, q + b'"', b'"' + r), prefix + b"7" + q + b'"' + PROBE_URI + b'"' + r
+        if not self.same_read(shape, probe, PROBE_URI):
+            return None
+        return BodyFamily(parts, (len(parts[0]), len(parts[1]), len(parts[2])), quoted in prefix)
 
     def same_read(self, shape: ReadShape, body: bytes, uri: bytes) -> bool:
         """Whether ``body`` parses to the read ``shape`` was learnt on with id 7 and ``uri``, all
@@ -135,7 +207,8 @@ class FlatReads:
 
     def member_shape(self, shape: ReadShape, uri: str, prefix: bytes, suffix: bytes) -> ReadShape:
         """The replay memo of the read ``shape`` was learnt on, for ``uri`` (its body ``prefix`` + id
-        + ``suffix``, as a family ``same_read`` proved gives it)."""
+        + ``suffix``, as a family ``same_read`` proved gives it); its ``others`` hold for it too (the
+        parts around the URI and the id do not depend on them)."""
         msg = {**shape.msg, "params": {**shape.msg["params"], "uri": uri}}
         return shape._replace(prefix=prefix, suffix=suffix, key=(shape.key[0], uri), msg=msg)
 

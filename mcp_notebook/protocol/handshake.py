@@ -20,9 +20,9 @@ from ..types import ResourceNotFound
 from . import jsonrpc as rpc
 from .apps import offered
 from .core import Core, Handler, ReadAccess, uri_param
-from .exchange import SESSION_NOT_FOUND, Ctx, HttpReply, HttpRequest, session_key, status_reply
-from .jsonrpc import LOG_LEVELS, RpcError, check_params
-from .streams import Stream, sse_event, updated_events
+from .exchange import SESSION_NOT_FOUND, Answer, Context, Ctx, session_key
+from .jsonrpc import LOG_LEVELS, RpcError, check_params, dumps
+from .streams import Stream, updated_messages
 
 
 @dataclass
@@ -58,38 +58,38 @@ class HandshakeEra:
         return value  # results are plain in this era
 
     # -- requests -----------------------------------------------------------------------
-    def post(self, req: HttpRequest, body: Any) -> HttpReply:
+    def post(self, context: Context, body: Any) -> Answer:
         """One JSON-RPC message (initialize, a request, a notification or a response)."""
         msg_id = rpc.request_id_of(body)
         try:
             msg = rpc.to_message(body)
         except RpcError as err:
-            return HttpReply.error(err, msg_id)
+            return Answer.error(err, msg_id)
         if msg.method == "initialize":
             return self._initialize(msg)
-        session, problem = self._session_of(req.headers)
+        session, problem = self._session_of(context)
         if problem is not None:
             return problem
         assert session is not None
         if msg.is_response or msg.is_notification:
             self._notification(session, msg)
-            return HttpReply(202)
-        ctx = Ctx(session.version, session, headers=req.headers)
-        return self.core.request(self, ctx, msg, {"Mcp-Session-Id": session.id})
+            return Answer(status=202)
+        ctx = Ctx(session.version, session, streams=context.streams)
+        return self.core.request(self, ctx, msg, session.id)
 
-    def batch(self, req: HttpRequest, items: list[Any]) -> HttpReply:
+    def batch(self, context: Context, items: list[Any]) -> Answer:
         """A JSON-RPC batch (2025-03-26 and before), answered as one array."""
         problem = self._batch_problem(items)
         if problem is not None:
             return _refused(items, f"Invalid Request: {problem}")
-        session, refusal = self._session_of(req.headers)
+        session, refusal = self._session_of(context)
         if refusal is not None:
             return refusal
         assert session is not None
         if not allows_batch(session.version):
             return _refused(items, f"Invalid Request: JSON-RPC batches are not part of MCP {session.version}")
         replies = []
-        ctx = Ctx(session.version, session, headers=req.headers)
+        ctx = Ctx(session.version, session)
         for item in items:
             try:
                 msg = rpc.to_message(item)
@@ -101,8 +101,8 @@ class HandshakeEra:
             else:
                 self._notification(session, msg)
         if not replies:
-            return HttpReply(202)
-        return HttpReply.json(replies, headers={"Mcp-Session-Id": session.id})
+            return Answer(status=202)
+        return Answer(replies, session_id=session.id)
 
     def _batch_problem(self, items: list[Any]) -> str | None:
         if not items:
@@ -113,16 +113,9 @@ class HandshakeEra:
             return "initialize must not be batched"
         return None
 
-    def get(self, req: HttpRequest) -> HttpReply:
-        """GET: open the session's stream of notifications."""
-        if "mcp-session-id" not in req.headers:
-            return status_reply(
-                405, "Method not allowed: GET opens the stream of a handshake-era session", {"Allow": "POST"}
-            )
-        accept = req.headers.get("accept", "")
-        if "text/event-stream" not in accept and "*/*" not in accept:
-            return status_reply(406, "Not Acceptable: GET needs 'Accept: text/event-stream'")
-        session, problem = self._session_of(req.headers)
+    def open_stream(self, context: Context) -> Answer:
+        """The session's stream of notifications (HTTP: GET)."""
+        session, problem = self._session_of(context)
         if problem is not None:
             return problem
         assert session is not None
@@ -130,32 +123,30 @@ class HandshakeEra:
         with self.core.lock:
             session.streams.append(stream)
         self.core.touch()
-        return HttpReply(200, headers={"Mcp-Session-Id": session.id}, stream=stream)
+        return Answer(session_id=session.id, stream=stream)
 
-    def delete(self, req: HttpRequest) -> HttpReply:
-        """DELETE: end the session."""
-        if "mcp-session-id" not in req.headers:
-            return status_reply(405, "Method not allowed: DELETE ends a handshake-era session", {"Allow": "POST"})
-        session, problem = self._session_of(req.headers)
+    def end_session(self, context: Context) -> Answer:
+        """End the session (HTTP: DELETE)."""
+        session, problem = self._session_of(context)
         if problem is not None:
             return problem
         assert session is not None
         with self.core.lock:
             self._end_session(session)
-        return HttpReply(200)
+        return Answer()
 
     # -- sessions -----------------------------------------------------------------------
-    def _session_of(self, headers: dict[str, str]) -> tuple[Session | None, HttpReply | None]:
-        version = headers.get("mcp-protocol-version")
+    def _session_of(self, context: Context) -> tuple[Session | None, Answer | None]:
+        version = context.version
         if version is not None and version not in HANDSHAKE_VERSIONS:
-            return None, status_reply(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
-        sid = headers.get("mcp-session-id")
+            return None, Answer.refusal(400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}")
+        sid = context.session_id
         if not sid:
-            return None, status_reply(400, "Bad Request: Mcp-Session-Id header is required (send initialize first)")
+            return None, Answer.refusal(400, "Bad Request: Mcp-Session-Id header is required (send initialize first)")
         session = self._touch_session(sid)
         if session is None:
             err = RpcError(SESSION_NOT_FOUND, "Session not found: it ended or never existed; initialize again")
-            return None, HttpReply.json(rpc.error(None, err), 404)
+            return None, Answer(rpc.error(None, err), 404)
         return session, None
 
     def _touch_session(self, sid: str) -> Session | None:
@@ -166,14 +157,14 @@ class HandshakeEra:
                 session.last_used = time.monotonic()
         return session
 
-    def _initialize(self, msg: rpc.Message) -> HttpReply:
+    def _initialize(self, msg: rpc.Message) -> Answer:
         if msg.id is None:
-            return status_reply(400, "Invalid Request: initialize must be a request with an id")
+            return Answer.refusal(400, "Invalid Request: initialize must be a request with an id")
         params = msg.params
         try:
             check_params("initialize", params)
         except RpcError as err:
-            return HttpReply.json(rpc.error(msg.id, err), 400)
+            return Answer(rpc.error(msg.id, err), 400)
         version = negotiate(params["protocolVersion"])
         session = Session(
             secrets.token_urlsafe(24), version, params.get("clientInfo") or {}, params.get("capabilities") or {}
@@ -190,7 +181,7 @@ class HandshakeEra:
         if core.settings.instructions:
             result["instructions"] = core.settings.instructions
         core.touch()
-        return HttpReply.json(rpc.result(msg.id, result), headers={"Mcp-Session-Id": session.id})
+        return Answer(rpc.result(msg.id, result), session_id=session.id)
 
     def _evict_sessions(self) -> None:
         excess = len(self._sessions) - self.core.settings.max_sessions
@@ -298,7 +289,7 @@ class HandshakeEra:
             elif kind == UPDATED:
                 hits = sorted(session.subscriptions.intersection(uris))
                 if hits:
-                    _send_events(session, updated_events(hits))
+                    _send_encoded(session, updated_messages(hits))
 
     def log(self, level: str, data: Any, logger: str = "mcp-notebook") -> None:
         """Send a log message to sessions whose level admits it."""
@@ -323,15 +314,15 @@ class HandshakeEra:
 
 def _send(session: Session, message: dict[str, Any]) -> None:
     """Each message goes on exactly one stream: the newest one still open."""
-    _send_events(session, [sse_event(message)])
+    _send_encoded(session, [dumps(message)])
 
 
-def _send_events(session: Session, events: list[bytes]) -> None:
+def _send_encoded(session: Session, messages: list[bytes]) -> None:
     for stream in reversed(session.streams):
-        if stream.push_events(events):
+        if stream.push_encoded(messages):
             return
 
 
-def _refused(items: list[Any], text: str) -> HttpReply:
+def _refused(items: list[Any], text: str) -> Answer:
     """A batch refused as a whole: 400, each request in it answered with the error by its id."""
-    return HttpReply.json(rpc.refuse_batch(items, RpcError(rpc.INVALID_REQUEST, text)), 400)
+    return Answer(rpc.refuse_batch(items, RpcError(rpc.INVALID_REQUEST, text)), 400)

@@ -1,4 +1,6 @@
-"""The MCP server as a pure state machine: an HTTP request in, an HTTP reply out.
+"""The MCP server as a pure state machine: a message and its context in, an answer out
+(:meth:`McpServer.carry`); and on top of that, an HTTP request in, an HTTP reply out
+(:meth:`McpServer.handle`).
 
 :class:`McpServer` composes one :class:`~.core.Core` (resources, settings, tools, caches, the
 handlers both eras share) with one object per era (:class:`~.handshake.HandshakeEra`,
@@ -11,6 +13,12 @@ hands it over. No sockets or threads live here.
 ``replay`` for a body repeated under a remembered head (``learn_family``, ``family_reply`` and
 ``member_memo`` for requests like a remembered head's), ``stream_closed`` when a client leaves
 a stream, ``close`` at shutdown. docs/DESIGN.md ("Carriers") states the contract.
+
+**What a carrier of messages calls** (the stdio bridge; no HTTP head, no JSON encoded and decoded
+again, no SSE framing): ``carry(context, message)`` with a decoded message or batch,
+``open_stream(context)`` and ``end_session(context)`` for a handshake-era session, and
+``stream_closed`` when it stops reading a stream. The HTTP face is built on the same calls, so
+every rule (batches by revision, sessions, the stateless era's checks, masking) is one code path.
 """
 
 from __future__ import annotations
@@ -20,10 +28,19 @@ from collections.abc import Callable
 from typing import Any
 
 from ..resources import Resources
-from ..revisions import HANDSHAKE, STATELESS, classify
+from ..revisions import HANDSHAKE, STATELESS, STATELESS_VERSIONS, classify
 from . import jsonrpc as rpc
 from .core import Core
-from .exchange import INLINE_BODY_LIMIT, HttpReply, HttpRequest, ServerSettings, status_reply
+from .exchange import (
+    INLINE_BODY_LIMIT,
+    Answer,
+    Context,
+    HttpReply,
+    HttpRequest,
+    ServerSettings,
+    http_reply,
+    status_reply,
+)
 from .families import Families
 from .fast_read import FlatReads
 from .handshake import HandshakeEra, Session
@@ -34,6 +51,7 @@ from .streams import Stream
 from .tools import Tools
 
 log = logging.getLogger(__name__)
+_NO_HEADERS: dict[str, str] = {}  # the era from the message alone, once the context's revision is not stateless
 
 # Requests whose handling never reaches user code or live values (see McpServer.may_run_user_code).
 INLINE_METHODS = frozenset(
@@ -202,9 +220,13 @@ class McpServer:
             if req.method == "POST":
                 return self._post(req)
             if req.method == "GET":
-                return self.handshake.get(req)
+                return self._get(req.headers)
             if req.method == "DELETE":
-                return self.handshake.delete(req)
+                if "mcp-session-id" not in req.headers:
+                    return status_reply(
+                        405, "Method not allowed: DELETE ends a handshake-era session", {"Allow": "POST"}
+                    )
+                return http_reply(self.end_session(Context.of_headers(req.headers)))
             return status_reply(405, "Method not allowed", {"Allow": "GET, POST, DELETE"})
         except RpcError as err:
             return HttpReply.error(err)
@@ -217,9 +239,45 @@ class McpServer:
         if ctype != "application/json":
             return status_reply(415, "Unsupported Media Type: POST bodies must be application/json")
         body = req.parsed[0] if req.parsed is not None else rpc.parse_body(req.body)
-        if isinstance(body, list):
-            return self.handshake.batch(req, body)
-        return self._eras[classify(req.headers, body)].post(req, body)
+        return http_reply(self._carry(Context.of_headers(req.headers), body))
+
+    def _get(self, headers: dict[str, str]) -> HttpReply:
+        """GET: the session's stream, once the head asks for one as HTTP says."""
+        if "mcp-session-id" not in headers:
+            return status_reply(
+                405, "Method not allowed: GET opens the stream of a handshake-era session", {"Allow": "POST"}
+            )
+        accept = headers.get("accept", "")
+        if "text/event-stream" not in accept and "*/*" not in accept:
+            return status_reply(406, "Not Acceptable: GET needs 'Accept: text/event-stream'")
+        return http_reply(self.open_stream(Context.of_headers(headers)))
+
+    # -- what a carrier of messages calls (beneath HTTP) ----------------------------------------
+    def carry(self, context: Context, message: Any) -> Answer:
+        """The answer to one decoded JSON-RPC message or batch from an admitted peer, under
+        ``context``. Never raises for bad input: the answer is then the JSON-RPC error."""
+        try:
+            return self._carry(context, message)
+        except RpcError as err:
+            return Answer.error(err)
+        except Exception:
+            log.exception("unexpected error handling a message")
+            return Answer.error(RpcError(rpc.INTERNAL_ERROR, "Internal error", status=500))
+
+    def _carry(self, context: Context, message: Any) -> Answer:
+        if isinstance(message, list):
+            return self.handshake.batch(context, message)
+        if context.version in STATELESS_VERSIONS:
+            return self.stateless.post(context, message)
+        return self._eras[classify(_NO_HEADERS, message)].post(context, message)
+
+    def open_stream(self, context: Context) -> Answer:
+        """A handshake-era session's stream of notifications (HTTP: GET)."""
+        return self.handshake.open_stream(context)
+
+    def end_session(self, context: Context) -> Answer:
+        """End a handshake-era session (HTTP: DELETE)."""
+        return self.handshake.end_session(context)
 
     def stream_closed(self, stream: Stream) -> None:
         """The carrier saw the client go away: release what the stream held."""

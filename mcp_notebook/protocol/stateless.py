@@ -29,9 +29,9 @@ from ..revisions import (
 )
 from . import jsonrpc as rpc
 from .core import Core, Handler, ReadAccess
-from .exchange import Ctx, HttpReply, HttpRequest, status_reply
+from .exchange import Answer, Context, Ctx
 from .jsonrpc import LOG_LEVELS, RpcError, check_params
-from .streams import Stream, updated_events
+from .streams import Stream, updated_messages
 from .wire_stateless import NAMED_PARAM, decode_header_value
 
 MAX_CLIENTS = 50  # clients remembered by clientInfo (for the panel's list)
@@ -72,32 +72,37 @@ class StatelessEra:
         return value
 
     # -- requests -----------------------------------------------------------------------
-    def post(self, req: HttpRequest, body: Any) -> HttpReply:
+    def post(self, context: Context, body: Any) -> Answer:
         msg_id = rpc.request_id_of(body)
         try:
             msg = rpc.to_message(body)
             if msg.is_response:
-                return HttpReply(202)
-            ctx = self._ctx(req.headers, msg)
+                return Answer(status=202)
+            ctx = self._ctx(context, msg)
         except RpcError as err:
-            return HttpReply.error(err, msg_id)
+            return Answer.error(err, msg_id)
         if msg.is_notification:
-            return HttpReply(202)
+            return Answer(status=202)
         if msg.method == "subscriptions/listen":
             return self._listen(ctx, msg)
         if msg.method not in self.methods:
             err = RpcError(rpc.METHOD_NOT_FOUND, f"Method not found: {msg.method}")
-            return HttpReply.json(rpc.error(msg.id, err), 404)
+            return Answer(rpc.error(msg.id, err), 404)
         return self.core.request(self, ctx, msg)
 
-    def _ctx(self, headers: dict[str, str], msg: rpc.Message) -> Ctx:
-        """The request's context, once its ``_meta`` and headers pass this era's checks."""
+    def _ctx(self, context: Context, msg: rpc.Message) -> Ctx:
+        """The request's context, once its ``_meta`` (and over HTTP its headers) pass this era's checks."""
         meta = msg.params.get("_meta")
         if not isinstance(meta, dict) or META_VERSION not in meta:
             raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_VERSION!r}] is required", status=400)
         version = meta[META_VERSION]
-        header_version = headers.get("mcp-protocol-version")
-        usual = header_version == version and version in STATELESS_VERSIONS and isinstance(meta.get(META_CAPS), dict)
+        header_version = context.version
+        mirrored = context.mirrored
+        usual = (
+            (header_version == version or (not mirrored and header_version is None))
+            and version in STATELESS_VERSIONS
+            and isinstance(meta.get(META_CAPS), dict)
+        )
         if not usual:  # the usual request (versions agree and are ours) needs none of these checks
             _check_version(version, header_version, meta)
         level = meta.get(META_LOG_LEVEL)
@@ -108,16 +113,16 @@ class StatelessEra:
                 status=400,
             )
         if msg.is_request:
-            if not usual or headers.get("mcp-method") != msg.method or msg.method in _NAMED:
-                _check_headers(headers, msg, version)
+            if mirrored and (not usual or context.method != msg.method or msg.method in _NAMED):
+                _check_headers(context, msg, version)
             self.seen(meta.get(META_CLIENT_INFO), version)
-        return Ctx(version, None, meta, headers)
+        return Ctx(version, None, meta, context.streams)
 
-    def _listen(self, ctx: Ctx, msg: rpc.Message) -> HttpReply:
+    def _listen(self, ctx: Ctx, msg: rpc.Message) -> Answer:
         try:
             check_params("subscriptions/listen", msg.params)
         except RpcError as err:
-            return HttpReply.json(rpc.error(msg.id, err), 400)
+            return Answer(rpc.error(msg.id, err), 400)
         wanted = msg.params["notifications"]
         uris = wanted.get("resourceSubscriptions") or []
         honoured: dict[str, Any] = {}
@@ -138,11 +143,11 @@ class StatelessEra:
         core = self.core
         with core.lock:
             if core.closed:
-                return status_reply(503, "Service unavailable: the hub is stopping")
+                return Answer.refusal(503, "Service unavailable: the hub is stopping")
             self._listens[id(stream)] = listen
         core.resources.watch_all(listen.uris)
         core.touch()
-        return HttpReply(200, stream=stream)
+        return Answer(stream=stream)
 
     def _discover(self, ctx: Ctx, params: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -157,8 +162,10 @@ class StatelessEra:
     # -- clients, remembered by clientInfo --------------------------------------------------
     def seen(self, info: Any, version: str) -> None:
         """Remember a client by its clientInfo (no session to list it by); O(1) per request."""
-        info = info if isinstance(info, dict) else {}
-        key = (str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50])
+        self._seen_as(_client_key(info), version)
+
+    def _seen_as(self, key: tuple[str, str], version: str) -> None:
+        """:meth:`seen` for the client ``key`` (its name and version, cut to size)."""
         now = time.monotonic()
         last = self._clients.get(key)
         if last is not None and last[1] == version and now - last[0] < 1.0:
@@ -203,7 +210,7 @@ class StatelessEra:
     def replay_checks(self, access: ReadAccess) -> tuple[None, Callable[[], None]]:
         """Nothing can end between stateless requests; once a replayed reply is written, the client
         was seen."""
-        return None, functools.partial(self.seen, access.asker, access.version)
+        return None, functools.partial(self._seen_as, _client_key(access.asker), access.version)
 
     # -- notifications --------------------------------------------------------------------
     def listens(self) -> list[Listen]:
@@ -221,7 +228,7 @@ class StatelessEra:
             elif kind == UPDATED:
                 hits = sorted(listen.uris & changed)
                 if hits:
-                    listen.stream.push_events(updated_events(hits, meta))
+                    listen.stream.push_encoded(updated_messages(hits, meta))
 
     def stream_closed(self, stream: Stream) -> None:
         """A listen stream went away (the caller holds the lock)."""
@@ -262,20 +269,26 @@ def _check_version(version: Any, header_version: str | None, meta: dict[str, Any
         raise RpcError(rpc.INVALID_PARAMS, f"Invalid params: _meta[{META_CAPS!r}] (object) is required", status=400)
 
 
-def _check_headers(headers: dict[str, str], msg: rpc.Message, version: str) -> None:
+def _check_headers(context: Context, msg: rpc.Message, version: str) -> None:
     """MCP-Protocol-Version, Mcp-Method and Mcp-Name must say what the body says (-32020)."""
 
     def mismatch(text: str) -> RpcError:
         return RpcError(rpc.HEADER_MISMATCH, f"Header mismatch: {text}", status=400)
 
-    header_version = headers.get("mcp-protocol-version")
+    header_version = context.version
     if header_version != version:
         raise mismatch(f"MCP-Protocol-Version {header_version!r} must equal _meta protocolVersion {version!r}")
-    if headers.get("mcp-method") != msg.method:
-        raise mismatch(f"Mcp-Method {headers.get('mcp-method')!r} must equal the method {msg.method!r}")
+    if context.method != msg.method:
+        raise mismatch(f"Mcp-Method {context.method!r} must equal the method {msg.method!r}")
     named = _NAMED.get(msg.method or "")
     if named is not None:
-        name = headers.get("mcp-name")
+        name = context.name
         plain = name is None or not name.startswith("=?base64?")  # (only that form is decoded)
         if name is None or (name if plain else decode_header_value(name)) != msg.params.get(named):
             raise mismatch(f"Mcp-Name {name!r} must equal params.{named}")
+
+
+def _client_key(info: Any) -> tuple[str, str]:
+    """A client's name and version from its clientInfo, cut to size (a replay computes it once)."""
+    info = info if isinstance(info, dict) else {}
+    return str(info.get("name") or "?")[:100], str(info.get("version") or "")[:50]

@@ -1,7 +1,9 @@
-"""Server-to-client SSE streams as outboxes: the protocol pushes, a transport drains.
+"""Server-to-client streams as outboxes: the protocol pushes messages, a carrier drains them.
 
-Pushing is thread-safe (hub events come from the kernel's main thread or the hub's worker);
-the transport installs a waker that schedules a drain on its own event loop.
+A stream holds each message encoded once (compact JSON); an HTTP carrier drains them framed as SSE
+events (:meth:`Stream.drain`), a message carrier as the messages themselves
+(:meth:`Stream.drain_messages`: the stdio bridge). Pushing is thread-safe (hub events come from the
+kernel's main thread or the hub's worker); the carrier installs a waker that schedules a drain.
 """
 
 from __future__ import annotations
@@ -15,17 +17,19 @@ from ..redact import REDACTOR
 from .jsonrpc import dumps
 
 MAX_BACKLOG = 1000
-_UPDATED = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{'
+SSE_HEAD = b"event: message\ndata: "  # an event's framing: SSE_HEAD + message + SSE_END
+SSE_END = b"\n\n"
+_UPDATED = b'{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{'
 _URI_JSON: dict[str, bytes] = {}  # a URI's masked JSON, while the redactor's secrets stay the same
 _URI_JSON_VERSION = [-1]
 
 
 def sse_event(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + dumps(message) + b"\n\n"
+    return SSE_HEAD + dumps(message) + SSE_END
 
 
-def updated_events(uris: Iterable[str], meta: dict[str, Any] | None = None) -> list[bytes]:
-    """``sse_event(notification("notifications/resources/updated", {"_meta": meta, "uri": uri}))``
+def updated_messages(uris: Iterable[str], meta: dict[str, Any] | None = None) -> list[bytes]:
+    """``dumps(notification("notifications/resources/updated", {"_meta": meta, "uri": uri}))``
     for each URI, byte for byte, built from parts: the masked ``_meta`` once per stream and each
     URI's masked JSON once per redactor version (a cell that changes 1,000 watched values)."""
     head = _UPDATED
@@ -40,17 +44,18 @@ def updated_events(uris: Iterable[str], meta: dict[str, Any] | None = None) -> l
         enc = _URI_JSON.get(uri)
         if enc is None:
             enc = _URI_JSON[uri] = dumps(REDACTOR.mask(uri))
-        out.append(head + enc + b"}}\n\n")
+        out.append(head + enc + b"}}")
     return out
 
 
 class Stream:
-    """One open SSE stream: a GET stream of a session, or a subscriptions/listen stream."""
+    """One open stream: a GET stream of a session, a subscriptions/listen stream, or a request's
+    answer carrying its log messages before its result ("response")."""
 
     def __init__(self, kind: str, key: Any = None):
-        self.kind = kind  # "session" or "listen"
+        self.kind = kind  # "session", "listen" or "response"
         self.key = key
-        self._events: deque[bytes] = deque()
+        self._events: deque[bytes] = deque()  # the messages, encoded
         self._lock = threading.Lock()
         self._waker: Callable[[], None] | None = None
         self.closed = False  # no more events will be added
@@ -67,10 +72,10 @@ class Stream:
     def push_many(self, messages: Iterable[dict[str, Any]]) -> bool:
         """Queue messages in order, with one wake-up of the transport for all of them (a cell that
         changes 1,000 watched values wakes each stream once, not 1,000 times)."""
-        return self.push_events([sse_event(m) for m in messages])
+        return self.push_encoded([dumps(m) for m in messages])
 
-    def push_events(self, events: list[bytes]) -> bool:
-        """Queue encoded SSE events in order, with one wake-up."""
+    def push_encoded(self, events: list[bytes]) -> bool:
+        """Queue encoded messages in order, with one wake-up."""
         with self._lock:
             if self.closed:
                 return False
@@ -87,11 +92,16 @@ class Stream:
             if self.closed:
                 return
             if final is not None:
-                self._events.append(sse_event(final))
+                self._events.append(dumps(final))
             self.closed = True
         self._wake()
 
     def drain(self) -> list[bytes]:
+        """The messages queued so far, as SSE events (an HTTP carrier's framing)."""
+        return [SSE_HEAD + m + SSE_END for m in self.drain_messages()]
+
+    def drain_messages(self) -> list[bytes]:
+        """The messages queued so far, each encoded (a message carrier's: no framing)."""
         with self._lock:
             events = list(self._events)
             self._events.clear()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ __all__ = [
     "Facts",
     "IndexPage",
     "InvalidResourceParams",
+    "LazyProvider",
     "Provider",
     "ResourceNotFound",
     "ResourceReadError",
@@ -123,23 +125,44 @@ class ModifiedStamps:
         return True
 
 
-@dataclass(slots=True)
 class ChangeSet:
-    """What one provider saw change during a cell execution (computed in O(names))."""
+    """What one provider saw change during a cell execution (computed in O(names)).
 
-    list_changed: bool = False
-    updated: set[str] = field(default_factory=set)  # URIs known to have changed
-    maybe: set[str] = field(default_factory=set)  # watched URIs that need an exact check
+    A plain slotted class, not a dataclass: several are made after every cell, and a dataclass
+    costs ``%load_ext`` its generated methods' compilation (docs/DESIGN.md, "Loading, fourth cut")."""
+
+    __slots__ = ("list_changed", "maybe", "updated")
+
+    def __init__(self, list_changed: bool = False, updated: set[str] | None = None, maybe: set[str] | None = None):
+        self.list_changed = list_changed
+        self.updated: set[str] = set() if updated is None else updated  # URIs known to have changed
+        self.maybe: set[str] = set() if maybe is None else maybe  # watched URIs that need an exact check
+
+    def __repr__(self) -> str:
+        return f"ChangeSet(list_changed={self.list_changed!r}, updated={self.updated!r}, maybe={self.maybe!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChangeSet):
+            return NotImplemented
+        return (self.list_changed, self.updated, self.maybe) == (other.list_changed, other.updated, other.maybe)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
 
-@dataclass(slots=True)
 class Delta:
-    """What one post-cell snapshot saw among exposed names (read by the lineage provider)."""
+    """What one post-cell snapshot saw among exposed names (read by the lineage provider); a plain
+    slotted class for the same reason as ChangeSet."""
 
-    added: list[str] = field(default_factory=list)
-    rebound: list[str] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)  # deleted, or no longer exposed
-    in_place: list[str] = field(default_factory=list)  # a watched value whose len/shape moved, same binding
+    __slots__ = ("added", "in_place", "rebound", "removed")
+
+    def __init__(self) -> None:
+        self.added: list[str] = []
+        self.rebound: list[str] = []
+        self.removed: list[str] = []  # deleted, or no longer exposed
+        self.in_place: list[str] = []  # a watched value whose len/shape moved, same binding
+
+    def __repr__(self) -> str:
+        return f"Delta(added={self.added!r}, rebound={self.rebound!r}, removed={self.removed!r}, in_place={self.in_place!r})"
 
 
 class Provider:
@@ -227,6 +250,102 @@ class Provider:
         """The exact check found namespace name ``name``'s value changed in place (no rebinding,
         ``d['k'] += 1``): move what says when it changed. True when that alters a rendering."""
         return False
+
+
+class LazyProvider(Provider):
+    """A provider whose room is imported and built at its first use, not when the hub loads.
+
+    ``build`` makes the real provider; until a URI under ``uri_prefixes`` is routed to it (or a
+    listing, a template list or a completion asks every provider), nothing of it is imported and
+    the post-cell hook skips it: a provider not built yet has nothing watched and nothing to
+    compare. The first use pays the import (docs/DESIGN.md, "Loading, fourth cut")."""
+
+    def __init__(
+        self,
+        uri_prefixes: tuple[str, ...],
+        build: Callable[[], Provider],
+        list_is_pure: bool = False,
+        lists_nothing: Callable[[], bool] | None = None,
+    ):
+        self.uri_prefixes = uri_prefixes
+        self.list_is_pure = list_is_pure
+        self._build = build
+        # True when the provider, built, would list no resource (no value of its kinds): a listing
+        # before it is built then answers [] without importing it
+        self._lists_nothing = lists_nothing
+        self._real: Provider | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def built(self) -> bool:
+        return self._real is not None
+
+    def real(self) -> Provider:
+        """The provider itself, built now if it was not (once, whichever thread asks first)."""
+        real = self._real
+        if real is None:
+            with self._lock:
+                if self._real is None:
+                    self._real = self._build()
+                real = self._real
+        return real
+
+    def owns(self, uri: str) -> bool:
+        return self.real().owns(uri)
+
+    def _unbuilt_and_empty(self) -> bool:
+        return self._real is None and self._lists_nothing is not None and self._lists_nothing()
+
+    def list_token(self) -> Hashable | None:
+        return None if self._unbuilt_and_empty() else self.real().list_token()
+
+    def list_resources(self) -> list[Resource]:
+        return [] if self._unbuilt_and_empty() else self.real().list_resources()
+
+    def list_templates(self) -> list[ResourceTemplate]:
+        return self.real().list_templates()
+
+    def read(self, uri: str) -> list[Contents]:
+        return self.real().read(uri)
+
+    def read_token(self, uri: str) -> Hashable | None:
+        return self.real().read_token(uri)
+
+    def may_run_user_code(self, uri: str) -> bool:
+        return self.real().may_run_user_code(uri)
+
+    def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
+        return self.real().complete(template, argument, value, context)
+
+    def snapshot(self, watched: frozenset[str]) -> ChangeSet:
+        real = self._real
+        return ChangeSet() if real is None else real.snapshot(watched)
+
+    def digest(self, uri: str) -> bytes | None:
+        return self.real().digest(uri)
+
+    def watching(self, uri: str, watched: bool) -> None:
+        self.real().watching(uri, watched)
+
+    def watched_now(self, uris: list[str]) -> None:
+        self.real().watched_now(uris)
+
+    def canonical(self, uri: str) -> str:
+        return self.real().canonical(uri)
+
+    def variable_name(self, uri: str) -> str | None:
+        return self.real().variable_name(uri)
+
+    def facts(self, uri: str) -> Facts | None:
+        return self.real().facts(uri)
+
+    def variable_names(self) -> frozenset[str] | None:
+        real = self._real
+        return None if real is None else real.variable_names()
+
+    def changed_in_place(self, name: str) -> bool:
+        real = self._real
+        return False if real is None else real.changed_in_place(name)
 
 
 def rank_completions(candidates: list[str], prefix: str) -> list[str]:

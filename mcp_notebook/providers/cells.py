@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
-from ..figures.bundle import describe_bundle
 from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
@@ -98,6 +97,8 @@ def describe_output(out: Output, limit: int) -> str | None:
         except Exception as exc:
             return f"This output's live object could not be read ({type(exc).__name__})."
     if desc is None:
+        from ..figures.bundle import describe_bundle  # with the first output read: not paid by %load_ext
+
         desc = describe_bundle(out.data, limit)
         if desc is None:
             return None

@@ -15,14 +15,17 @@ import json
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..guard import RenderTimeout, call_guarded, safe_str
 from ..types import Annotations, Contents, Icon, Resource, ResourceTemplate
 from ..uri import UriTemplate, compile_template, is_template
-from . import structured, typed
+from . import structured
 from .base import InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+
+if TYPE_CHECKING:
+    from . import typed
 
 Completer = Callable[[str], Iterable[str]] | Iterable[str]
 SCHEMA_PREFIX = "nb://schemas/"
@@ -306,6 +309,8 @@ def make_registration(
     doc = inspect.getdoc(fn)
     template = compile_template(uri) if is_template(uri) else None
     variables = template.variables if template is not None else ()
+    from . import typed  # with the first registration: not paid by %load_ext
+
     signature = typed.build(fn, variables) if typed.wants_typing(fn, variables) else None
     summary = description or (doc.splitlines()[0] if doc else None)
     reg_name = name or getattr(fn, "__name__", uri)

@@ -207,6 +207,10 @@ class VariablesProvider(base.ModifiedStamps, Provider):
     def exposed_names(self) -> list[str]:
         return list(self._exposed)
 
+    def serves_none(self, serves: Serves) -> bool:
+        """No exposed variable's type is one ``serves`` names (from types alone: no user code)."""
+        return not any(map(serves.match, set(self._exposed.values())))
+
     def exposed_items(self) -> list[tuple[str, type]]:
         """(name, type) of every exposed variable, as of the last snapshot."""
         return list(self._exposed.items())

@@ -411,7 +411,7 @@ class Connection(asyncio.Protocol, Port):
     def _next_cycle(self) -> None:
         """Both sides IDLE after a reply: wait for the next request, or read it if it is here."""
         self._wait_for_request()
-        self.owner.busy_poll.touch()
+        self.owner.busy_poll.touch(self)
         if self.buf or self.paused_reading or self.http.eof:
             self._process()
 

@@ -360,4 +360,4 @@ class ControlCarrier:
 
     @property
     def open_streams(self) -> int:
-        return sum(s.streams for s in self.senders.values())
+        return sum(s.streams for s in list(self.senders.values()))  # read from other threads: copy first

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from concurrent.futures import CancelledError, Executor
+from concurrent.futures import Executor
 from typing import Any, Protocol
 
 from ..protocol.exchange import HttpReply, HttpRequest, carrier_error
@@ -108,14 +108,12 @@ class ExchangeDriver:
         server: DrivenServer,
         executor: Executor | None,
         inline: bool = True,
-        loop: asyncio.AbstractEventLoop | None = None,
     ):
         self.server = server
         self.executor = executor  # None: the loop's default pool
         # False: every request goes to a worker (a server whose resources live behind other hops,
         # like the fronts, must not answer even a cheap method on the carrier's loop).
         self.inline = inline
-        self.loop = loop  # a threaded carrier's (exchange_blocking): where its streams are pumped
         self.tasks: set[asyncio.Task[None]] = set()  # the stream pumps running
 
     def _answer_first(self, req: HttpRequest, remember: bool) -> HttpReply | None:
@@ -152,33 +150,6 @@ class ExchangeDriver:
             self._final(ex, lambda: self._whole(port, carrier_error(503, STOPPING)))
             return None
         future.add_done_callback(lambda f: self._handled(ex, f))
-        return ex
-
-    def exchange_blocking(self, port: Port, req: HttpRequest) -> Exchange:
-        """``start`` for a carrier without an event loop of its own (the stdio carrier), on the
-        thread that carries the request: ``handle`` runs on the driver's pool, waited for here, or
-        with no pool on this very thread (it is no loop: it may wait); a whole reply is written
-        here, a stream is pumped on ``self.loop``. ``Exchange.cancel`` is called on that loop, as
-        for every carrier."""
-        assert self.loop is not None
-        ex = Exchange(self, port)
-        reply = self._answer_first(req, False)
-        if reply is None:
-            try:
-                if self.executor is None:
-                    reply = self.server.handle(req)
-                else:
-                    reply = self.executor.submit(self.server.handle, req).result()
-            except (RuntimeError, CancelledError):  # the pool is (being) shut down
-                reply = carrier_error(503, STOPPING)
-            except Exception:  # handle() never raises; a dying pool may
-                log.exception("answering a request failed")
-                reply = carrier_error(500, "Internal error")
-        if reply.stream is None:
-            whole = reply
-            self._final(ex, lambda: self._whole(port, whole))
-        else:
-            self.loop.call_soon_threadsafe(self._deliver, ex, reply)
         return ex
 
     async def serve(self, port: Port, req: HttpRequest) -> None:

@@ -102,8 +102,14 @@ class AdmittedHeads:
     def adopt(self, block: bytes, like: AdmittedHead, memo: object) -> None:
         """Remember ``block`` (a head with its blank line) as admitted like ``like``, with the replay
         memo ``memo``: the server answered a request with these bytes from ``like``'s memo (they
-        differ only in values admission does not read). Never clears the memory."""
-        if len(block) > HEAD_KEPT_BYTES or block[:-4] in self._heads:
+        differ only in values admission does not read). A head remembered already without a memo
+        (its first request was not learnt) takes this one. Never clears the memory."""
+        known = self._heads.get(block[:-4])
+        if known is not None:
+            if known.replay is None and known.settings is like.settings:
+                known.replay, known.seen = memo, True
+            return
+        if len(block) > HEAD_KEPT_BYTES:
             return
         try:
             parsed = parse_head(block[:-4])
@@ -133,16 +139,21 @@ class ConnectionMemos:
 
 # -- polling after a reply ---------------------------------------------------------------------
 _now = time.perf_counter
+CROWD_WINDOWS = 20  # replies to two clients within one window: no polling for this many windows
 
 
 class BusyPoll:
-    """Poll (instead of sleeping) for ``window`` seconds after each :meth:`touch`, while ``enabled``."""
+    """Poll (instead of sleeping) for ``window`` seconds after each :meth:`touch`, while ``enabled``
+    and while the replies go to one client at a time."""
 
     def __init__(self, window: float) -> None:
         self.window = window
         self.enabled = True
         self._until = 0.0
         self._pending = False
+        self._last = 0.0  # when the last reply went out
+        self._source: object = None  # ... and to which connection
+        self._crowded_until = 0.0  # replies to several clients close together: no polling until then
         self.spins = 0  # loop iterations spent polling (for tests and benchmarks)
         self.in_selector = False  # set by PollingSelector: it polls itself, no callbacks needed
 
@@ -151,11 +162,20 @@ class BusyPoll:
         """Polling may happen: a window, enabled, and not the portable path (MCP_NOTEBOOK_PORTABLE)."""
         return self.window > 0 and self.enabled and not portable.ON
 
-    def touch(self) -> None:
-        """A reply went out: keep the loop awake for another ``window`` (call on the loop thread)."""
+    def touch(self, source: object = None) -> None:
+        """A reply went out to ``source`` (a connection): keep the loop awake for another ``window``,
+        unless another connection got one within the last window (call on the loop thread)."""
         if not self.active:
             return
-        self._until = _now() + self.window
+        now = _now()
+        if source is not self._source:
+            if now - self._last < self.window:  # several clients at once: their requests batch in one wait
+                self._crowded_until = now + CROWD_WINDOWS * self.window
+            self._source = source
+        self._last = now
+        if now < self._crowded_until:
+            return
+        self._until = now + self.window
         if self.in_selector:
             return
         if not self._pending:

@@ -9,7 +9,6 @@ Sources are masked before they are compared (a secret never shows in a diff line
 
 from __future__ import annotations
 
-import difflib
 import json
 from typing import Any
 
@@ -178,6 +177,8 @@ class DiffsProvider(Provider):
         """The unified diff of two masked sources, cut to the read budget."""
         old, new = mask_secrets(first.source).splitlines(), mask_secrets(second.source).splitlines()
         cut = len(old) > MAX_LINES or len(new) > MAX_LINES
+        import difflib  # with the first diff read: not paid by %load_ext
+
         lines = difflib.unified_diff(
             old[:MAX_LINES], new[:MAX_LINES], cell_uri(first.seq), cell_uri(second.seq), lineterm=""
         )

@@ -1,0 +1,101 @@
+"""What ``%load_ext`` leaves for later (docs/DESIGN.md, "Loading, fourth cut"): the tables room,
+figure bundles, typed resources and diffs are not imported by the loading cell; the rooms are
+imported after it ends, off the main thread, or at their first use, whichever comes first; the
+library names the hub registers before the room is imported are the room's own."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from conftest import Mcp
+from kernel_harness import Kernel
+
+from mcp_notebook.providers import frames
+from mcp_notebook.providers.base import ChangeSet, LazyProvider, Provider
+from mcp_notebook.providers.frames import engines, tables
+from mcp_notebook.resources import Resources
+from mcp_notebook.types import Contents
+
+ROOMS = (
+    "mcp_notebook.providers.frames.provider",
+    "mcp_notebook.providers.frames.pages",
+    "mcp_notebook.providers.frames.databases",
+    "mcp_notebook.providers.frames.tables",
+)
+LATER = (*ROOMS, "mcp_notebook.figures.bundle", "mcp_notebook.providers.typed")
+LOADED = f"import sys as _s, json as _j\nprint(_j.dumps(sorted(m for m in {LATER!r} if m in _s.modules)))"
+
+
+def loaded(k: Kernel, first: str = "") -> list[str]:
+    return json.loads(k.run(first + LOADED).stdout.strip().splitlines()[-1])
+
+
+def test_the_names_registered_before_the_room_are_the_rooms_own():
+    assert frames.TABLE_LIBRARIES == tables.LIBRARIES
+    assert frames.ENGINE_LIBRARIES == engines.ENGINE_LIBRARIES
+    assert frames.CONNECTION_LIBRARIES == engines.CONNECTION_LIBRARIES
+
+
+class Room(Provider):
+    uri_prefixes = ("room://",)
+
+    def owns(self, uri: str) -> bool:
+        return uri.startswith("room://")
+
+    def read(self, uri: str) -> list[Contents]:
+        return [Contents(uri=uri, text="inside")]
+
+    def snapshot(self, watched: frozenset[str]) -> ChangeSet:
+        return ChangeSet(updated={"room://x"} & watched)
+
+
+def test_a_lazy_provider_is_built_once_at_its_first_use():
+    built: list[Room] = []
+    empty = [True]
+    lazy = LazyProvider(("room://",), lambda: built.append(Room()) or built[-1], lists_nothing=lambda: empty[0])
+    resources = Resources([lazy])
+    assert resources.list_resources() == [] and not built  # nothing of its kinds: listed without building it
+    empty[0] = False
+    assert resources.list_resources() == [] and len(built) == 1  # something may be: built to list
+    built.clear()
+    lazy = LazyProvider(("room://",), lambda: built.append(Room()) or built[-1])
+    resources = Resources([lazy])
+    resources.after_cell()  # the post-cell hook does not build it: nothing of it can be watched yet
+    assert resources.owner("other://x") is None and not built
+    assert resources.read("room://x")[0].text == "inside" and len(built) == 1
+    resources.watch("room://x")
+    resources.after_cell()
+    assert resources.journal.since(0)[0][-1][3] == ("room://x",)  # built, its own compare runs per cell
+    assert len(built) == 1
+
+
+def test_load_leaves_the_rooms_for_after_the_loading_cell(tmp_path):
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    try:
+        k.run("import numpy as np\narr = np.arange(12).reshape(3, 4)\nx = 41")
+        assert loaded(k, "get_ipython().run_line_magic('load_ext', 'mcp_notebook')\n") == []  # in the loading cell
+        client = Mcp(k.info())
+        client.initialize()
+        assert "41" in client.result("resources/read", {"uri": "nb://vars/x"})["contents"][0]["text"]
+        deadline = time.monotonic() + 30
+        while not set(ROOMS) <= set(loaded(k)) and time.monotonic() < deadline:  # bounded
+            time.sleep(0.1)
+        assert set(ROOMS) <= set(loaded(k))  # imported after the loading cell, with no request asking
+        index = json.loads(client.result("resources/read", {"uri": "nb://vars"})["contents"][0]["text"])
+        rows = {row["name"]: row for row in index["variables"]}
+        assert rows["arr"]["frame"] == "nb://frames/arr"  # the room's link, registered before it was imported
+        page = client.result("resources/read", {"uri": "nb://frames/arr?format=json"})
+        assert json.loads(page["contents"][0]["text"])
+        templates = [t["uriTemplate"] for t in client.result("resources/templates/list")["resourceTemplates"]]
+        assert any(t.startswith("nb://frames/") for t in templates) and any(t.startswith("nb://db/") for t in templates)
+        assert "mcp_notebook.providers.typed" not in loaded(k)
+        k.run(
+            "import mcp_notebook\n@mcp_notebook.resource('demo://typed/{n}')\ndef typed_demo(n: int) -> dict:\n    return {'n': n}"
+        )
+        assert json.loads(client.result("resources/read", {"uri": "demo://typed/7"})["contents"][0]["text"]) == {"n": 7}
+        assert "mcp_notebook.providers.typed" in loaded(k)  # with the first typed registration
+        k.run("from IPython.display import display, HTML\ndisplay(HTML('<b>shown</b>'))")
+        assert "mcp_notebook.figures.bundle" in loaded(k)  # an output is described when it is recorded
+    finally:
+        k.shutdown()
