@@ -54,7 +54,7 @@ class MCPHub(Configurable):
         "MCP_NOTEBOOK_PORTABLE=1, and where libc cannot be called). Read when the hub loads.",
     ).tag(config=True)
     switch_interval_us = Int(
-        300,
+        250,
         help="While a cell runs and an MCP client is connected, the interpreter's GIL switch interval (sys."
         "setswitchinterval) in microseconds, so a read is answered within about this long instead of CPython's "
         "default 5 ms; put back exactly when the cell ends, the last client leaves or the hub unloads, and never "
