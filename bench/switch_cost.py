@@ -7,7 +7,8 @@ The same fixed amount of work (dict, int and str operations, as bench/cellfirst.
 every configuration; blocks alternate the intervals so drift hits all of them. Prints, per thread
 count and interval, the median wall time and this process's CPU time with their change against
 the first interval (CPython's default 5 ms), the spread of the blocks, and the voluntary context
-switches a second (the GIL hand-offs, about). On a machine others load, quote the CPU figures.
+switches a second (the GIL hand-offs, about). Only the switch counts survive a machine others
+load; quote the times from a quiet run.
 Every loop is bounded by a count.
 """
 
@@ -36,8 +37,7 @@ def _work(n: int) -> None:
 
 def _timed(threads: int, work: int) -> tuple[float, float, int]:
     """Wall seconds, this process's CPU seconds and its voluntary context switches for ``work``
-    iterations split over ``threads`` threads (CPU time and switches hardly move when other
-    processes take the cores; wall time does)."""
+    iterations split over ``threads`` threads."""
     share = work // threads
     pool = [threading.Thread(target=_work, args=(share,)) for _ in range(threads)]
     r0, c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time(), time.perf_counter()
