@@ -8,6 +8,8 @@ Read once, when the package is first imported (set it before the kernel starts, 
 - ``/proc/<pid>/stat`` (runtime.py: is a hub's process a zombie?): not read;
 - ``TCP_QUICKACK`` on the server extension's gateway websocket (serverext/wires.py): not set;
 - uvloop (transport/loop.py): asyncio's own loop, without the polling selector;
+- client sockets read and written with calls that keep the GIL (transport/libc_socket.py,
+  transport/held_stream.py): the loop's own transports instead;
 - busy polling after a reply (transport/latency.py): the loop sleeps at once.
 
 Any value but empty, ``0``, ``false``, ``no`` or ``off`` turns it on. ``nb://kernel`` reports the

@@ -70,8 +70,8 @@ LAYERS: list[tuple[str, ...]] = [
     # ones): registered where a server is composed; above the protocol room, which cannot import them.
     ("nb_tools",),
     ("transport.control_wire",),
-    ("transport.latency", "transport.loop", "transport.driver", "transport.http11_state"),
-    ("transport.connection", "transport.control"),
+    ("transport.latency", "transport.loop", "transport.driver", "transport.http11_state", "transport.libc_socket"),
+    ("transport.connection", "transport.control", "transport.held_stream"),
     ("transport.server", "transport"),
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
     ("inkernel.lifecycle",),
@@ -111,6 +111,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "jupyterhub_paced",
         "bridge_latency",
         "http_codec",
+        "switch_cost",
     ),
     ("run",),
 ]

@@ -31,7 +31,7 @@ from sdk import connect
 from mcp_notebook import portable, runtime
 from mcp_notebook.allkernels.naming import notebook_stem
 from mcp_notebook.postcell import dict_table
-from mcp_notebook.transport import latency, loop
+from mcp_notebook.transport import latency, libc_socket, loop
 
 LINUX_CPYTHON = sys.platform.startswith("linux") and sys.implementation.name == "cpython"
 
@@ -54,7 +54,7 @@ def test_the_switch_turns_every_fast_path_off_in_a_real_kernel(tmp_path):
         k.run("a = 1\nb = [1, 2]")
         doc = anyio.run(_read_kernel, info)
         assert doc["fast_paths"] == {"portable": True, "loop": "asyncio", "namespace_table_reads": False,
-                                     "busy_poll": False}, doc  # fmt: skip
+                                     "busy_poll": False, "held_sockets": False}, doc  # fmt: skip
         spins = k.run("import mcp_notebook as m; print(m.hub().transport.busy_poll.spins)").stdout.strip()
         assert spins == "0"
         # The listing way still finds what a cell changed: a rebinding and a new name.
@@ -79,7 +79,7 @@ def test_without_the_switch_linux_takes_the_fast_paths(tmp_path):
         doc = anyio.run(_read_kernel, info)
         paths = doc["fast_paths"]
         assert paths["portable"] is False and paths["busy_poll"] is True, paths
-        assert paths["namespace_table_reads"] is True, paths
+        assert paths["namespace_table_reads"] is True and paths["held_sockets"] is True, paths
         has_uvloop = k.run("import importlib.util as u; print(u.find_spec('uvloop') is not None)").stdout.strip()
         assert paths["loop"] == ("uvloop" if has_uvloop == "True" else "asyncio"), paths
     finally:
@@ -89,6 +89,7 @@ def test_without_the_switch_linux_takes_the_fast_paths(tmp_path):
 def test_each_fast_path_consults_the_switch_where_it_decides(monkeypatch):
     monkeypatch.setattr(portable, "ON", True)
     assert dict_table.new_reader() is None
+    assert libc_socket.load() is None
     made = loop.new_loop("uvloop", latency.BusyPoll(1.0))
     try:
         assert type(made).__module__.startswith("asyncio"), type(made)

@@ -113,7 +113,7 @@ def test_in_a_kernel(kernel: Any):
     assert _interval(kernel) == pytest.approx(0.004)  # no client connected
     with httpx.Client(timeout=30) as http:
         _read(http, info)
-        assert _interval(kernel) == pytest.approx(0.0005)  # a cell runs, a client is connected
+        assert _interval(kernel) == pytest.approx(0.00025)  # a cell runs, a client is connected
         assert float(kernel.run("print(_after[-1])").stdout.split()[-1]) == pytest.approx(0.004)
         kernel.run("_s.setswitchinterval(0.003)")  # the user's own change inside a cell stays
         assert float(kernel.run("print(_after[-1])").stdout.split()[-1]) == pytest.approx(0.003)

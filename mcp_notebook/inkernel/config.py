@@ -47,8 +47,14 @@ class MCPHub(Configurable):
         "it is trusted; False: always list (the portable way, also taken with MCP_NOTEBOOK_PORTABLE=1). Read when the "
         "hub loads.",
     ).tag(config=True)
+    held_sockets = Bool(
+        True,
+        help="Read and write client sockets with libc calls that keep the GIL (Linux), so a read while a cell runs "
+        "waits for the GIL once instead of twice; False: the event loop's own transports (as with "
+        "MCP_NOTEBOOK_PORTABLE=1, and where libc cannot be called). Read when the hub loads.",
+    ).tag(config=True)
     switch_interval_us = Int(
-        500,
+        250,
         help="While a cell runs and an MCP client is connected, the interpreter's GIL switch interval (sys."
         "setswitchinterval) in microseconds, so a read is answered within about this long instead of CPython's "
         "default 5 ms; put back exactly when the cell ends, the last client leaves or the hub unloads, and never "

@@ -188,6 +188,7 @@ class KernelHub:
             busy_poll_seconds=max(0, cfg.busy_poll_us) * 1e-6,
             loop_kind=cfg.event_loop,
             switch_interval=max(0, cfg.switch_interval_us) * 1e-6,
+            held_sockets=cfg.held_sockets,
         )
         try:
             self.transport.start()
@@ -403,6 +404,7 @@ class KernelHub:
             "loop": type(loop).__module__.split(".")[0] if loop is not None else None,
             "namespace_table_reads": self.variables.reads_table(),
             "busy_poll": bool(self.transport and self.transport.busy_poll.window > 0 and not portable.ON),
+            "held_sockets": bool(self.transport and self.transport.held_sockets),
         }
 
     def notebook_path(self) -> str | None:

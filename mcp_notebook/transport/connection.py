@@ -95,7 +95,7 @@ class Connection(asyncio.Protocol, Port):
 
     # -- asyncio callbacks ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.io = cast(asyncio.Transport, transport)  # asyncio's or uvloop's (not a subclass)
+        self.io = cast(asyncio.Transport, transport)  # held_stream.py's, or asyncio's or uvloop's (not a subclass)
         if not self.owner.admit_connection(self):
             self.http.close()
             transport.abort()

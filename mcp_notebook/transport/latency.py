@@ -30,7 +30,8 @@ While a pure-Python cell runs, the kernel's main thread holds the GIL; the hub t
 before it can answer a read, and CPython only asks the running thread to let go after the switch
 interval (5 ms by default), once per hand-over. uvloop takes the GIL twice per request (to lend a
 buffer, then to deliver the bytes), and the cell often wins it back in between, so a read during a
-busy cell took one or two full intervals. With a shorter interval each wait is that much shorter.
+busy cell took one or two full intervals. With a shorter interval each wait is that much shorter;
+on Linux the hub's own transport (held_stream.py) makes it one wait per request.
 
 The interval is process-wide, so it is lowered only while both hold: a cell is running and a
 client that passed admission is connected; it is never raised above the user's own setting, and it
@@ -229,7 +230,8 @@ class CellSwitchInterval:
         return self._saved is not None
 
     def cell(self, running: bool) -> None:
-        """The kernel's main thread starts (True) or ends (False) a cell."""
+        """The kernel's main thread starts (True) or ends (False) a cell (``cell_running`` is also
+        read by held_stream.py: socket calls that keep the GIL while a cell runs)."""
         self.cell_running = running
         self._update()
 

@@ -5,7 +5,10 @@ thread runs its own loop (loop.py) and accepts connections (connection.py), whic
 (protocol/wire_http11.py) and hand requests to the protocol. The socket is bound by the caller's thread, so an
 error (address in use) surfaces in the cell that loaded us; the thread only serves. Requests that
 may run user code (a ``__repr__``, a custom resource) go to a small worker pool so they never
-stall the loop; the rest, and event streams, are handled on the loop itself.
+stall the loop; the rest, and event streams, are handled on the loop itself. On Linux the client
+sockets are read and written with calls that keep the GIL (held_stream.py: one GIL hand-off per
+request while a cell runs); elsewhere, on the portable path, or with ``held_sockets=False``,
+through the loop's own transports. Both feed the same Connection.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from ..protocol.server import McpServer
 from ..protocol.streams import Stream
 from .connection import LINGER_SECONDS, PATH, Connection
 from .driver import ExchangeDriver
+from .held_stream import HeldListener
 from .latency import AdmittedHeads, BusyPoll, CellSwitchInterval
+from .libc_socket import load as load_libc_socket
 from .loop import bind_socket, new_loop
 
 HEAD_SECONDS = 10.0  # a request head must be complete this long after its first byte
@@ -46,6 +51,7 @@ class HttpTransport:
         busy_poll_seconds: float = BUSY_POLL_SECONDS,
         loop_kind: str = "auto",
         switch_interval: float = 0.0,
+        held_sockets: bool = True,
     ):
         self.mcp = mcp
         self.max_body_bytes = max_body_bytes
@@ -61,7 +67,7 @@ class HttpTransport:
         self.host = host
         self.port = self._sockets[0].getsockname()[1]
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.AbstractServer | HeldListener] = []
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
@@ -70,6 +76,14 @@ class HttpTransport:
         self.heads = AdmittedHeads()
         self.loop_kind = loop_kind
         self.switch = CellSwitchInterval(switch_interval)  # the GIL switch interval during cells
+        # Client sockets read and written with calls that keep the GIL (held_stream.py), where they
+        # can be had (Linux, not the portable path); else the loop's own transports.
+        self._libc = load_libc_socket() if held_sockets else None
+
+    @property
+    def held_sockets(self) -> bool:
+        """Whether connections are served by held_stream.py (one GIL hand-off per request)."""
+        return self._libc is not None
 
     def admit_connection(self, conn: Connection) -> bool:
         """Register a new connection; at the cap, make room or refuse it.
@@ -150,8 +164,11 @@ class HttpTransport:
         asyncio.set_event_loop(loop)
         try:
             for sock in self._sockets:
-                server = loop.run_until_complete(loop.create_server(lambda: Connection(self), sock=sock))
-                self._servers.append(server)
+                if self._libc is not None:
+                    self._servers.append(HeldListener(loop, sock, lambda: Connection(self), self._libc, self.switch))
+                else:
+                    server = loop.run_until_complete(loop.create_server(lambda: Connection(self), sock=sock))
+                    self._servers.append(server)
         except BaseException as exc:  # surfaced by start()
             self._error = exc
             self._started.set()
