@@ -10,7 +10,6 @@ that a provider can reject them with a clear message instead of a bare "not foun
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -22,13 +21,34 @@ class TemplateError(ValueError):
     """The template string is not one this module can expand and match."""
 
 
-@dataclass(frozen=True, slots=True)
 class UriTemplate:
-    template: str
-    regex: re.Pattern[str]
-    path_vars: tuple[str, ...]
-    query_vars: tuple[str, ...]
-    optional_path_vars: tuple[str, ...] = ()  # ``{/var}``: a URI may leave the segment out
+    """A parsed template (made by :func:`compile_template`, not changed afterwards): equal and
+    hashed by its text, which determines the rest."""
+
+    __slots__ = ("optional_path_vars", "path_vars", "query_vars", "regex", "template")
+
+    def __init__(
+        self,
+        template: str,
+        regex: re.Pattern[str],
+        path_vars: tuple[str, ...],
+        query_vars: tuple[str, ...],
+        optional_path_vars: tuple[str, ...] = (),  # ``{/var}``: a URI may leave the segment out
+    ) -> None:
+        self.template = template
+        self.regex = regex
+        self.path_vars = path_vars
+        self.query_vars = query_vars
+        self.optional_path_vars = optional_path_vars
+
+    def __eq__(self, other: object) -> bool:
+        return self.template == other.template if type(other) is UriTemplate else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.template)
+
+    def __repr__(self) -> str:
+        return f"UriTemplate({self.template!r})"
 
     @property
     def optional(self) -> tuple[str, ...]:
