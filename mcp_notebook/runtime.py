@@ -125,6 +125,13 @@ class HubRecord:
         self.info = info
         self.alive = alive
 
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.path, self.info, self.alive) == (other.path, other.info, other.alive)  # type: ignore[attr-defined]
+
     def __repr__(self) -> str:
         return f"HubRecord({str(self.path)!r}, alive={self.alive!r})"
 

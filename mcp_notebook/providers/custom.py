@@ -50,6 +50,7 @@ class Registration:
         "meta",
         "mime_type",
         "name",
+        "returned",
         "template",
         "timeout",
         "title",
@@ -86,6 +87,7 @@ class Registration:
         self.completers = {} if completers is None else completers
         self.timeout = timeout
         self.typed = typed
+        self.returned: tuple[type, bool] | None = None  # structured class last returned, and whether a list
 
     def __repr__(self) -> str:
         return f"Registration({self.uri!r}, {getattr(self.fn, '__name__', self.fn)!r})"
@@ -101,8 +103,6 @@ class Registration:
             "icons": self.icons,
             "meta": self.meta,
         }
-
-    returned: tuple[type, bool] | None = None  # structured class last returned, and whether a list
 
 
 class CustomProvider(Provider):
