@@ -24,7 +24,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -44,26 +43,28 @@ def binary_size(value: str | bytes) -> int:
     return n * 3 // 4 - (2 if value.endswith("==") else 1 if value.endswith("=") else 0)
 
 
-@dataclass(slots=True, eq=False)
 class Output:
-    """One output of a cell, bounded at capture time."""
+    """One output of a cell, bounded at capture time: stream (``name``, text in ``buf``: amortized O(1)
+    appends), execute_result, display_data or error."""
 
-    output_type: str  # stream | execute_result | display_data | error
-    name: str | None = None  # stream name
-    buf: io.StringIO | None = None  # stream text (amortized O(1) appends)
-    data: dict[str, str | bytes] = field(default_factory=dict)  # mime bundle (images: bytes or base64)
-    sizes: dict[str, int] = field(default_factory=dict)  # original size per mime type (chars or bytes)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    display_id: str | None = None
-    ename: str | None = None
-    evalue: str | None = None
-    traceback: list[str] = field(default_factory=list)
-    chars: int = 0  # stream characters seen (kept or not)
-    kept: int = 0  # stream characters kept
-    truncated: bool = False
-    notes: list[str] = field(default_factory=list)
-    # What it shows, for a model (issue #44; a callable: read on read); on the hub's side only.
-    description: str | Callable[[], str] | None = None
+    __slots__ = (
+        "buf", "chars", "data", "description", "display_id", "ename", "evalue", "kept", "metadata", "name",
+        "notes", "output_type", "sizes", "traceback", "truncated",
+    )  # fmt: skip
+
+    def __init__(
+        self, output_type: str, name: str | None = None, buf: io.StringIO | None = None, display_id: str | None = None,
+        ename: str | None = None, evalue: str | None = None, traceback: list[str] | None = None, truncated: bool = False,
+    ) -> None:  # fmt: skip
+        self.output_type, self.name, self.buf, self.display_id = output_type, name, buf, display_id
+        self.data: dict[str, str | bytes] = {}  # mime bundle (images: bytes or base64)
+        self.sizes: dict[str, int] = {}  # original size per mime type (chars or bytes)
+        self.metadata: dict[str, Any] = {}
+        self.ename, self.evalue, self.truncated, self.notes = ename, evalue, truncated, []
+        self.traceback = [] if traceback is None else traceback
+        self.chars = self.kept = 0  # stream characters seen (kept or not), and kept
+        # What it shows, for a model (issue #44; a callable: read on read); on the hub's side only.
+        self.description: str | Callable[[], str] | None = None
 
     def text(self) -> str:
         """Stream text, or the error as text (ANSI escapes removed)."""
@@ -79,25 +80,25 @@ class Output:
         return list(self.data)
 
 
-@dataclass(slots=True, eq=False)
 class CellRecord:
-    """One executed cell."""
+    """One executed cell (``started``: epoch seconds, ``t0``: perf_counter; ``origin``: the header of
+    the execute request, when one came)."""
 
-    seq: int
-    source: str
-    cell_id: str | None
-    store_history: bool
-    started: float  # epoch seconds
-    t0: float  # perf_counter at start
-    execution_count: int | None = None
-    duration: float | None = None
-    finished: float | None = None
-    status: str = "running"  # running | ok | error
-    outputs: list[Output] = field(default_factory=list)
-    dropped: int = 0  # outputs over the per-cell cap
-    version: int = 0  # bumps on every change after the cell finished
-    pending_clear: bool = False
-    origin: dict[str, str] | None = None  # who sent the execute request (its header), when one did
+    __slots__ = (
+        "cell_id", "dropped", "duration", "execution_count", "finished", "origin", "outputs", "pending_clear",
+        "seq", "source", "started", "status", "store_history", "t0", "version",
+    )  # fmt: skip
+
+    def __init__(
+        self, seq: int, source: str, cell_id: str | None, store_history: bool, started: float, t0: float,
+        execution_count: int | None = None, origin: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        self.seq, self.source, self.cell_id, self.store_history = seq, source, cell_id, store_history
+        self.started, self.t0, self.execution_count, self.origin = started, t0, execution_count, origin
+        self.duration = self.finished = None  # seconds, and epoch seconds: once it ends (float | None)
+        self.status, self.pending_clear = "running", False  # status: running | ok | error
+        self.outputs: list[Output] = []
+        self.dropped = self.version = 0  # outputs over the per-cell cap; bumps on every change once finished
 
 
 class CellCapture:

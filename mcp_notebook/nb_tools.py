@@ -96,10 +96,9 @@ VIEW_TOOLS = (
 )
 
 # A table's URI, also kernel-qualified (the all-kernels front): nb://[kernels/K/]frames|vars/NAME[/schema]
-# or nb://[kernels/K/]db/NAME/tables/TABLE[/schema].
-_TABLE_URI = re.compile(
-    r"nb://(?P<kernel>kernels/[^/]+/)?(?P<path>(?:frames|vars)/[^/]+|db/[^/]+/tables/[^/]+)(?:/schema)?"
-)
+# or nb://[kernels/K/]db/NAME/tables/TABLE[/schema]. A pattern string: compiled (and cached by re) at
+# its first use, not when the hub loads.
+_TABLE_URI = r"nb://(?P<kernel>kernels/[^/]+/)?(?P<path>(?:frames|vars)/[^/]+|db/[^/]+/tables/[^/]+)(?:/schema)?"
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -117,7 +116,7 @@ def page_base(name: str) -> str:
         raise ValueError("name must name a variable or a table URI")
     if not name.startswith("nb://"):
         return "nb://frames/" + quote(name, safe="")
-    match = _TABLE_URI.fullmatch(name.split("?", 1)[0].split("#", 1)[0].rstrip("/"))
+    match = re.fullmatch(_TABLE_URI, name.split("?", 1)[0].split("#", 1)[0].rstrip("/"))
     if match is None:
         raise ValueError(f"{name} is not a table URI (nb://frames/NAME or nb://db/NAME/tables/TABLE)")
     path = match.group("path")

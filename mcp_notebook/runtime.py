@@ -10,7 +10,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,13 +115,25 @@ def read_runtime_files(directory: Path | None = None) -> list[tuple[Path, dict[s
 
 
 # -- discovery ----------------------------------------------------------------------------------
-@dataclass
 class HubRecord:
     """One runtime file and what we know about the process behind it."""
 
-    path: Path
-    info: dict[str, Any]
-    alive: bool
+    __slots__ = ("alive", "info", "path")
+
+    def __init__(self, path: Path, info: dict[str, Any], alive: bool) -> None:
+        self.path = path
+        self.info = info
+        self.alive = alive
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.path, self.info, self.alive) == (other.path, other.info, other.alive)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"HubRecord({str(self.path)!r}, alive={self.alive!r})"
 
     @property
     def kernel_id(self) -> str | None:

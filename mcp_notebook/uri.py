@@ -10,7 +10,6 @@ that a provider can reject them with a clear message instead of a bare "not foun
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -22,13 +21,44 @@ class TemplateError(ValueError):
     """The template string is not one this module can expand and match."""
 
 
-@dataclass(frozen=True, slots=True)
 class UriTemplate:
-    template: str
-    regex: re.Pattern[str]
-    path_vars: tuple[str, ...]
-    query_vars: tuple[str, ...]
-    optional_path_vars: tuple[str, ...] = ()  # ``{/var}``: a URI may leave the segment out
+    """A parsed template (made by :func:`compile_template`, not changed afterwards): equal and
+    hashed by its text, which determines the rest. Its regular expression is compiled at the first
+    match (most templates are parsed at import, when the hub loads, and many are never matched)."""
+
+    __slots__ = ("_regex", "optional_path_vars", "path_vars", "pattern", "query_vars", "template")
+
+    def __init__(
+        self,
+        template: str,
+        pattern: str,  # the regular expression a matching URI fits (whole)
+        path_vars: tuple[str, ...],
+        query_vars: tuple[str, ...],
+        optional_path_vars: tuple[str, ...] = (),  # ``{/var}``: a URI may leave the segment out
+    ) -> None:
+        self.template = template
+        self.pattern = pattern
+        self._regex: re.Pattern[str] | None = None
+        self.path_vars = path_vars
+        self.query_vars = query_vars
+        self.optional_path_vars = optional_path_vars
+
+    def __eq__(self, other: object) -> bool:
+        return self.template == other.template if type(other) is UriTemplate else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.template)
+
+    def __repr__(self) -> str:
+        return f"UriTemplate({self.template!r})"
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        """The compiled pattern (compiled once; two threads racing compile the same thing)."""
+        regex = self._regex
+        if regex is None:
+            regex = self._regex = re.compile(self.pattern)
+        return regex
 
     @property
     def optional(self) -> tuple[str, ...]:
@@ -41,7 +71,7 @@ class UriTemplate:
 
     def match(self, uri: str) -> dict[str, str] | None:
         """Variables of ``uri`` when it fits this template, else None."""
-        m = self.regex.fullmatch(uri)
+        m = (self._regex or self.regex).fullmatch(uri)
         if m is None:
             return None
         out: dict[str, str] = {}
@@ -111,6 +141,8 @@ def compile_template(template: str) -> UriTemplate:
             raise TemplateError(f"variable {name!r} appears twice in {template!r}")
         path_vars.append(name)
         group = _group(name)
+        if any(_group(known) == group for known in path_vars[:-1]):  # "a.b" and "a_b": one group name
+            raise TemplateError(f"variables {name!r} and another of {template!r} are too alike")
         if op == "":
             pattern.append(rf"(?P<{group}>[^/?#]+)")
         elif op == "+":
@@ -122,9 +154,7 @@ def compile_template(template: str) -> UriTemplate:
     if "{" in rest or "}" in rest:
         raise TemplateError(f"unbalanced braces in URI template {template!r}")
     pattern.append(re.escape(rest))
-    return UriTemplate(
-        template, re.compile("".join(pattern)), tuple(path_vars), tuple(query_vars), tuple(optional_vars)
-    )
+    return UriTemplate(template, "".join(pattern), tuple(path_vars), tuple(query_vars), tuple(optional_vars))
 
 
 def is_template(text: str) -> bool:

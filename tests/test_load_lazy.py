@@ -6,8 +6,11 @@ library names the hub registers before the room is imported are the room's own."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
+import pytest
 from conftest import Mcp
 from kernel_harness import Kernel
 
@@ -16,6 +19,7 @@ from mcp_notebook.providers.base import ChangeSet, LazyProvider, Provider
 from mcp_notebook.providers.frames import engines, tables
 from mcp_notebook.resources import Resources
 from mcp_notebook.types import Contents
+from mcp_notebook.uri import TemplateError, compile_template
 
 ROOMS = (
     "mcp_notebook.providers.frames.provider",
@@ -99,3 +103,27 @@ def test_load_leaves_the_rooms_for_after_the_loading_cell(tmp_path):
         assert "mcp_notebook.figures.bundle" in loaded(k)  # an output is described when it is recorded
     finally:
         k.shutdown()
+
+
+def test_what_the_hub_imports_to_load_creates_no_dataclass():
+    """Creating a dataclass costs ~0.4 ms on Python 3.13 (its methods are generated and compiled):
+    the modules ``%load_ext`` imports define plain classes (DESIGN, "Loading, fifth cut")."""
+    code = (
+        "import sys, json, mcp_notebook.inkernel.kernel_hub, mcp_notebook.inkernel.lab_comm, mcp_notebook.inkernel.magics\n"
+        "print(json.dumps(sorted(f'{m.__name__}.{k}' for m in list(sys.modules.values())"
+        " if getattr(m, '__name__', '').startswith('mcp_notebook')"
+        " for k, v in vars(m).items() if isinstance(v, type) and v.__module__ == m.__name__"
+        " and '__dataclass_fields__' in v.__dict__)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout) == []
+
+
+def test_a_uri_template_compiles_its_pattern_at_the_first_match():
+    template = compile_template("nb://lazy-test/{name}{?offset}")
+    assert template._regex is None  # parsed (variables known), not compiled
+    assert template.variables == ("name", "offset")
+    assert template.match("nb://lazy-test/x?offset=2") == {"name": "x", "offset": "2"}
+    assert template._regex is not None and template.match("nb://other/x") is None
+    with pytest.raises(TemplateError, match="too alike"):  # one regex group name: refused when parsed
+        compile_template("nb://lazy-test/{a.b}/{a_b}")

@@ -263,8 +263,6 @@ def test_concurrent_connections_all_answered_in_order(server):
 
 def test_a_repeated_head_skips_parsing_but_never_admission_under_new_settings(server):
     """Heads admitted before are recognised by their bytes; new settings (another token) void them."""
-    import dataclasses
-
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
         s.sendall(ping(1))
         assert reply(s)[0] == 200
@@ -277,7 +275,7 @@ def test_a_repeated_head_skips_parsing_but_never_admission_under_new_settings(se
         assert [json.loads(reply(s)[1])["id"] for _ in range(2)] == [3, 4]
     mcp = server.mcp
     old = mcp.settings
-    mcp.settings = dataclasses.replace(old, token="another")
+    mcp.settings = old.replace(token="another")
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
             s.sendall(ping(5))  # byte-for-byte an admitted head, but the token changed

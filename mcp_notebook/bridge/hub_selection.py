@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from ..runtime import AmbiguousHub, HubRecord, discover, runtime_dir, select
 
@@ -53,13 +55,23 @@ class Selector:
         )
 
 
-@dataclass
 class FrontRecord(HubRecord):
     """The all-kernels front a bridge serves (a front, not a kernel): what it serves, and how many
     kernels it finds when asked (None: not known here, e.g. a Jupyter server's)."""
 
-    serves: str = "every kernel on this machine"
-    count: Callable[[], int | None] = lambda: None
+    __slots__ = ("count", "serves")
+
+    def __init__(
+        self,
+        path: Path,
+        info: dict[str, Any],
+        alive: bool,
+        serves: str = "every kernel on this machine",
+        count: Callable[[], int | None] = lambda: None,
+    ) -> None:
+        super().__init__(path, info, alive)
+        self.serves = serves
+        self.count = count
 
     def describe(self) -> str:
         try:

@@ -16,7 +16,6 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -67,13 +66,18 @@ def _guarded(fn: Callable[[], None]) -> None:
         log.exception("widget update failed")
 
 
-@dataclass(frozen=True, slots=True)
 class Notice:
     """One change the hub announced to its listeners (and so to subscribed clients)."""
 
-    at: float
-    kind: str  # "updated" or "list_changed"
-    uris: tuple[str, ...]
+    __slots__ = ("at", "kind", "uris")
+
+    def __init__(self, at: float, kind: str, uris: tuple[str, ...]) -> None:
+        self.at = at
+        self.kind = kind  # "updated" or "list_changed"
+        self.uris = uris
+
+    def __repr__(self) -> str:
+        return f"Notice({self.at!r}, {self.kind!r}, {self.uris!r})"
 
     def line(self) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(self.at))

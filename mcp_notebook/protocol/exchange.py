@@ -6,7 +6,6 @@ per-request context and the small status replies."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..budget import RESULT_CHARS
@@ -23,45 +22,110 @@ ENDPOINT_PATH = "/mcp"  # where a carrier of HTTP requests serves the endpoint
 INLINE_BODY_LIMIT = 16384
 
 
-@dataclass(frozen=True)
 class ServerSettings:
-    name: str = "mcp-notebook"
-    version: str = "0"
-    title: str = "Jupyter kernel (mcp-notebook)"
-    description: str = "Live variables, data and cells of a Jupyter kernel as MCP resources."
-    instructions: str = ""
-    page_size: int = 500
-    max_result_chars: int = RESULT_CHARS  # a result as sent fits this (see budget.py)
-    max_batch: int = 50
-    max_sessions: int = 64
-    require_token: bool = True
-    token: str = ""
-    allowed_origins: tuple[str, ...] = ()
-    allowed_hosts: tuple[str, ...] = ()
+    """A server's settings, fixed when it is made: a change is a new object (:meth:`replace`)."""
+
+    __slots__ = (
+        "allowed_hosts",
+        "allowed_origins",
+        "description",
+        "instructions",
+        "max_batch",
+        "max_result_chars",
+        "max_sessions",
+        "name",
+        "page_size",
+        "require_token",
+        "title",
+        "token",
+        "version",
+    )
+
+    def __init__(
+        self,
+        name: str = "mcp-notebook",
+        version: str = "0",
+        title: str = "Jupyter kernel (mcp-notebook)",
+        description: str = "Live variables, data and cells of a Jupyter kernel as MCP resources.",
+        instructions: str = "",
+        page_size: int = 500,
+        max_result_chars: int = RESULT_CHARS,  # a result as sent fits this (see budget.py)
+        max_batch: int = 50,
+        max_sessions: int = 64,
+        require_token: bool = True,
+        token: str = "",
+        allowed_origins: tuple[str, ...] = (),
+        allowed_hosts: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.title = title
+        self.description = description
+        self.instructions = instructions
+        self.page_size = page_size
+        self.max_result_chars = max_result_chars
+        self.max_batch = max_batch
+        self.max_sessions = max_sessions
+        self.require_token = require_token
+        self.token = token
+        self.allowed_origins = allowed_origins
+        self.allowed_hosts = allowed_hosts
+
+    def replace(self, **changes: Any) -> ServerSettings:
+        """A copy with ``changes`` (field names as in the constructor)."""
+        return ServerSettings(**{name: changes.get(name, getattr(self, name)) for name in self.__slots__})
+
+    def __repr__(self) -> str:  # the token is never shown
+        return f"ServerSettings(name={self.name!r}, version={self.version!r}, page_size={self.page_size!r})"
 
 
-@dataclass
 class HttpRequest:
-    method: str
-    headers: dict[str, str]  # lower-case names
-    body: bytes = b""
-    # Set by a transport that already ran McpServer.admit on these headers (skip it again).
-    admitted: bool = False
-    # The strictly parsed body, once may_run_user_code parsed it (handle does not parse it again).
-    parsed: Any = field(default=None, repr=False)
-    # Set by McpServer.answer_inline(req, remember=True): an opaque memo a carrier keeps with the
-    # request's head and hands to McpServer.replay with a later body sent under the same head.
-    replay: Any = field(default=None, repr=False)
+    __slots__ = ("admitted", "body", "headers", "method", "parsed", "replay")
+
+    def __init__(
+        self,
+        method: str,
+        headers: dict[str, str],  # lower-case names
+        body: bytes = b"",
+        # Set by a transport that already ran McpServer.admit on these headers (skip it again).
+        admitted: bool = False,
+        # The strictly parsed body, once may_run_user_code parsed it (handle does not parse it again).
+        parsed: Any = None,
+        # Set by McpServer.answer_inline(req, remember=True): an opaque memo a carrier keeps with the
+        # request's head and hands to McpServer.replay with a later body sent under the same head.
+        replay: Any = None,
+    ) -> None:
+        self.method = method
+        self.headers = headers
+        self.body = body
+        self.admitted = admitted
+        self.parsed = parsed
+        self.replay = replay
+
+    def __repr__(self) -> str:  # no headers: they carry the token
+        return f"HttpRequest({self.method!r}, body={self.body[:80]!r})"
 
 
-@dataclass(slots=True)
 class HttpReply:
-    status: int
-    body: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    stream: Stream | None = None
-    # Bookkeeping the carrier runs once the reply is written (never before: it must not delay it).
-    after_send: Callable[[], None] | None = None
+    __slots__ = ("after_send", "body", "headers", "status", "stream")
+
+    def __init__(
+        self,
+        status: int,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        stream: Stream | None = None,
+        # Bookkeeping the carrier runs once the reply is written (never before: it must not delay it).
+        after_send: Callable[[], None] | None = None,
+    ) -> None:
+        self.status = status
+        self.body = body
+        self.headers = {} if headers is None else headers
+        self.stream = stream
+        self.after_send = after_send
+
+    def __repr__(self) -> str:
+        return f"HttpReply({self.status!r}, {self.body!r}, {self.headers!r})"
 
     @classmethod
     def json(cls, value: Any, status: int = 200, headers: dict[str, str] | None = None) -> HttpReply:
@@ -89,21 +153,31 @@ def session_key(session_id: str) -> str:
     return f"session:{session_id}"
 
 
-@dataclass(slots=True)
 class Context:
     """What one message is carried under beside its body, beneath HTTP: what the HTTP face reads
     from a request's headers (:meth:`of_headers`), or what a carrier of messages knows itself (the
     stdio bridge: the session it opened, the revision it negotiated). Admission (Host, Origin,
     token) is done before: a context is of an admitted peer."""
 
-    session_id: str | None = None  # the handshake-era session (HTTP: Mcp-Session-Id)
-    version: str | None = None  # the revision the carrier names (HTTP: MCP-Protocol-Version)
-    streams: bool = False  # the peer takes notifications before a reply (HTTP: Accept names SSE)
-    # HTTP only: the stateless era mirrors a request in headers that must say what its body says
-    # (Mcp-Method, Mcp-Name; MCP-Protocol-Version = version). A message carrier has none to check.
-    mirrored: bool = False
-    method: str | None = None  # Mcp-Method, as sent
-    name: str | None = None  # Mcp-Name, as sent
+    __slots__ = ("method", "mirrored", "name", "session_id", "streams", "version")
+
+    def __init__(
+        self,
+        session_id: str | None = None,  # the handshake-era session (HTTP: Mcp-Session-Id)
+        version: str | None = None,  # the revision the carrier names (HTTP: MCP-Protocol-Version)
+        streams: bool = False,  # the peer takes notifications before a reply (HTTP: Accept names SSE)
+        # HTTP only: the stateless era mirrors a request in headers that must say what its body says
+        # (Mcp-Method, Mcp-Name; MCP-Protocol-Version = version). A message carrier has none to check.
+        mirrored: bool = False,
+        method: str | None = None,  # Mcp-Method, as sent
+        name: str | None = None,  # Mcp-Name, as sent
+    ) -> None:
+        self.session_id = session_id
+        self.version = version
+        self.streams = streams
+        self.mirrored = mirrored
+        self.method = method
+        self.name = name
 
     @classmethod
     def of_headers(cls, headers: dict[str, str]) -> Context:
@@ -119,18 +193,31 @@ class Context:
         )
 
 
-@dataclass(slots=True)
 class Answer:
     """What the server says to one message or batch, beneath HTTP: reply messages, no head, no
     encoding forced (:meth:`McpServer.carry`). The HTTP face turns it into an :class:`HttpReply`
     (:func:`http_reply`); a carrier of messages writes ``notes`` then ``reply`` as they are."""
 
-    reply: Any = None  # one message, or a batch's array; None: nothing is owed (a notification)
-    status: int = 200  # the HTTP face's status (202: nothing owed; 4xx: refused as a whole)
-    encoded: bytes | None = None  # the reply already encoded (a cached read or listing); reply is None
-    notes: list[dict[str, Any]] = field(default_factory=list)  # notifications before the reply (logs)
-    session_id: str | None = None  # the session it belongs to (HTTP: Mcp-Session-Id)
-    stream: Stream | None = None  # a stream opened by the message: its messages come as they happen
+    __slots__ = ("encoded", "notes", "reply", "session_id", "status", "stream")
+
+    def __init__(
+        self,
+        reply: Any = None,  # one message, or a batch's array; None: nothing is owed (a notification)
+        status: int = 200,  # the HTTP face's status (202: nothing owed; 4xx: refused as a whole)
+        encoded: bytes | None = None,  # the reply already encoded (a cached read or listing); reply is None
+        notes: list[dict[str, Any]] | None = None,  # notifications before the reply (logs)
+        session_id: str | None = None,  # the session it belongs to (HTTP: Mcp-Session-Id)
+        stream: Stream | None = None,  # a stream opened by the message: its messages come as they happen
+    ) -> None:
+        self.reply = reply
+        self.status = status
+        self.encoded = encoded
+        self.notes = [] if notes is None else notes
+        self.session_id = session_id
+        self.stream = stream
+
+    def __repr__(self) -> str:
+        return f"Answer({self.reply!r}, {self.status!r}, encoded={self.encoded!r}, notes={self.notes!r})"
 
     @classmethod
     def error(cls, err: RpcError, msg_id: Any = None) -> Answer:
@@ -167,16 +254,25 @@ def http_reply(answer: Answer) -> HttpReply:
     return HttpReply.json(answer.reply, answer.status, headers)
 
 
-@dataclass
 class Ctx:
     """What one request is handled under: its revision, and its session (handshake era) or its
     ``_meta`` (stateless era)."""
 
-    version: str
-    session: SessionView | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    streams: bool = False  # the peer takes the request's log messages before its reply
-    logs: list[tuple[str, Any]] = field(default_factory=list)
+    __slots__ = ("logs", "meta", "session", "streams", "version")
+
+    def __init__(
+        self,
+        version: str,
+        session: SessionView | None = None,
+        meta: dict[str, Any] | None = None,
+        streams: bool = False,  # the peer takes the request's log messages before its reply
+        logs: list[tuple[str, Any]] | None = None,
+    ) -> None:
+        self.version = version
+        self.session = session
+        self.meta = {} if meta is None else meta
+        self.streams = streams
+        self.logs = [] if logs is None else logs
 
     @property
     def client_key(self) -> str:

@@ -11,7 +11,6 @@ import functools
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..resources import LIST_CHANGED, UPDATED
@@ -25,16 +24,21 @@ from .jsonrpc import LOG_LEVELS, RpcError, check_params, dumps
 from .streams import Stream, updated_messages
 
 
-@dataclass
 class Session:
-    id: str
-    version: str
-    client_info: dict[str, Any]
-    capabilities: dict[str, Any]
-    log_level: str | None = None
-    subscriptions: set[str] = field(default_factory=set)
-    streams: list[Stream] = field(default_factory=list)
-    last_used: float = field(default_factory=time.monotonic)
+    """A handshake-era session: what initialize said, and what the client holds under it."""
+
+    def __init__(self, id: str, version: str, client_info: dict[str, Any], capabilities: dict[str, Any]) -> None:
+        self.id = id
+        self.version = version
+        self.client_info = client_info
+        self.capabilities = capabilities
+        self.log_level: str | None = None
+        self.subscriptions: set[str] = set()
+        self.streams: list[Stream] = []
+        self.last_used = time.monotonic()
+
+    def __repr__(self) -> str:
+        return f"Session({self.id[:6]!r}…, {self.version!r})"
 
 
 class HandshakeEra:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..budget import bounded_error
@@ -55,14 +54,21 @@ class RpcError(Exception):
         return bounded_error(err)  # a host cuts long error text: ours fits its budget
 
 
-@dataclass(slots=True)
 class Message:
     """One decoded JSON-RPC message: a request (id set), a notification, or a response."""
 
-    method: str | None
-    params: dict[str, Any]
-    id: RequestId | None
-    is_response: bool = False
+    __slots__ = ("id", "is_response", "method", "params")
+
+    def __init__(
+        self, method: str | None, params: dict[str, Any], id: RequestId | None, is_response: bool = False
+    ) -> None:
+        self.method = method
+        self.params = params
+        self.id = id
+        self.is_response = is_response
+
+    def __repr__(self) -> str:
+        return f"Message({self.method!r}, {self.params!r}, {self.id!r}, is_response={self.is_response!r})"
 
     @property
     def is_request(self) -> bool:
@@ -242,17 +248,29 @@ MAX_LIST = 1000
 _TYPE_NAMES = {str: "a string", bool: "a boolean", dict: "an object", list: "an array", float: "a number"}
 
 
-@dataclass(frozen=True, slots=True)
 class F:
-    """One field: its JSON type (str, bool, dict, list, float for any number), and limits."""
+    """One field: its JSON type (str, bool, dict, list, float for any number), and limits (made
+    once, at import; not changed afterwards)."""
 
-    kind: type
-    required: bool = False
-    fields: Mapping[str, F] | None = None  # object: known fields
-    values: F | None = None  # object used as a map, or array: the type of every value
-    max_len: int | None = None  # strings: characters; arrays and maps: items
-    nonempty: bool = False
-    choices: tuple[Any, ...] | None = None
+    __slots__ = ("choices", "fields", "kind", "max_len", "nonempty", "required", "values")
+
+    def __init__(
+        self,
+        kind: type,
+        required: bool = False,
+        fields: Mapping[str, F] | None = None,  # object: known fields
+        values: F | None = None,  # object used as a map, or array: the type of every value
+        max_len: int | None = None,  # strings: characters; arrays and maps: items
+        nonempty: bool = False,
+        choices: tuple[Any, ...] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.required = required
+        self.fields = fields
+        self.values = values
+        self.max_len = max_len
+        self.nonempty = nonempty
+        self.choices = choices
 
     def check(self, value: Any, path: str) -> None:
         if not _is(value, self.kind):

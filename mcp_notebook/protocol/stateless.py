@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..budget import META_SCALE
@@ -42,12 +41,16 @@ _NAMED = NAMED_PARAM  # (wire_stateless.py: the rules both ends share)
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
 
-@dataclass
 class Listen:
-    stream: Stream
-    sub_id: rpc.RequestId
-    uris: frozenset[str]
-    list_changed: bool
+    """One subscriptions/listen stream: the URIs it follows, and whether it takes list changes."""
+
+    __slots__ = ("list_changed", "stream", "sub_id", "uris")
+
+    def __init__(self, stream: Stream, sub_id: rpc.RequestId, uris: frozenset[str], list_changed: bool) -> None:
+        self.stream = stream
+        self.sub_id = sub_id
+        self.uris = uris
+        self.list_changed = list_changed
 
 
 class StatelessEra:

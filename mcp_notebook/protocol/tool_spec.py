@@ -6,7 +6,6 @@ are registered with ``Tools.add`` where a server is composed."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..revisions import knows
@@ -17,13 +16,17 @@ MAX_RESULT_SIZE = "anthropic/maxResultSizeChars"  # Claude Code's per-tool resul
 Handler = Callable[[str, dict[str, Any], Any], dict[str, Any]]
 
 
-@dataclass(frozen=True)
 class Tool:
-    name: str
-    title: str
-    description: str
-    schema: dict[str, Any]
-    view: str | None = None  # the ui:// resource a host renders the result in (listed to Apps clients only)
+    """One tool as the server lists it (built once per server; not changed afterwards)."""
+
+    __slots__ = ("description", "name", "schema", "title", "view")
+
+    def __init__(self, name: str, title: str, description: str, schema: dict[str, Any], view: str | None = None):
+        self.name = name
+        self.title = title
+        self.description = description
+        self.schema = schema
+        self.view = view  # the ui:// resource a host renders the result in (listed to Apps clients only)
 
     def to_json(self, version: str, max_result_chars: int | None = None) -> dict[str, Any]:
         """The tool as listed; ``max_result_chars``: the size its results may reach, declared where

@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
 from ..providers.base import Facts, shape_text
 from ..resources import Resources
@@ -28,14 +27,18 @@ MAX_PER_CLIENT = 32
 MAX_CLIENTS = 64
 
 
-@dataclass
 class ClientWatches:
-    key: str
-    last_call: float = field(default_factory=time.monotonic)
-    uris: OrderedDict[str, Facts | None] = field(default_factory=OrderedDict)
-    seen_seq: int | None = None  # journal position of the client's last look (cursor-less changes_since)
-    seen_skip: int = 0  # URIs of the entry after seen_seq already seen (a page cut inside an entry)
-    names: frozenset[str] | None = None  # exposed variable names at the client's last look ("added")
+    """One client's watched URIs (with the facts it last saw of each) and where it last looked."""
+
+    __slots__ = ("key", "last_call", "names", "seen_seq", "seen_skip", "uris")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.last_call = time.monotonic()
+        self.uris: OrderedDict[str, Facts | None] = OrderedDict()
+        self.seen_seq: int | None = None  # journal position of the client's last look (cursor-less changes_since)
+        self.seen_skip = 0  # URIs of the entry after seen_seq already seen (a page cut inside an entry)
+        self.names: frozenset[str] | None = None  # exposed variable names at the client's last look ("added")
 
 
 def change_line(uri: str, before: Facts | None, after: Facts | None, *, added: bool = False, variable: bool) -> str:

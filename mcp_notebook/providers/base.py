@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -43,14 +42,16 @@ def int_param(params: dict[str, str], key: str, default: int) -> int:
     return value
 
 
-@dataclass(slots=True)
 class IndexPage:
     """One page of a JSON index (nb://vars, nb://cells)."""
 
-    rows: list[dict[str, Any]]
-    offset: int
-    next: str | None  # URI of the following page, when there is one
-    cut_by_size: bool  # fewer rows than asked for, to stay under the read budget
+    __slots__ = ("cut_by_size", "next", "offset", "rows")
+
+    def __init__(self, rows: list[dict[str, Any]], offset: int, next: str | None, cut_by_size: bool) -> None:
+        self.rows = rows
+        self.offset = offset
+        self.next = next  # URI of the following page, when there is one
+        self.cut_by_size = cut_by_size  # fewer rows than asked for, to stay under the read budget
 
 
 def index_page(
@@ -88,13 +89,27 @@ def index_page(
     )
 
 
-@dataclass(frozen=True, slots=True)
 class Facts:
-    """What can be told of a value without running user code: its type, len/shape, and identity."""
+    """What can be told of a value without running user code: its type, len/shape, and identity
+    (a value: equal and hashed by the three)."""
 
-    type: str
-    shape: tuple | int | None
-    ident: int
+    __slots__ = ("ident", "shape", "type")
+
+    def __init__(self, type: str, shape: tuple | int | None, ident: int) -> None:
+        self.type = type
+        self.shape = shape
+        self.ident = ident
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Facts:
+            return NotImplemented
+        return self.ident == other.ident and self.type == other.type and self.shape == other.shape
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.shape, self.ident))
+
+    def __repr__(self) -> str:
+        return f"Facts({self.type!r}, {self.shape!r}, {self.ident!r})"
 
     def text(self) -> str:
         return f"{self.type} {shape_text(self.shape)}".strip()

@@ -14,7 +14,6 @@ import inspect
 import json
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -39,23 +38,59 @@ def schema_uri(name: str) -> str:
     return SCHEMA_PREFIX + quote(name, safe="")
 
 
-@dataclass(slots=True)
 class Registration:
     """One registered resource or resource template."""
 
-    uri: str
-    fn: Callable[..., Any]
-    name: str
-    title: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    annotations: Annotations | None = None
-    icons: tuple[Icon, ...] = ()
-    meta: dict[str, Any] | None = None
-    template: UriTemplate | None = None
-    completers: dict[str, Completer] = field(default_factory=dict)
-    timeout: float = 10.0
-    typed: typed.TypedSignature | None = None  # set when the function's hints are used
+    __slots__ = (
+        "annotations",
+        "completers",
+        "description",
+        "fn",
+        "icons",
+        "meta",
+        "mime_type",
+        "name",
+        "returned",
+        "template",
+        "timeout",
+        "title",
+        "typed",
+        "uri",
+    )
+
+    def __init__(
+        self,
+        uri: str,
+        fn: Callable[..., Any],
+        name: str,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: Annotations | None = None,
+        icons: tuple[Icon, ...] = (),
+        meta: dict[str, Any] | None = None,
+        template: UriTemplate | None = None,
+        completers: dict[str, Completer] | None = None,
+        timeout: float = 10.0,
+        typed: typed.TypedSignature | None = None,  # set when the function's hints are used
+    ) -> None:
+        self.uri = uri
+        self.fn = fn
+        self.name = name
+        self.title = title
+        self.description = description
+        self.mime_type = mime_type
+        self.annotations = annotations
+        self.icons = icons
+        self.meta = meta
+        self.template = template
+        self.completers = {} if completers is None else completers
+        self.timeout = timeout
+        self.typed = typed
+        self.returned: tuple[type, bool] | None = None  # structured class last returned, and whether a list
+
+    def __repr__(self) -> str:
+        return f"Registration({self.uri!r}, {getattr(self.fn, '__name__', self.fn)!r})"
 
     def described(self) -> dict[str, Any]:
         """The descriptor fields a listed resource or template of this registration carries."""
@@ -68,8 +103,6 @@ class Registration:
             "icons": self.icons,
             "meta": self.meta,
         }
-
-    returned: tuple[type, bool] | None = None  # structured class last returned, and whether a list
 
 
 class CustomProvider(Provider):

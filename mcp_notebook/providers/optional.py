@@ -27,7 +27,8 @@ PIP_NAMES = {
     "nbformat": "nbformat",
 }
 _EAGER = ("pyarrow", "polars", "pandas")  # what a lazy frame's rows may be collected into
-_MODULE_IN_MESSAGE = re.compile(r"(?:No module named|Required module|module) '([A-Za-z0-9_.]+)'")
+# A pattern string: compiled (and cached by re) at the first failed import it reads, not at load.
+_MODULE_IN_MESSAGE = r"(?:No module named|Required module|module) '([A-Za-z0-9_.]+)'"
 
 
 class MissingPackage(ResourceReadError):
@@ -64,7 +65,7 @@ def missing_package(exc: BaseException, what: str) -> MissingPackage | None:
     if not name:
         args = exc.args
         text = args[0] if args and type(args[0]) is str else ""
-        m = _MODULE_IN_MESSAGE.search(text)
+        m = re.search(_MODULE_IN_MESSAGE, text)
         name = m.group(1) if m and ("import" in text.lower() or isinstance(exc, ImportError)) else None
     if not isinstance(name, str) or not name:
         return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Hashable, MutableMapping
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
@@ -82,16 +81,24 @@ _TYPES_KEPT = 1024  # types whose extensions are remembered (cleared when full: 
 E = TypeVar("E")
 
 
-@dataclass(frozen=True)
 class Serves:
     """The types an extension serves, told from the type alone, without a call into the extension:
     exact types, libraries (the root module of the type or of a base), or a class attribute a base
     defines (``__dataclass_fields__``); ``every`` type."""
 
-    types: frozenset[type] = frozenset()
-    libraries: frozenset[str] = frozenset()
-    markers: tuple[str, ...] = ()
-    every: bool = False
+    __slots__ = ("every", "libraries", "markers", "types")
+
+    def __init__(
+        self,
+        types: frozenset[type] = frozenset(),
+        libraries: frozenset[str] = frozenset(),
+        markers: tuple[str, ...] = (),
+        every: bool = False,
+    ) -> None:
+        self.types = types
+        self.libraries = libraries
+        self.markers = markers
+        self.every = every
 
     def match(self, cls: type) -> bool:
         if self.every or cls in self.types:

@@ -31,7 +31,6 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..logs import log
@@ -114,10 +113,12 @@ class _ControlPort(Port):
             self.carrier._send(self.idents, self.parent, REPLY, content)
 
 
-@dataclass
 class _Sender:
-    last_seen: float
-    exchanges: dict[str, _ControlPort] = field(default_factory=dict)
+    __slots__ = ("exchanges", "last_seen")
+
+    def __init__(self, last_seen: float) -> None:
+        self.last_seen = last_seen
+        self.exchanges: dict[str, _ControlPort] = {}
 
     @property
     def streams(self) -> int:

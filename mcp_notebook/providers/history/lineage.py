@@ -18,7 +18,6 @@ import re
 import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ...capture import CellCapture, CellRecord
@@ -122,15 +121,19 @@ class Change(NamedTuple):
         return out
 
 
-@dataclass(slots=True)
 class CellLineage:
-    seq: int
-    cell_id: str | None
-    origin: dict[str, str] | None
-    changes: list[Change] = field(default_factory=list)
-    counts: Counter[str] = field(default_factory=Counter)
-    mentioned: list[str] = field(default_factory=list)
-    scanned: bool = False
+    """What one cell changed (its changes, counted by kind) and which names its source mentions."""
+
+    __slots__ = ("cell_id", "changes", "counts", "mentioned", "origin", "scanned", "seq")
+
+    def __init__(self, seq: int, cell_id: str | None, origin: dict[str, str] | None) -> None:
+        self.seq = seq
+        self.cell_id = cell_id
+        self.origin = origin
+        self.changes: list[Change] = []
+        self.counts: Counter[str] = Counter()
+        self.mentioned: list[str] = []
+        self.scanned = False
 
 
 class VarLineage:
