@@ -90,7 +90,7 @@ LONG_FUNCTIONS: dict[str, str] = {}
 # scripts of its own layer or below. The package never imports bench/.
 BENCH_LAYERS: list[tuple[str, ...]] = [
     ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "quiet", "figures"),
-    ("sections", "remote"),
+    ("sections", "remote", "headline"),
     (
         "busy",
         "cellfirst",
