@@ -80,7 +80,7 @@ class HeldTransport(asyncio.Transport):
         self._eof_out = False  # write_eof() was called
         self._closing = False
         self._lost = False  # connection_lost is scheduled (or ran)
-        self._writes = 0  # writes so far (a read that wrote nothing reads again: _recv_once)
+        self._writes = 0  # writes so far (a read that wrote nothing reads again: _read_ready)
 
     def start(self) -> None:
         """Tell the protocol, then read (unless it closed the transport at once)."""
@@ -100,31 +100,14 @@ class HeldTransport(asyncio.Transport):
             self._loop.remove_reader(self._fd)
 
     def _read_ready(self) -> None:
-        """The socket is readable: read once and hand the bytes to the protocol (the hot path,
-        kept flat: a request and its reply cost this and :meth:`write`)."""
-        n = self._recv_now()
-        if n <= 0:
-            if n == 0:
-                self._read_eof()
-            return
-        writes = self._writes
-        try:
-            self._protocol.data_received(self._in.view[:n].tobytes())  # copied out before the GIL can go
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._fatal_error(exc, "data_received failed")
-            return
-        if self._writes == writes and self._reading:
-            self._read_more()
+        """The socket is readable: read and hand the bytes to the protocol (the hot path, kept
+        flat: a request and its reply cost this and :meth:`write`).
 
-    def _read_more(self) -> None:
-        """Read again after bytes that wrote no reply (part of a request, or one answered later).
-
-        uvloop stops a reader for good when the poll reports an error (a reset that arrived with
-        the last bytes) after running it once: the next read finds the reset (or EAGAIN, the
-        usual case), so such a connection ends now, not at its deadline."""
-        for _ in range(READS_PER_WAKE):
+        A read that wrote no reply (part of a request, or one answered later) reads again: uvloop
+        stops a reader for good when the poll reports an error (a reset that arrived with the last
+        bytes) after running it once, and the next read finds the reset (or EAGAIN, the usual
+        case), so such a connection ends now, not at its deadline."""
+        for _ in range(1 + READS_PER_WAKE):
             n = self._recv_now()
             if n <= 0:
                 if n == 0:
@@ -132,7 +115,7 @@ class HeldTransport(asyncio.Transport):
                 return
             writes = self._writes
             try:
-                self._protocol.data_received(self._in.view[:n].tobytes())
+                self._protocol.data_received(self._in.view[:n].tobytes())  # copied out before the GIL can go
             except (SystemExit, KeyboardInterrupt):
                 raise
             except BaseException as exc:
