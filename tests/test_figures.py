@@ -160,9 +160,9 @@ BAD = {
         ["could not be described (ValueError: describer broke)"],
     ),
     "drawn_in_a_thread": (
-        "import threading, time\nfrom matplotlib.figure import Figure\nfrom IPython.display import display\n"
+        "%matplotlib inline\nimport threading, time\nfrom matplotlib.figure import Figure\nfrom IPython.display import display\n"
         "tf = Figure(); tax = tf.add_subplot()\nstop = threading.Event()\n"
-        "def _draw():\n    k = 0\n    while not stop.is_set() and k < 2000:\n        tax.plot([k, k + 1]); k += 1\n"
+        "def _draw():\n    k = 0\n    while not stop.is_set() and k < 2000:\n        tax.plot([k, k + 1], scalex=False, scaley=False); k += 1\n"
         "th = threading.Thread(target=_draw); th.start()\ntime.sleep(0.05)\ndisplay(tf)\nstop.set(); th.join()",
         ["matplotlib Figure", "Axes 1"],
     ),
