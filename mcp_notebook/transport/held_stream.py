@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
 HIGH_WATER = 64 * 1024  # asyncio's defaults: pause_writing above, resume_writing at or below LOW_WATER
 LOW_WATER = 16 * 1024
+IDLE_READ_BYTES = 64 * 1024  # one read between cells at most (a bytes object: below malloc's mmap threshold)
 READS_PER_WAKE = 16  # reads per readiness of a client socket, at most
 ACCEPTS_PER_WAKE = 64  # connections accepted per readiness of the listening socket
 OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -107,15 +108,30 @@ class HeldTransport(asyncio.Transport):
         stops a reader for good when the poll reports an error (a reset that arrived with the last
         bytes) after running it once, and the next read finds the reset (or EAGAIN, the usual
         case), so such a connection ends now, not at its deadline."""
-        for _ in range(1 + READS_PER_WAKE):
-            n = self._recv_now()
-            if n <= 0:
-                if n == 0:
+        reads = 1 + READS_PER_WAKE
+        while reads:
+            reads -= 1
+            if self._cell.cell_running:
+                n = self._recv_now()
+                if n <= 0:
+                    if n == 0:
+                        self._read_eof()
+                    return
+                data = self._in.view[:n].tobytes()  # copied out before the GIL can go
+            else:  # between cells: the socket's own recv (see _recv_now), inlined
+                try:
+                    data = self._sock.recv(IDLE_READ_BYTES)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as exc:
+                    self._fatal_error(exc, "recv failed")
+                    return
+                if not data:
                     self._read_eof()
-                return
+                    return
             writes = self._writes
             try:
-                self._protocol.data_received(self._in.view[:n].tobytes())  # copied out before the GIL can go
+                self._protocol.data_received(data)
             except (SystemExit, KeyboardInterrupt):
                 raise
             except BaseException as exc:
@@ -125,24 +141,17 @@ class HeldTransport(asyncio.Transport):
                 return
 
     def _recv_now(self) -> int:
-        """Read what is there into the buffer: its length; 0: the peer's EOF; -1: nothing now (or
-        an error, handled). While a cell runs, libc's recv keeping the GIL; else the socket's own
-        (cheaper than a ctypes call; letting go of a GIL nobody waits for costs nothing)."""
+        """While a cell runs, read what is there into the buffer with libc's recv, keeping the GIL:
+        its length; 0: the peer's EOF; -1: nothing now (or an error, handled). Between cells
+        :meth:`_read_ready` takes the socket's own ``recv`` (cheaper than a ctypes call; letting go
+        of a GIL nobody waits for costs nothing)."""
         buf = self._in
-        if self._cell.cell_running:
-            n = self._recv(self._fd, buf.pointer, buf.size, MSG_DONTWAIT)
-            if n < 0:
-                err = self._errno()
-                if err not in AGAIN:
-                    self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
-            return n
-        try:
-            return self._sock.recv_into(buf.view)
-        except (BlockingIOError, InterruptedError):
-            return -1
-        except OSError as exc:
-            self._fatal_error(exc, "recv failed")
-            return -1
+        n = self._recv(self._fd, buf.pointer, buf.size, MSG_DONTWAIT)
+        if n < 0:
+            err = self._errno()
+            if err not in AGAIN:
+                self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
+        return n
 
     def _read_eof(self) -> None:
         self._eof_in = True
@@ -181,7 +190,16 @@ class HeldTransport(asyncio.Transport):
             and len(data) < MAX_CALL_BYTES
         ):
             self._writes += 1  # the hot path: nothing buffered, sent now
-            n = self._send_now(data)
+            if self._cell.cell_running:
+                n = self._send_now(data)
+            else:  # between cells: the socket's own send (see _send_now), inlined
+                try:
+                    n = self._sock.send(data)
+                except (BlockingIOError, InterruptedError):
+                    n = 0
+                except OSError as exc:
+                    self._fatal_error(exc, "send failed")
+                    return
             if 0 <= n < len(data):
                 self._buffer_rest(data, n)
             return
@@ -199,24 +217,16 @@ class HeldTransport(asyncio.Transport):
             self._buffer_rest(data, 0)
 
     def _send_now(self, data: bytes) -> int:
-        """Send what the socket takes: how much; -1: an error (handled). While a cell runs,
-        libc's send keeping the GIL; else the socket's own (see :meth:`_recv_now`)."""
-        if self._cell.cell_running:
-            n = self._send(self._fd, data, len(data), SEND_FLAGS)
-            if n >= 0:
-                return n
-            err = self._errno()
-            if err in AGAIN:
-                return 0
-            self._fatal_error(OSError(err, os.strerror(err)), "send failed")
-            return -1
-        try:
-            return self._sock.send(data)
-        except (BlockingIOError, InterruptedError):
+        """While a cell runs, send what the socket takes with libc's send, keeping the GIL: how
+        much; -1: an error (handled). Between cells :meth:`write` takes the socket's own ``send``."""
+        n = self._send(self._fd, data, len(data), SEND_FLAGS)
+        if n >= 0:
+            return n
+        err = self._errno()
+        if err in AGAIN:
             return 0
-        except OSError as exc:
-            self._fatal_error(exc, "send failed")
-            return -1
+        self._fatal_error(OSError(err, os.strerror(err)), "send failed")
+        return -1
 
     def _buffer_rest(self, data: bytes, n: int) -> None:
         """Keep what ``send`` did not take (all but ``n`` bytes) for when the socket is writable."""
