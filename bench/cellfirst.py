@@ -145,19 +145,26 @@ def cell_slowdown(k: S.BenchKernel, info: dict[str, Any], rate: float, blocks: i
     alone: list[float] = []
     read: list[float] = []
     reader: dict[str, Any] = {}
-    for _ in range(blocks):
-        alone.append(k.json(WORK.format(n=n)))
-        stop = threading.Event()
-        th = threading.Thread(
-            target=lambda ev=stop: reader.update(asyncio.run(_sdk_reads(info, cell_s * 4 + 30, rate, ev))), daemon=True
-        )
-        th.start()
-        time.sleep(1.0)  # connected and reading before the cell starts
-        read.append(k.json(WORK.format(n=n)))
-        stop.set()
-        th.join(60)
+    for block in range(blocks):
+        # Pairs in turn ABBA: the block alone first, then the next pair reading first, so a drift
+        # of the host's speed within a pair hits both sides alike over the run.
+        for reading in (False, True) if block % 2 == 0 else (True, False):
+            if not reading:
+                alone.append(k.json(WORK.format(n=n)))
+                continue
+            stop = threading.Event()
+            th = threading.Thread(
+                target=lambda ev=stop: reader.update(asyncio.run(_sdk_reads(info, cell_s * 4 + 30, rate, ev))),
+                daemon=True,
+            )
+            th.start()
+            time.sleep(1.0)  # connected and reading before the cell starts
+            read.append(k.json(WORK.format(n=n)))
+            stop.set()
+            th.join(60)
     a, r = sorted(alone), sorted(read)
     med = lambda v: v[len(v) // 2]  # noqa: E731
+    paired = sorted((x / y - 1) * 100 for x, y in zip(read, alone, strict=True))  # each pair ran back to back
     return {
         "rate_per_s": rate,
         "work_iterations": n,
@@ -165,6 +172,8 @@ def cell_slowdown(k: S.BenchKernel, info: dict[str, Any], rate: float, blocks: i
         "reading_s": [round(x, 4) for x in read],
         "slowdown_pct_median": round((med(r) / med(a) - 1) * 100, 2),
         "slowdown_pct_min": round((r[0] / a[0] - 1) * 100, 2),
+        "slowdown_pct_paired_median": round(med(paired), 2),
+        "spread_pct": {"alone": round((a[-1] / a[0] - 1) * 100, 2), "reading": round((r[-1] / r[0] - 1) * 100, 2)},
         "reads_during": reader,
     }
 

@@ -55,8 +55,10 @@ def rows(res: dict[str, Any]) -> list[tuple[str, str]]:
     slow = _get(res, "cellfirst", "cell_slowdown") or {}
     out.append(
         (
-            "the cell's own speed while the SDK reads at 20/s: slower % (median); spread alone / reading",
-            f"{_ms(slow.get('slowdown_pct_median'), 1)} %; {_spread_pct(slow.get('alone_s'))} / "
+            "the cell's own speed while the SDK reads at 20/s: slower % (median; median of back-to-back pairs); "
+            "spread alone / reading",
+            f"{_ms(slow.get('slowdown_pct_median'), 1)} %; {_ms(slow.get('slowdown_pct_paired_median'), 1)} %; "
+            f"{_spread_pct(slow.get('alone_s'))} / "
             f"{_spread_pct(slow.get('reading_s'))}",
         )
     )

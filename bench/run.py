@@ -342,6 +342,7 @@ def render_cellfirst(res: dict[str, Any]) -> list[str]:
                     "cell while reading s (median)",
                     "slower % (median)",
                     "slower % (best of each)",
+                    "slower % (median of back-to-back pairs)",
                 ],
                 [
                     [
@@ -349,6 +350,7 @@ def render_cellfirst(res: dict[str, Any]) -> list[str]:
                         sorted(slow["reading_s"])[len(slow["reading_s"]) // 2],
                         slow["slowdown_pct_median"],
                         slow["slowdown_pct_min"],
+                        slow.get("slowdown_pct_paired_median", "-"),
                     ]
                 ],
             )
