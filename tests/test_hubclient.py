@@ -115,32 +115,6 @@ def test_a_connection_the_hub_closed_is_replaced_once_and_a_gone_hub_is_a_clear_
     assert str(hub.port) not in str(gone.value)  # a front's client never learns where a hub listens
 
 
-def test_every_kept_connection_the_hub_closed_at_once_costs_one_retry_on_a_fresh_one(hubs):
-    """A hub that closed all its kept connections (restarted, or shedding): the retry goes on a new
-    connection, never on another kept one the hub closed too (a failed read under 50 users)."""
-    start, started = hubs
-    hub = start()
-    address = HubAddress(hub.url, hub.token)
-    end = Endpoint.of(hub.url)
-    conns = [blocking._POOL.new(end, 5.0) for _ in range(3)]
-    for conn in conns:  # three kept-alive connections (as three threads leave them), each used once
-        conn.connect()
-        params = {"uri": "test://hello"}
-        conn.request(
-            "POST",
-            end.path,
-            json.dumps(message("resources/read", params)).encode(),
-            address.headers("resources/read", params),
-        )
-        reply = conn.getresponse()
-        assert reply.status == 200 and b"hello" in reply.read() and not reply.will_close
-    for conn in conns:
-        blocking._POOL.give(end, conn)
-    assert len(_idle(hub)) == 3
-    started.append(hub.restart())  # every kept connection dies with the old hub
-    assert _text(call(address, "resources/read", {"uri": "test://hello"})) == "hello"
-
-
 def test_a_reply_slower_than_the_timeout_is_cut_and_its_connection_never_reused(hubs):
     start, _ = hubs
     hub = start()

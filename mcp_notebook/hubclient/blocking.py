@@ -286,11 +286,9 @@ def exchange(
     path: str | None = None,
 ) -> Reply:
     """One request and its whole reply over a kept-alive connection (any thread). A connection the
-    hub closed while idle is replaced once (rules 1), by a new connection (the hub that closed one
-    kept connection may have closed every one: a restart, or shedding); nothing is sent twice
-    otherwise."""
+    hub closed while idle is replaced once (rules 1); nothing is sent twice otherwise."""
     for attempt in (1, 2):
-        conn = _POOL.take(end) if attempt == 1 else None
+        conn = _POOL.take(end)
         reused = conn is not None
         if conn is None:
             conn = _POOL.new(end, timeout)
