@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Hashable, MutableMapping
-from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
@@ -146,8 +145,7 @@ def var_uri(name: str) -> str:
     return f"{PREFIX}/{name}"
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+_now = base.now_stamp
 
 
 class VariablesProvider(base.ModifiedStamps, Provider):
