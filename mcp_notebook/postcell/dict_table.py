@@ -190,24 +190,22 @@ def _process_vm_copy() -> Copy | None:
     import ctypes
     from os import getpid
 
-    class IoVec(ctypes.Structure):
-        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
-
     try:
         fn = ctypes.PyDLL(None).process_vm_readv  # PyDLL: the call keeps the GIL
     except (AttributeError, OSError):
         return None
-    fn.argtypes = [ctypes.c_int, ctypes.POINTER(IoVec), ctypes.c_ulong, ctypes.POINTER(IoVec), ctypes.c_ulong]
-    fn.argtypes += [ctypes.c_ulong]
+    # No argtypes (converting through them is ~1 us a call, a third of a small copy): the two
+    # iovec arrays live in one array of size_t (base, length pairs: local ones, then remote ones)
+    # passed as c_void_p; the pid and the counts are small ints, passed as C ints.
     fn.restype = ctypes.c_ssize_t
-    local, remote = (IoVec * 2)(), (IoVec * 2)()
-    l0, l1, r0, r1 = local[0], local[1], remote[0], remote[1]
+    vec = (ctypes.c_size_t * 8)()
+    local, remote = ctypes.c_void_p(ctypes.addressof(vec)), ctypes.c_void_p(ctypes.addressof(vec) + 4 * WORD)
 
     def copy(dest: int, src: int, size: int, dest2: int = 0, src2: int = 0, size2: int = 0) -> int:
-        l0.base, l0.len, r0.base, r0.len = dest, size, src, size
+        vec[0], vec[1], vec[4], vec[5] = dest, size, src, size
         if not size2:
             return fn(getpid(), local, 1, remote, 1, 0)  # our pid now: also right after a fork
-        l1.base, l1.len, r1.base, r1.len = dest2, size2, src2, size2
+        vec[2], vec[3], vec[6], vec[7] = dest2, size2, src2, size2
         return fn(getpid(), local, 2, remote, 2, 0)
 
     return copy

@@ -16,7 +16,7 @@ import struct
 import sys
 import sysconfig
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import compress, count
 from operator import ne
 from typing import Any
@@ -68,18 +68,21 @@ def pointers(items: list[Any]) -> bytes:
     return string_at(c_void_p.from_address(id(items) + _OFFSET).value, len(items) * WORD)
 
 
-def changed_words(a: bytes | bytearray, b: bytes | bytearray, words: int | None = None) -> list[int]:
+def changed_words(
+    a: bytes | bytearray, b: bytes | bytearray, words: int | None = None, near: Iterable[int] = ()
+) -> list[int]:
     """Indexes of the words that differ between ``a`` and ``b`` over their common length (or
     their first ``words``).
 
-    A long range is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that compare
-    equal (``startswith`` on a view: a memcmp, no copy) are skipped, so the bytes are read about
-    once, plus a few small pieces per difference; small runs are unpacked."""
+    ``near``: words likely to differ (those that did last time, in order). Each is compared on its
+    own and the ranges between them as wholes, so when they are the ones that changed again (a
+    cell run again rebinds the same names) the bytes are read once, in a handful of memcmps.
+    A range that differs is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that
+    compare equal (``startswith`` on a view: a memcmp, no copy) are skipped, so the bytes are read
+    about once, plus a few small pieces per difference; small runs are unpacked."""
     out: list[int] = []
     n = min(len(a), len(b)) // WORD if words is None else words
-    step = max(_PIECE, -(-n // _FANOUT))
-    stack = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    stack.reverse()  # popped lowest first: indexes come out in order
+    stack = _ranges(n, near)
     view = memoryview(b)
     while stack:  # bounded: every step splits a range or drops it
         lo, hi = stack.pop()
@@ -90,9 +93,30 @@ def changed_words(a: bytes | bytearray, b: bytes | bytearray, words: int | None 
             pairs = map(ne, struct.unpack_from(fmt, a, lo * WORD), struct.unpack_from(fmt, b, lo * WORD))
             out += compress(count(lo), pairs)
             continue
+        if hi - lo > _PIECE:  # a long range: up to _FANOUT pieces first
+            step = max(_PIECE, -(-(hi - lo) // _FANOUT))
+            stack += reversed([(i, min(i + step, hi)) for i in range(lo, hi, step)])
+            continue
         mid = (lo + hi) // 2
         stack += ((mid, hi), (lo, mid))  # the lower half first: indexes come out in order
     return out
+
+
+def _ranges(n: int, near: Iterable[int]) -> list[tuple[int, int]]:
+    """``[0, n)`` cut around the words of ``near`` (each a range of its own), as a stack: popped
+    lowest first."""
+    ranges: list[tuple[int, int]] = []
+    lo = 0
+    for w in near:
+        if lo <= w < n:
+            if lo < w:
+                ranges.append((lo, w))
+            ranges.append((w, w + 1))
+            lo = w + 1
+    if lo < n:
+        ranges.append((lo, n))
+    ranges.reverse()
+    return ranges
 
 
 class Snapshot:

@@ -27,6 +27,7 @@ from .nsdiff import ARRAY_CODE, Snapshot, changed_words, pointers
 
 _RESYNC_TRIES = 5  # reads of a new table per cell before the listing answers that cell
 _GIVE_UP = 3  # cells in a row whose new table never agreed with the listing: the listing for good
+_NEAR = 32  # at most this many words that changed last cell are compared on their own first
 
 
 class NamespaceWatch:
@@ -40,6 +41,7 @@ class NamespaceWatch:
         self._names: list[str | None] = []  # the name in each slot of that table (None: deleted)
         self._listed: dict[str, int] = {}  # name -> value address, when the listing answered the last cell
         self._failed_cells = 0
+        self._near: list[int] = []  # the table's words that changed last cell: compared first next time
 
     @property
     def reads_table(self) -> bool:
@@ -80,7 +82,9 @@ class NamespaceWatch:
         names = self._names
         rebound: list[str] = []
         deleted: list[int] = []
-        for i in _changed_slots(prev, cur):
+        slots, words = _changed_slots(prev, cur, self._near)
+        self._near = words if len(words) <= _NEAR else []
+        for i in slots:
             (k0, v0), (k1, v1) = prev.slot(i), cur.slot(i)
             if k0 and k1 == k0:
                 if v1 != v0:
@@ -149,10 +153,12 @@ class NamespaceWatch:
         return {n: v for n, v in zip(self._names, table.value_words(), strict=True) if n is not None}
 
 
-def _changed_slots(prev: DictCopy, cur: DictCopy) -> list[int]:
-    """Slots below ``prev``'s end whose words differ (in order, each once)."""
+def _changed_slots(prev: DictCopy, cur: DictCopy, near: list[int]) -> tuple[list[int], list[int]]:
+    """Slots below ``prev``'s end whose words differ (in order, each once), and those words;
+    ``near``: the words that differed last time (compared first, see ``changed_words``)."""
     fields = prev.fields
-    return sorted({w // fields for w in changed_words(cur.data, prev.data, prev.entries * fields)})
+    words = changed_words(cur.data, prev.data, prev.entries * fields, near)
+    return sorted({w // fields for w in words}), words
 
 
 def _by_name_diff(before: dict[str, int], keys: list[str], ids: Iterable[int]) -> tuple[list[str], list[str]]:
