@@ -101,10 +101,14 @@ class TableReader:
         return self._read_new(keys_slot, keys_addr)
 
     def _read_known(self, keys_slot: c_void_p, keys_addr: int) -> DictCopy | None:
+        """Every cell's read (the table seen last time): one copy, the fewest calls."""
         _, offset, fields, capacity, last = self._known
         slot_bytes = fields * WORD
         want = min(capacity, last + _GUESS) * slot_bytes
-        buf, addr = self._next_buffer(want)
+        turn = self._turn ^ 1
+        buf, addr = self._buffers[turn]
+        if len(buf) < want:
+            buf, addr = self._next_buffer(want)
         if self._copy(self._hdr_addr, keys_addr, _HEADER, addr, keys_addr + offset, want) != _HEADER + want:
             return None
         layout = _parse_header(self._hdr)  # the same table: the same layout, and no more slots than read
@@ -113,7 +117,8 @@ class TableReader:
         entries = layout[1]
         if entries * slot_bytes > want or keys_slot.value != keys_addr:
             return None
-        return self._done((keys_addr, offset, fields, capacity, entries), buf)
+        self._known, self._turn = (keys_addr, offset, fields, capacity, entries), turn
+        return DictCopy(keys_addr, entries, fields, buf)
 
     def _read_new(self, keys_slot: c_void_p, keys_addr: int) -> DictCopy | None:
         if self._copy(self._hdr_addr, keys_addr, _HEADER) != _HEADER:

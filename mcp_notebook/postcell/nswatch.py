@@ -17,16 +17,18 @@ See docs/DESIGN.md, "The post-cell hook".
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Iterable, MutableMapping
 from itertools import compress, islice
 from typing import Any
 
-from .dict_table import DictCopy, TableReader, new_reader
+from .dict_table import WORD, DictCopy, TableReader, new_reader
 from .nsdiff import ARRAY_CODE, Snapshot, changed_words, pointers
 
 _RESYNC_TRIES = 5  # reads of a new table per cell before the listing answers that cell
 _GIVE_UP = 3  # cells in a row whose new table never agreed with the listing: the listing for good
+_PAIR = struct.Struct("PP").unpack_from  # (key, value) words of a slot at a byte offset
 _NEAR = 32  # at most this many words that changed last cell are compared on their own first
 
 
@@ -84,8 +86,10 @@ class NamespaceWatch:
         deleted: list[int] = []
         slots, words = _changed_slots(prev, cur, self._near)
         self._near = words if len(words) <= _NEAR else []
+        fields, old, new = cur.fields, prev.data, cur.data
         for i in slots:
-            (k0, v0), (k1, v1) = prev.slot(i), cur.slot(i)
+            at = (i * fields + fields - 2) * WORD
+            (k0, v0), (k1, v1) = _PAIR(old, at), _PAIR(new, at)
             if k0 and k1 == k0:
                 if v1 != v0:
                     rebound.append(names[i])  # type: ignore[arg-type]
@@ -108,17 +112,23 @@ class NamespaceWatch:
     def _name_new_slots(self, prev: DictCopy, cur: DictCopy) -> list[tuple[str, int]] | None:
         """(name, value address) in the slots past ``prev``'s end, appended to ``self._names``; None
         when the dict's last names are not the ones in those slots (it changed since the copy)."""
-        if cur.entries == prev.entries:
+        count = cur.entries - prev.entries
+        if not count:
             return []
-        keys, values = cur.key_words(prev.entries), cur.value_words(prev.entries)
+        fields = cur.fields  # the new slots' words in one unpack (usually one or two slots)
+        words = struct.unpack_from(f"{count * fields}P", cur.data, prev.entries * fields * WORD)
+        keys, values = words[fields - 2 :: fields], words[fields - 1 :: fields]
         live = [k for k in keys if k]
         try:
             got = list(islice(reversed(self._ns), len(live)))  # type: ignore[call-overload]
         except RuntimeError:  # resized by another thread while walked
             return None
         got.reverse()
-        if [id(n) for n in got] != live:
+        if list(map(id, got)) != live:
             return None
+        if len(live) == count:  # no slot deleted since it was added (the usual case)
+            self._names += got
+            return list(zip(got, values, strict=True))
         it = iter(got)
         self._names += [next(it) if k else None for k in keys]
         return list(zip(got, compress(values, keys), strict=True))
