@@ -99,6 +99,7 @@ class Resources:
         self._snapshots: list[Provider] = []  # the providers with something to compare after a cell
         self._listeners: list[Listener] = []
         self._watched: Counter[str] = Counter()
+        self._watched_now: frozenset[str] | None = frozenset()  # its keys; None: made again when next asked
         self._digests: dict[str, bytes | None] = {}
         # The cell after which each watched URI was last announced as updated: an exact check queued
         # by an earlier cell that runs late (after that cell) must not announce the same change again.
@@ -263,6 +264,8 @@ class Resources:
             with self._lock:
                 self._watched[uri] += 1
                 first = self._watched[uri] == 1
+                if first:
+                    self._watched_now = None
             if not first:
                 continue
             self._record_digest(uri)
@@ -280,6 +283,7 @@ class Resources:
             last = self._watched[uri] <= 1
             if last:
                 self._watched.pop(uri, None)
+                self._watched_now = None
                 self._digests.pop(uri, None)
                 self._announced.pop(uri, None)
             else:
@@ -297,8 +301,11 @@ class Resources:
         return provider
 
     def watched(self) -> frozenset[str]:
-        with self._lock:
-            return frozenset(self._watched)
+        now = self._watched_now  # every cell asks: made once per change of the set, not per cell
+        if now is None:
+            with self._lock:
+                now = self._watched_now = frozenset(self._watched)
+        return now
 
     # -- change detection ---------------------------------------------------------------
     def after_cell(self) -> None:

@@ -25,6 +25,7 @@ WORD = struct.calcsize("P")
 _LEAF = 64  # words compared one by one once a differing range is this small
 _FANOUT = 64  # pieces a long range is first cut in (halving it instead reads it once per difference)
 _PIECE = 4096  # words: ranges up to this long are simply halved
+NEAR_WORDS = 32  # at most this many words that changed last time are compared on their own first
 ARRAY_CODE = next(c for c in "QLI" if array(c).itemsize == WORD)
 
 
@@ -122,10 +123,11 @@ def _ranges(n: int, near: Iterable[int]) -> list[tuple[int, int]]:
 class Snapshot:
     """Names and value addresses of a namespace at one moment (no references to values)."""
 
-    __slots__ = ("key_ptrs", "keys", "value_ptrs")
+    __slots__ = ("key_ptrs", "keys", "near", "value_ptrs")
 
     def __init__(self, keys: list[str], key_ptrs: bytes, value_ptrs: bytes):
         self.keys, self.key_ptrs, self.value_ptrs = keys, key_ptrs, value_ptrs
+        self.near: list[int] = []  # the values that changed since the snapshot before (compared first next time)
 
     @classmethod
     def take(cls, ns: Mapping[str, Any], fallback: Snapshot | None = None) -> Snapshot:
@@ -151,7 +153,9 @@ class Snapshot:
         if self.key_ptrs.startswith(prev.key_ptrs):  # the same names, perhaps more at the end (usual)
             if self.value_ptrs.startswith(prev.value_ptrs):
                 return keys[n:], []
-            return [keys[i] for i in changed_words(self.value_ptrs, prev.value_ptrs)] + keys[n:], []
+            moved = changed_words(self.value_ptrs, prev.value_ptrs, None, prev.near)
+            self.near = moved if len(moved) <= NEAR_WORDS else []
+            return [keys[i] for i in moved] + keys[n:], []
         # A name went away (or a key object was replaced): the same names up to the first
         # difference, compared by position; the rest by name.
         moved = changed_words(self.key_ptrs, prev.key_ptrs)

@@ -24,12 +24,11 @@ from itertools import compress, islice
 from typing import Any
 
 from .dict_table import WORD, DictCopy, TableReader, new_reader
-from .nsdiff import ARRAY_CODE, Snapshot, changed_words, pointers
+from .nsdiff import ARRAY_CODE, NEAR_WORDS, Snapshot, changed_words, pointers
 
 _RESYNC_TRIES = 5  # reads of a new table per cell before the listing answers that cell
 _GIVE_UP = 3  # cells in a row whose new table never agreed with the listing: the listing for good
 _PAIR = struct.Struct("PP").unpack_from  # (key, value) words of a slot at a byte offset
-_NEAR = 32  # at most this many words that changed last cell are compared on their own first
 
 
 class NamespaceWatch:
@@ -85,7 +84,7 @@ class NamespaceWatch:
         rebound: list[str] = []
         deleted: list[int] = []
         slots, words = _changed_slots(prev, cur, self._near)
-        self._near = words if len(words) <= _NEAR else []
+        self._near = words if len(words) <= NEAR_WORDS else []
         fields, old, new = cur.fields, prev.data, cur.data
         for i in slots:
             at = (i * fields + fields - 2) * WORD
