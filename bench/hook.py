@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import sections as S
+from notify import notification_latency
 
 WATCHED = ["nb://vars/v0", "nb://vars/v1", "nb://vars/v2"]
 
@@ -78,6 +79,18 @@ def one(runtime: str, tree: str, names: int, portable: bool, cells: int, blocks:
         k.shutdown()
 
 
+def notify(runtime: str, tree: str, cells: int) -> dict[str, Any]:
+    """Cell end to resources/updated at the official SDK client, both eras (bench/notify.py)."""
+    k = _kernel(runtime, tree, False)
+    try:
+        k.run("kside.install_stamp_hook()")  # before the hub's hook: stamps the end of each cell
+        k.run("%load_ext mcp_notebook")
+        got = notification_latency(k, k.info(), cells)
+        return {era: {q: got[era].get(f"{q}_ms") for q in ("median", "p99")} for era in got}
+    finally:
+        k.shutdown()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trees", default=str(Path(__file__).resolve().parent.parent))
@@ -86,9 +99,10 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=60)
     ap.add_argument("--blocks", type=int, default=3)
     ap.add_argument("--portable", action="store_true", help="also MCP_NOTEBOOK_PORTABLE=1")
+    ap.add_argument("--notify", type=int, default=0, help="also notification latency over this many cells")
     args = ap.parse_args()
     trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
-    sizes = [int(n) for n in args.names.split(",")]
+    sizes = [int(n) for n in args.names.split(",") if n]
     modes = [False, True] if args.portable else [False]
     rows: list[dict[str, Any]] = []
     for tree in trees:  # bytecode as pip writes it (PYTHONDONTWRITEBYTECODE would compile every load)
@@ -102,6 +116,12 @@ def main() -> None:
                         row.update(round=rnd, tree=tree, names=names, portable=portable)
                         rows.append(row)
                         print(_line(row), file=sys.stderr, flush=True)
+            for tree in trees if args.notify else ():
+                row = {"round": rnd, "tree": tree, "notify": notify(runtime, tree, args.notify)}
+                rows.append(row)
+                print(
+                    f"round {rnd} {Path(tree).name:>12} notification ms: {row['notify']}", file=sys.stderr, flush=True
+                )
     print("BENCHJSON " + json.dumps({"load": os.getloadavg(), "rows": rows}))
 
 
