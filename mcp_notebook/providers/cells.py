@@ -509,6 +509,8 @@ class CellsProvider(Provider):
         if not (new or changed):
             return NO_CHANGE
         changes = ChangeSet(list_changed=new)
+        if not watched:
+            return changes
         prefixes = tuple(cell_uri(seq) for seq in changed)
         for uri in watched:
             if not self.owns(uri):
