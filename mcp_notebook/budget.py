@@ -76,27 +76,27 @@ class Limits:
     Settings that are traits of a ``HasTraits`` base are kept as plain attributes once read and
     dropped when the trait changes (``observe``): the post-cell hook reads several every cell, and a
     trait's descriptor is two Python calls each (docs/DESIGN.md, "The post-cell hook, fourth cut").
-    ``version`` counts the changes, for callers that derive something from several settings."""
+    ``settings_version`` counts the changes, for callers that derive something from several settings."""
 
     def __init__(self, base: Any):
         self._base = base
-        self.version = 0
+        self.settings_version = 0
         observe = getattr(base, "observe", None)
         self._traits = callable(observe) and callable(getattr(base, "has_trait", None))
         if self._traits:
             observe(self._changed)
 
     def __getattr__(self, name: str) -> Any:
-        version = self.version
+        version = self.settings_version
         value = getattr(self._base, name)
         if self._traits and not name.startswith("_") and self._base.has_trait(name):
             self.__dict__[name] = value
-            if self.version != version:  # changed while read (another thread): read it again next time
+            if self.settings_version != version:  # changed while read (another thread): read it again next time
                 self.__dict__.pop(name, None)
         return value
 
     def _changed(self, change: Any) -> None:
-        self.version += 1  # before the pop: a reader that stored the old value sees the new version
+        self.settings_version += 1  # before the pop: a reader that stored the old value sees the new version
         self.__dict__.pop(change["name"], None)
 
     @property

@@ -384,7 +384,7 @@ class ConfiguredNames:
 
     def __call__(self) -> NameFilter:
         cfg = self._config
-        version = getattr(cfg, "version", None)  # budget.Limits counts changes of the settings
+        version = getattr(cfg, "settings_version", None)  # budget.Limits counts changes of the settings
         seen = self._seen
         if seen is not None and version is not None and seen[0] == version:
             return seen[1]  # once per cell: no three tuples to build and compare
