@@ -34,8 +34,13 @@ _PAIR = struct.Struct("PP").unpack_from  # (key, value) words of a slot at a byt
 class NamespaceWatch:
     """Finds what changed in one namespace between calls of :meth:`diff`."""
 
-    def __init__(self, ns: MutableMapping[str, Any], table_reads: bool = True):
+    def __init__(self, ns: MutableMapping[str, Any], table_reads: bool = True, table_from: int = 0):
         self._ns = ns
+        # Below ``table_from`` names the listing answers even where the table can be read: a few
+        # hundred names list faster than a system call and its bookkeeping (it stays until twice
+        # as many). 0: the table whenever it can be read.
+        self._table_from = table_from
+        self._small = False  # the listing answered the last cell although the table can be read
         self._reader: TableReader | None = new_reader() if table_reads and type(ns) is dict else None
         self._snap = Snapshot([], b"", b"")  # the listing way's baseline
         self._table: DictCopy | None = None  # the table way's baseline
@@ -50,13 +55,13 @@ class NamespaceWatch:
 
     def names(self) -> list[str]:
         """The names as of the last :meth:`reset` or :meth:`diff`."""
-        if self._reader is None:
+        if self._reader is None or self._small:
             return list(self._snap.keys)
         return [n for n in self._names if n is not None]
 
     def seen(self, name: str) -> bool:
         """Was ``name`` bound at the last :meth:`reset` or :meth:`diff`?"""
-        return name in (self._snap.keys if self._reader is None else self._names)
+        return name in (self._snap.keys if self._reader is None or self._small else self._names)
 
     def reset(self) -> list[str]:
         """Take the namespace as it is now as the baseline; its names."""
@@ -66,11 +71,31 @@ class NamespaceWatch:
     def diff(self) -> tuple[list[str], list[str]]:
         """(names bound to another object or new since the last call, names gone since then)."""
         if self._reader is not None:
-            return self._diff_table()
+            small = len(self._ns) < self._table_from * (2 if self._small else 1)
+            if not small:
+                if self._small:
+                    self._leave_small()
+                return self._diff_table()
+            if not self._small:
+                self._enter_small()
         snap = Snapshot.take(self._ns, self._snap)
         changes = snap.diff(self._snap)
         self._snap = snap
         return changes
+
+    def _enter_small(self) -> None:
+        """The listing takes over: its baseline made from the table's (names in slot order, the
+        values' addresses as of the last cell; O(names), once)."""
+        before = self._by_name(self._table)
+        keys = list(before)
+        self._snap = Snapshot(keys, pointers(keys), array(ARRAY_CODE, before.values()).tobytes())
+        self._small = True
+
+    def _leave_small(self) -> None:
+        """The table takes over: its next read is named from the dict's own listing (checked slot by
+        slot) and compared by name with what the listing saw last."""
+        self._table, self._small = None, False
+        self._listed = dict(zip(self._snap.keys, self._snap.ids(), strict=True))
 
     # -- the table way ------------------------------------------------------------------------
     def _diff_table(self) -> tuple[list[str], list[str]]:

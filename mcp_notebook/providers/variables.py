@@ -169,7 +169,8 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         self.rules = ExposureRules(hidden_ns, name_filter)
         self.user_hidden = self.rules.user_hidden  # %mcp hide / show
         self.name_visible = self.rules.visible
-        self._watch = NamespaceWatch(user_ns, getattr(limits, "namespace_table_reads", True))
+        table = getattr(limits, "namespace_table_reads", True)  # below 1,000 names the listing is cheaper
+        self._watch = NamespaceWatch(user_ns, table, table_from=1000)
         self.reads_table = lambda: self._watch.reads_table  # the post-cell hook copies the dict's table
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}
