@@ -131,6 +131,40 @@ def time_cells(cells: int, budget_s: float) -> None:
     emit(samples)
 
 
+def hook_calls(cells: int) -> None:
+    """Function calls (Python and C) made on the main thread inside mcp_notebook's code per cell of
+    ``bench_tick = bench_tick + 1`` (everything our cell hooks call, however deep); a figure that
+    does not move with the machine's load."""
+    import sys
+    import threading
+
+    ip = _ip()
+    if not isinstance(ip.user_ns.get("bench_tick"), int):
+        ip.user_ns["bench_tick"] = 0
+    main, depth, counts = threading.get_ident(), [0], {"py": 0, "c": 0}
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        if threading.get_ident() != main:
+            return
+        if event == "call" and (depth[0] or "mcp_notebook" in frame.f_code.co_filename):
+            depth[0] += 1
+            counts["py"] += 1
+        elif event == "return" and depth[0]:
+            depth[0] -= 1
+        elif event == "c_call" and depth[0]:
+            counts["c"] += 1
+
+    for _ in range(5):
+        ip.run_cell("bench_tick = bench_tick + 1", store_history=True)
+    sys.setprofile(count)
+    try:
+        for _ in range(cells):
+            ip.run_cell("bench_tick = bench_tick + 1", store_history=True)
+    finally:
+        sys.setprofile(None)
+    emit({"calls": (counts["py"] + counts["c"]) / cells, "python": counts["py"] / cells})
+
+
 def profile_after_cell(calls: int, top: int = 15) -> None:
     """cProfile of hub.after_cell() with a new hidden name per call (the IPython history path)."""
     import cProfile

@@ -71,13 +71,33 @@ def scale_param(meta: Any) -> float:
 
 
 class Limits:
-    """A hub's settings as its providers see them: ``max_read_chars`` at the current scale."""
+    """A hub's settings as its providers see them: ``max_read_chars`` at the current scale.
+
+    Settings that are traits of a ``HasTraits`` base are kept as plain attributes once read and
+    dropped when the trait changes (``observe``): the post-cell hook reads several every cell, and a
+    trait's descriptor is two Python calls each (docs/DESIGN.md, "The post-cell hook, fourth cut").
+    ``settings_version`` counts the changes, for callers that derive something from several settings."""
 
     def __init__(self, base: Any):
         self._base = base
+        self.settings_version = 0
+        observe = getattr(base, "observe", None)
+        self._traits = callable(observe) and callable(getattr(base, "has_trait", None))
+        if self._traits:
+            observe(self._changed)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._base, name)
+        version = self.settings_version
+        value = getattr(self._base, name)
+        if self._traits and not name.startswith("_") and self._base.has_trait(name):
+            self.__dict__[name] = value
+            if self.settings_version != version:  # changed while read (another thread): read it again next time
+                self.__dict__.pop(name, None)
+        return value
+
+    def _changed(self, change: Any) -> None:
+        self.settings_version += 1  # before the pop: a reader that stored the old value sees the new version
+        self.__dict__.pop(change["name"], None)
 
     @property
     def max_read_chars(self) -> int:

@@ -114,7 +114,7 @@ class CellCapture:
         self.seq = 0
         self._active = False
         self._undo: list[Callable[[], None]] = []
-        self._streams: list[tuple[Any, Callable[..., Any], bool, Any]] = []  # stream, ours, had attr, previous
+        self._streams: dict[int, tuple[Any, Callable[..., Any], bool, Any]] = {}  # id: stream, ours, had, previous
         self._quiet = 0  # >0 while a fallback publisher prints what it already recorded
         self._cap = limits.max_output_chars
         self._max_outputs = limits.max_cell_outputs
@@ -174,7 +174,7 @@ class CellCapture:
         """Wrap ``write`` of the current sys.stdout/stderr for one cell (IPython 9 tees them per cell too)."""
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name, None)
-            if stream is None or any(s is stream for s, *_ in self._streams):
+            if stream is None or id(stream) in self._streams:  # wrapped already (a nested cell)
                 continue
             try:
                 own = vars(stream)
@@ -183,11 +183,11 @@ class CellCapture:
                 stream.write = wrapper
             except Exception:
                 continue  # a stream that takes no attributes: degrade to no stream capture
-            self._streams.append((stream, wrapper, had, previous))
+            self._streams[id(stream)] = (stream, wrapper, had, previous)  # held: the id stays the stream's
 
     def _detach_streams(self) -> None:
         while self._streams:
-            stream, wrapper, had, previous = self._streams.pop()
+            stream, wrapper, had, previous = self._streams.popitem()[1]  # the last wrapped first
             _unpatch(stream, "write", wrapper, had, previous)
 
     # -- cell lifecycle -----------------------------------------------------------------

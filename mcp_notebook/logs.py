@@ -18,6 +18,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
+from threading import get_ident
 from typing import Any
 
 LOGGER = "mcp_notebook"
@@ -29,8 +30,13 @@ log = logging.getLogger(LOGGER)
 log.addHandler(logging.NullHandler())  # no handler at all would mean Python's last resort: sys.stderr
 
 
+_MAIN = threading.main_thread().ident  # never one of the hub's threads
+
+
 def on_hub_thread() -> bool:
     """Whether the caller runs on one of the hub's threads (server loop, request pool, guarded calls)."""
+    if threading.get_ident() == _MAIN:  # the kernel's own thread: one call, not three (every write)
+        return False
     return threading.current_thread().name.startswith(THREAD_PREFIX)
 
 
@@ -167,7 +173,7 @@ class _HubThreadWrite:
     def __get__(self, obj: Any, cls: Any = None) -> Any:
         if obj is None:
             return self.original
-        if not on_hub_thread():  # looked up on the thread that will call it: others get the real one
+        if get_ident() == _MAIN or not on_hub_thread():  # looked up on the thread that will call it
             return obj.__dict__.get("write") or self.original.__get__(obj, cls)
         return _divert
 

@@ -370,6 +370,7 @@ REDACTOR = Redactor()
 
 # -- which variables are exposed ----------------------------------------------------------------
 _SECRET_SCAN_CHARS = 8192  # a string variable holding a credential shape in its first 8 KB is hidden
+_MAX_VERDICTS = 200_000  # names whose rule verdict is remembered (then forgotten all at once)
 
 
 class ConfiguredNames:
@@ -379,14 +380,21 @@ class ConfiguredNames:
     def __init__(self, config: Any):
         self._config = config
         self._cache: tuple[tuple, NameFilter] | None = None
+        self._seen: tuple[int, NameFilter] | None = None  # (settings version, filter): no rebuild to check
 
     def __call__(self) -> NameFilter:
         cfg = self._config
+        version = getattr(cfg, "settings_version", None)  # budget.Limits counts changes of the settings
+        seen = self._seen
+        if seen is not None and version is not None and seen[0] == version:
+            return seen[1]  # once per cell: no three tuples to build and compare
         key = (tuple(cfg.secret_words), tuple(cfg.include_names), tuple(cfg.exclude_names))
         cached = self._cache
         if cached is None or cached[0] != key:
             cached = self._cache = (key, NameFilter(*key))
             REDACTOR.set_name_check(cached[1].looks_secret)
+        if isinstance(version, int):
+            self._seen = (version, cached[1])
         return cached[1]
 
 
@@ -399,13 +407,28 @@ class ExposureRules:
         self._hidden_ns = hidden_ns
         self._filter = name_filter
         self.user_hidden: set[str] = set()
+        # What the name rules say of each name seen (the rules' verdict depends on the name alone),
+        # for the filter it was decided by: a rebound name costs a dict lookup, not ~20 calls a cell.
+        self._verdicts: dict[str, bool] = {}
+        self._verdicts_of: NameFilter | None = None
+
+    def _name_allowed(self, name: str) -> bool:
+        rules = self._filter()
+        verdicts = self._verdicts
+        if rules is not self._verdicts_of or len(verdicts) > _MAX_VERDICTS:
+            verdicts.clear()
+            self._verdicts_of = rules
+        verdict = verdicts.get(name)
+        if verdict is None:
+            verdict = verdicts[name] = rules.allowed(name) and not contains_secret(name)
+        return verdict
 
     def exposable(self, name: str, value: Any) -> bool:
         if name.startswith("_") or name in self.user_hidden:
             return False
         if name in self._hidden_ns and self._hidden_ns[name] is value:
             return False
-        if isinstance(value, ModuleType) or not self._filter().allowed(name) or contains_secret(name):
+        if isinstance(value, ModuleType) or not self._name_allowed(name):
             return False
         if type(value) is str and contains_secret(value[:_SECRET_SCAN_CHARS]):
             return False

@@ -18,7 +18,15 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable
 
 from .guard import guarding
-from .providers.base import ChangeSet, Facts, InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
+from .providers.base import (
+    NO_CHANGE,
+    ChangeSet,
+    Facts,
+    InvalidResourceParams,
+    Provider,
+    ResourceNotFound,
+    ResourceReadError,
+)
 from .providers.optional import missing_package
 from .redact import REDACTOR
 from .types import Contents, Resource, ResourceTemplate
@@ -42,7 +50,11 @@ class ChangeJournal:
         self.epoch = secrets.token_hex(4)
         self._entries: deque[JournalEntry] = deque(maxlen=maxlen)
         self._seq = 0
-        self._cond = threading.Condition()
+        # A plain lock (taken in C) and a condition on it that is notified only while someone waits:
+        # appends come after every cell, waiters (long-polling clients) are rare.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0
         self.closed = False
 
     @property
@@ -51,25 +63,30 @@ class ChangeJournal:
 
     def append(self, kind: str, uris: tuple[str, ...], cell: int | None = None) -> None:
         """One change; ``cell``: the nb://cells/{seq} whose execution caused it, when one did."""
-        with self._cond:
+        with self._lock:
             self._seq += 1
             self._entries.append((self._seq, time.time(), kind, uris, cell))
-            self._cond.notify_all()
+            if self._waiting:
+                self._cond.notify_all()
 
     def since(self, seq: int) -> tuple[list[JournalEntry], bool]:
         """Entries after ``seq``, and whether older ones were already dropped from the buffer."""
-        with self._cond:
+        with self._lock:
             entries = [e for e in self._entries if e[0] > seq]
             gap = bool(self._entries) and self._entries[0][0] > seq + 1 and self._seq > seq
             return entries, gap
 
     def wait(self, seq: int, timeout: float) -> bool:
         """Block until something newer than ``seq`` arrives (or the resources close); bounded by ``timeout``."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._seq > seq or self.closed, timeout=max(0.0, timeout))
+        with self._lock:
+            self._waiting += 1
+            try:
+                return self._cond.wait_for(lambda: self._seq > seq or self.closed, timeout=max(0.0, timeout))
+            finally:
+                self._waiting -= 1
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             self.closed = True
             self._cond.notify_all()
 
@@ -82,6 +99,7 @@ class Resources:
         self._snapshots: list[Provider] = []  # the providers with something to compare after a cell
         self._listeners: list[Listener] = []
         self._watched: Counter[str] = Counter()
+        self._watched_now: frozenset[str] | None = frozenset()  # its keys; None: made again when next asked
         self._digests: dict[str, bytes | None] = {}
         # The cell after which each watched URI was last announced as updated: an exact check queued
         # by an earlier cell that runs late (after that cell) must not announce the same change again.
@@ -96,8 +114,11 @@ class Resources:
         self._generations = itertools.count(1)
         self.generation = 0
         # Cells whose exact checks have not finished: changes_since settles on them before answering.
+        # A plain lock (taken in C after every cell) and a condition notified only while someone waits.
         self._unsettled = 0
-        self._settled = threading.Condition()
+        self._settle_lock = threading.Lock()
+        self._settled = threading.Condition(self._settle_lock)
+        self._settle_waiting = 0
         # The cells the journal names (follow_cells): the number of the cell that just ran, its URI,
         # and who is told of watched URIs an exact check found changed in place, with that cell.
         self.cell_of: Callable[[], int | None] = lambda: None
@@ -243,6 +264,8 @@ class Resources:
             with self._lock:
                 self._watched[uri] += 1
                 first = self._watched[uri] == 1
+                if first:
+                    self._watched_now = None
             if not first:
                 continue
             self._record_digest(uri)
@@ -260,6 +283,7 @@ class Resources:
             last = self._watched[uri] <= 1
             if last:
                 self._watched.pop(uri, None)
+                self._watched_now = None
                 self._digests.pop(uri, None)
                 self._announced.pop(uri, None)
             else:
@@ -277,13 +301,16 @@ class Resources:
         return provider
 
     def watched(self) -> frozenset[str]:
-        with self._lock:
-            return frozenset(self._watched)
+        now = self._watched_now  # every cell asks: made once per change of the set, not per cell
+        if now is None:
+            with self._lock:
+                now = self._watched_now = frozenset(self._watched)
+        return now
 
     # -- change detection ---------------------------------------------------------------
     def after_cell(self) -> None:
         """Main thread, after each cell: cheap snapshots, then exact checks off-thread."""
-        with self._settled:
+        with self._settle_lock:
             self._unsettled += 1
         queued = False
         try:
@@ -295,14 +322,19 @@ class Resources:
                 self._settle_one()
 
     def _settle_one(self) -> None:
-        with self._settled:
+        with self._settle_lock:
             self._unsettled -= 1
-            self._settled.notify_all()
+            if self._settle_waiting:
+                self._settled.notify_all()
 
     def settle(self, timeout: float) -> bool:
         """Wait (bounded) until the exact checks of finished cells have run, so their changes are journaled."""
-        with self._settled:
-            return self._settled.wait_for(lambda: self._unsettled <= 0, timeout=max(0.0, timeout))
+        with self._settle_lock:
+            self._settle_waiting += 1
+            try:
+                return self._settled.wait_for(lambda: self._unsettled <= 0, timeout=max(0.0, timeout))
+            finally:
+                self._settle_waiting -= 1
 
     def _after_cell(self) -> bool:
         """The cheap part; True when exact checks were queued for the worker."""
@@ -318,6 +350,8 @@ class Resources:
                 changes = provider.snapshot(watched)
             except Exception:  # a provider must never break the user's cell
                 log.exception("snapshot of %r failed", provider)
+                continue
+            if changes is NO_CHANGE:  # most providers, most cells: nothing to merge
                 continue
             total.list_changed |= changes.list_changed
             total.updated |= changes.updated

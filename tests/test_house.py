@@ -111,6 +111,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "jupyterhub_paced",
         "bridge_latency",
         "http_codec",
+        "hook",
         "switch_cost",
     ),
     ("run",),

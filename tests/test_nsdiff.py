@@ -59,6 +59,24 @@ def test_changed_words_matches_a_word_by_word_comparison():
         assert changed_words(bytes(a), bytes(b)) == _brute(bytes(a), bytes(b))
 
 
+def test_changed_words_with_words_that_changed_before_finds_the_same():
+    """``near`` (last cell's changed words, compared first) is only a hint: right or wrong, in
+    range or past the end, the answer is the word-by-word comparison's."""
+    rng = random.Random(48)
+    for _ in range(300):  # bounded, seeded
+        n = rng.choice([1, 5, 64, 65, 200, 1000, 4097, 9000])
+        a = bytearray(rng.randbytes(n * WORD))
+        b = bytearray(a)
+        for _ in range(rng.choice([0, 1, 3, 8])):
+            i = rng.randrange(n * WORD)
+            b[i] = (b[i] + 1) % 256
+        truth = _brute(bytes(a), bytes(b))
+        guess = rng.sample(range(n + 3), min(n + 3, rng.choice([0, 1, 4, 31])))
+        near = sorted(set(guess) | (set(truth) if rng.random() < 0.5 else set()))
+        assert changed_words(bytes(a), bytes(b), None, near) == truth
+        assert changed_words(bytes(a), bytes(b), n // 2, near) == [w for w in truth if w < n // 2]
+
+
 def _reference(prev: dict[str, int], cur: dict[str, int]) -> tuple[set[str], set[str]]:
     """The plain comparison: names whose value id differs or that are new, names gone."""
     return {k for k, v in cur.items() if prev.get(k) != v}, set(prev) - set(cur)

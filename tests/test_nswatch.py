@@ -71,6 +71,34 @@ def test_the_table_finds_exactly_what_the_plain_comparison_finds(seed: int):
             assert watch.reads_table  # never had to give up
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_listing_below_a_size_and_the_table_above_find_the_same(seed: int):
+    """``table_from``: small namespaces are listed, larger ones read from the table; crossing the
+    size either way (names added 30 at a time, deleted, cleared) hands the baseline over exactly."""
+    rng = random.Random(100 + seed)
+    for _ in range(12):  # bounded, seeded
+        ns: dict[Any, Any] = {f"v{i}": object() for i in range(rng.choice([0, 5, 40, 300]))}
+        watch = NamespaceWatch(ns, table_from=rng.choice([8, 30, 100]))
+        watch.reset()
+        keep: list[Any] = []
+        for _cell in range(20):
+            before = _ids(ns)
+            _random_cell(rng, ns, keep)
+            if rng.random() < 0.3:  # grow past the size, or shrink below it
+                for _i in range(rng.choice([50, 150])):
+                    ns[f"g{rng.randrange(100_000)}"] = obj = object()
+                    keep.append(obj)
+            elif rng.random() < 0.2:
+                for name in list(ns)[: len(ns) * 3 // 4]:
+                    del ns[name]
+            rebound, removed = watch.diff()
+            now = _ids(ns)
+            assert sorted(rebound, key=str) == sorted((k for k, v in now.items() if before.get(k) != v), key=str)
+            assert sorted(removed, key=str) == sorted((k for k in before if k not in now), key=str)
+            assert sorted(watch.names(), key=str) == sorted(ns, key=str)
+            assert all(watch.seen(k) for k in ns)
+
+
 def test_a_slot_freed_by_popitem_and_taken_again():
     """popitem frees the last slot: the next name takes it (another key in the same slot)."""
     ns: dict[str, Any] = {"a": 1, "b": 2, "c": object()}

@@ -66,7 +66,9 @@ class KernelHub:
     def __init__(self, shell: Any, config: MCPHub | None = None):
         self.shell = shell
         self.config = config or MCPHub(parent=shell)
-        cfg = Limits(self.config)  # the settings as providers see them: max_read_chars at the reply's scale
+        # The settings as providers and the cell hooks see them: max_read_chars at the reply's scale,
+        # traits kept as plain attributes between changes.
+        self.limits = cfg = Limits(self.config)
         self.token = cfg.token or secrets.token_urlsafe(32)
         REDACTOR.add([self.token])  # the hub's own token never leaves in any content
         register_configurable(shell, self.config)
@@ -136,7 +138,7 @@ class KernelHub:
     def _add_lineage(self, shell: Any, cells: CellsProvider) -> None:
         """Lineage, diffs and earlier sessions (docs/DESIGN.md, "Lineage and history")."""
         resources, capture = self.resources, self.capture
-        self.lineage = Lineage(capture, self.variables, shell.user_ns, self.config, resources.variable_name)
+        self.lineage = Lineage(capture, self.variables, shell.user_ns, self.limits, resources.variable_name)
         diffs = DiffsProvider(capture, self.lineage, self.config)
         self.history = HistoryProvider(shell, self.notebook_path, kernel_id, self.config)
         self.variables.deltas.append(self.lineage.record)
@@ -332,7 +334,7 @@ class KernelHub:
         if self.transport is not None:
             self.transport.busy_poll.enabled = False  # the cell gets the GIL; the server sleeps between requests
             switch = self.transport.switch
-            switch.seconds = max(0, self.config.switch_interval_us) * 1e-6  # %config after loading applies
+            switch.seconds = max(0, self.limits.switch_interval_us) * 1e-6  # %config after loading applies
             switch.cell(True)  # a shorter GIL switch interval while a client is connected
 
     def _post_run_cell(self, result: Any = None) -> None:
@@ -342,7 +344,7 @@ class KernelHub:
         if self.transport is not None:
             self.transport.switch.cell(False)  # the user's switch interval, exactly as it was
             poll = self.transport.busy_poll
-            poll.window = max(0, self.config.busy_poll_us) * 1e-6  # %config after loading applies from here
+            poll.window = max(0, self.limits.busy_poll_us) * 1e-6  # %config after loading applies from here
             poll.enabled = True
         self.capture.post_run_cell(result)  # finish the cell record before change detection
         self.resources.after_cell()

@@ -16,7 +16,7 @@ import struct
 import sys
 import sysconfig
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import compress, count
 from operator import ne
 from typing import Any
@@ -25,6 +25,7 @@ WORD = struct.calcsize("P")
 _LEAF = 64  # words compared one by one once a differing range is this small
 _FANOUT = 64  # pieces a long range is first cut in (halving it instead reads it once per difference)
 _PIECE = 4096  # words: ranges up to this long are simply halved
+NEAR_WORDS = 32  # at most this many words that changed last time are compared on their own first
 ARRAY_CODE = next(c for c in "QLI" if array(c).itemsize == WORD)
 
 
@@ -68,18 +69,21 @@ def pointers(items: list[Any]) -> bytes:
     return string_at(c_void_p.from_address(id(items) + _OFFSET).value, len(items) * WORD)
 
 
-def changed_words(a: bytes | bytearray, b: bytes | bytearray, words: int | None = None) -> list[int]:
+def changed_words(
+    a: bytes | bytearray, b: bytes | bytearray, words: int | None = None, near: Iterable[int] = ()
+) -> list[int]:
     """Indexes of the words that differ between ``a`` and ``b`` over their common length (or
     their first ``words``).
 
-    A long range is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that compare
-    equal (``startswith`` on a view: a memcmp, no copy) are skipped, so the bytes are read about
-    once, plus a few small pieces per difference; small runs are unpacked."""
+    ``near``: words likely to differ (those that did last time, in order). Each is compared on its
+    own and the ranges between them as wholes, so when they are the ones that changed again (a
+    cell run again rebinds the same names) the bytes are read once, in a handful of memcmps.
+    A range that differs is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that
+    compare equal (``startswith`` on a view: a memcmp, no copy) are skipped, so the bytes are read
+    about once, plus a few small pieces per difference; small runs are unpacked."""
     out: list[int] = []
     n = min(len(a), len(b)) // WORD if words is None else words
-    step = max(_PIECE, -(-n // _FANOUT))
-    stack = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
-    stack.reverse()  # popped lowest first: indexes come out in order
+    stack = _ranges(n, near)
     view = memoryview(b)
     while stack:  # bounded: every step splits a range or drops it
         lo, hi = stack.pop()
@@ -90,18 +94,40 @@ def changed_words(a: bytes | bytearray, b: bytes | bytearray, words: int | None 
             pairs = map(ne, struct.unpack_from(fmt, a, lo * WORD), struct.unpack_from(fmt, b, lo * WORD))
             out += compress(count(lo), pairs)
             continue
+        if hi - lo > _PIECE:  # a long range: up to _FANOUT pieces first
+            step = max(_PIECE, -(-(hi - lo) // _FANOUT))
+            stack += reversed([(i, min(i + step, hi)) for i in range(lo, hi, step)])
+            continue
         mid = (lo + hi) // 2
         stack += ((mid, hi), (lo, mid))  # the lower half first: indexes come out in order
     return out
 
 
+def _ranges(n: int, near: Iterable[int]) -> list[tuple[int, int]]:
+    """``[0, n)`` cut around the words of ``near`` (each a range of its own), as a stack: popped
+    lowest first."""
+    ranges: list[tuple[int, int]] = []
+    lo = 0
+    for w in near:
+        if lo <= w < n:
+            if lo < w:
+                ranges.append((lo, w))
+            ranges.append((w, w + 1))
+            lo = w + 1
+    if lo < n:
+        ranges.append((lo, n))
+    ranges.reverse()
+    return ranges
+
+
 class Snapshot:
     """Names and value addresses of a namespace at one moment (no references to values)."""
 
-    __slots__ = ("key_ptrs", "keys", "value_ptrs")
+    __slots__ = ("key_ptrs", "keys", "near", "value_ptrs")
 
     def __init__(self, keys: list[str], key_ptrs: bytes, value_ptrs: bytes):
         self.keys, self.key_ptrs, self.value_ptrs = keys, key_ptrs, value_ptrs
+        self.near: list[int] = []  # the values that changed since the snapshot before (compared first next time)
 
     @classmethod
     def take(cls, ns: Mapping[str, Any], fallback: Snapshot | None = None) -> Snapshot:
@@ -127,7 +153,9 @@ class Snapshot:
         if self.key_ptrs.startswith(prev.key_ptrs):  # the same names, perhaps more at the end (usual)
             if self.value_ptrs.startswith(prev.value_ptrs):
                 return keys[n:], []
-            return [keys[i] for i in changed_words(self.value_ptrs, prev.value_ptrs)] + keys[n:], []
+            moved = changed_words(self.value_ptrs, prev.value_ptrs, None, prev.near)
+            self.near = moved if len(moved) <= NEAR_WORDS else []
+            return [keys[i] for i in moved] + keys[n:], []
         # A name went away (or a key object was replaced): the same names up to the first
         # difference, compared by position; the rest by name.
         moved = changed_words(self.key_ptrs, prev.key_ptrs)

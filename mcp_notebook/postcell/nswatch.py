@@ -17,29 +17,37 @@ See docs/DESIGN.md, "The post-cell hook".
 
 from __future__ import annotations
 
+import struct
 from array import array
 from collections.abc import Iterable, MutableMapping
 from itertools import compress, islice
 from typing import Any
 
-from .dict_table import DictCopy, TableReader, new_reader
-from .nsdiff import ARRAY_CODE, Snapshot, changed_words, pointers
+from .dict_table import WORD, DictCopy, TableReader, new_reader
+from .nsdiff import ARRAY_CODE, NEAR_WORDS, Snapshot, changed_words, pointers
 
 _RESYNC_TRIES = 5  # reads of a new table per cell before the listing answers that cell
 _GIVE_UP = 3  # cells in a row whose new table never agreed with the listing: the listing for good
+_PAIR = struct.Struct("PP").unpack_from  # (key, value) words of a slot at a byte offset
 
 
 class NamespaceWatch:
     """Finds what changed in one namespace between calls of :meth:`diff`."""
 
-    def __init__(self, ns: MutableMapping[str, Any], table_reads: bool = True):
+    def __init__(self, ns: MutableMapping[str, Any], table_reads: bool = True, table_from: int = 0):
         self._ns = ns
+        # Below ``table_from`` names the listing answers even where the table can be read: a few
+        # hundred names list faster than a system call and its bookkeeping (it stays until twice
+        # as many). 0: the table whenever it can be read.
+        self._table_from = table_from
+        self._small = False  # the listing answered the last cell although the table can be read
         self._reader: TableReader | None = new_reader() if table_reads and type(ns) is dict else None
         self._snap = Snapshot([], b"", b"")  # the listing way's baseline
         self._table: DictCopy | None = None  # the table way's baseline
         self._names: list[str | None] = []  # the name in each slot of that table (None: deleted)
         self._listed: dict[str, int] = {}  # name -> value address, when the listing answered the last cell
         self._failed_cells = 0
+        self._near: list[int] = []  # the table's words that changed last cell: compared first next time
 
     @property
     def reads_table(self) -> bool:
@@ -47,13 +55,13 @@ class NamespaceWatch:
 
     def names(self) -> list[str]:
         """The names as of the last :meth:`reset` or :meth:`diff`."""
-        if self._reader is None:
+        if self._reader is None or self._small:
             return list(self._snap.keys)
         return [n for n in self._names if n is not None]
 
     def seen(self, name: str) -> bool:
         """Was ``name`` bound at the last :meth:`reset` or :meth:`diff`?"""
-        return name in (self._snap.keys if self._reader is None else self._names)
+        return name in (self._snap.keys if self._reader is None or self._small else self._names)
 
     def reset(self) -> list[str]:
         """Take the namespace as it is now as the baseline; its names."""
@@ -63,11 +71,31 @@ class NamespaceWatch:
     def diff(self) -> tuple[list[str], list[str]]:
         """(names bound to another object or new since the last call, names gone since then)."""
         if self._reader is not None:
-            return self._diff_table()
+            small = len(self._ns) < self._table_from * (2 if self._small else 1)
+            if not small:
+                if self._small:
+                    self._leave_small()
+                return self._diff_table()
+            if not self._small:
+                self._enter_small()
         snap = Snapshot.take(self._ns, self._snap)
         changes = snap.diff(self._snap)
         self._snap = snap
         return changes
+
+    def _enter_small(self) -> None:
+        """The listing takes over: its baseline made from the table's (names in slot order, the
+        values' addresses as of the last cell; O(names), once)."""
+        before = self._by_name(self._table)
+        keys = list(before)
+        self._snap = Snapshot(keys, pointers(keys), array(ARRAY_CODE, before.values()).tobytes())
+        self._small = True
+
+    def _leave_small(self) -> None:
+        """The table takes over: its next read is named from the dict's own listing (checked slot by
+        slot) and compared by name with what the listing saw last."""
+        self._table, self._small = None, False
+        self._listed = dict(zip(self._snap.keys, self._snap.ids(), strict=True))
 
     # -- the table way ------------------------------------------------------------------------
     def _diff_table(self) -> tuple[list[str], list[str]]:
@@ -80,8 +108,12 @@ class NamespaceWatch:
         names = self._names
         rebound: list[str] = []
         deleted: list[int] = []
-        for i in _changed_slots(prev, cur):
-            (k0, v0), (k1, v1) = prev.slot(i), cur.slot(i)
+        slots, words = _changed_slots(prev, cur, self._near)
+        self._near = words if len(words) <= NEAR_WORDS else []
+        fields, old, new = cur.fields, prev.data, cur.data
+        for i in slots:
+            at = (i * fields + fields - 2) * WORD
+            (k0, v0), (k1, v1) = _PAIR(old, at), _PAIR(new, at)
             if k0 and k1 == k0:
                 if v1 != v0:
                     rebound.append(names[i])  # type: ignore[arg-type]
@@ -104,17 +136,23 @@ class NamespaceWatch:
     def _name_new_slots(self, prev: DictCopy, cur: DictCopy) -> list[tuple[str, int]] | None:
         """(name, value address) in the slots past ``prev``'s end, appended to ``self._names``; None
         when the dict's last names are not the ones in those slots (it changed since the copy)."""
-        if cur.entries == prev.entries:
+        count = cur.entries - prev.entries
+        if not count:
             return []
-        keys, values = cur.key_words(prev.entries), cur.value_words(prev.entries)
+        fields = cur.fields  # the new slots' words in one unpack (usually one or two slots)
+        words = struct.unpack_from(f"{count * fields}P", cur.data, prev.entries * fields * WORD)
+        keys, values = words[fields - 2 :: fields], words[fields - 1 :: fields]
         live = [k for k in keys if k]
         try:
             got = list(islice(reversed(self._ns), len(live)))  # type: ignore[call-overload]
         except RuntimeError:  # resized by another thread while walked
             return None
         got.reverse()
-        if [id(n) for n in got] != live:
+        if list(map(id, got)) != live:
             return None
+        if len(live) == count:  # no slot deleted since it was added (the usual case)
+            self._names += got
+            return list(zip(got, values, strict=True))
         it = iter(got)
         self._names += [next(it) if k else None for k in keys]
         return list(zip(got, compress(values, keys), strict=True))
@@ -149,10 +187,12 @@ class NamespaceWatch:
         return {n: v for n, v in zip(self._names, table.value_words(), strict=True) if n is not None}
 
 
-def _changed_slots(prev: DictCopy, cur: DictCopy) -> list[int]:
-    """Slots below ``prev``'s end whose words differ (in order, each once)."""
+def _changed_slots(prev: DictCopy, cur: DictCopy, near: list[int]) -> tuple[list[int], list[int]]:
+    """Slots below ``prev``'s end whose words differ (in order, each once), and those words;
+    ``near``: the words that differed last time (compared first, see ``changed_words``)."""
     fields = prev.fields
-    return sorted({w // fields for w in changed_words(cur.data, prev.data, prev.entries * fields)})
+    words = changed_words(cur.data, prev.data, prev.entries * fields, near)
+    return sorted({w // fields for w in words}), words
 
 
 def _by_name_diff(before: dict[str, int], keys: list[str], ids: Iterable[int]) -> tuple[list[str], list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -123,6 +124,18 @@ def shape_text(shape: tuple | int | None) -> str:
     return f"shape {tuple(shape)}"
 
 
+_STAMP: list = [None, ""]  # (whole second, its ISO 8601 text): formatted once a second at most
+
+
+def now_stamp() -> str:
+    """Now, to the second, as ISO 8601 UTC (``...Z``): the modification stamp of a variable."""
+    second = int(time.time())
+    if _STAMP[0] != second:
+        text = datetime.fromtimestamp(second, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        _STAMP[:] = [second, text]
+    return _STAMP[1]
+
+
 class ModifiedStamps:
     """Mixed into a provider that keeps when each variable last changed (``_modified``: name -> ISO
     8601, shown in its reads and as lastModified) beside a listing version that moves with it."""
@@ -135,7 +148,7 @@ class ModifiedStamps:
         """An in-place change the exact check found: ``modified`` moves as for a rebinding."""
         if name not in self._exposed:
             return False
-        self._modified[name] = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+        self._modified[name] = now_stamp()
         self._list_version += 1
         return True
 
@@ -162,6 +175,27 @@ class ChangeSet:
         return (self.list_changed, self.updated, self.maybe) == (other.list_changed, other.updated, other.maybe)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+
+class _Unchanged(ChangeSet):
+    """What a provider that saw nothing change answers: one shared object that refuses changes, so
+    the post-cell hook makes and merges no set for it (docs/DESIGN.md, "The post-cell hook, fourth cut")."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "list_changed", False)
+        object.__setattr__(self, "updated", frozenset())
+        object.__setattr__(self, "maybe", frozenset())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("NO_CHANGE is shared: return a new ChangeSet to report a change")
+
+    def __repr__(self) -> str:
+        return "NO_CHANGE"
+
+
+NO_CHANGE: ChangeSet = _Unchanged()
 
 
 class Delta:
@@ -227,8 +261,9 @@ class Provider:
         return None
 
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
-        """Called on the kernel's main thread after every cell; must cost O(names)."""
-        return ChangeSet()
+        """Called on the kernel's main thread after every cell; must cost O(names). ``NO_CHANGE``
+        (shared, never modified) when nothing changed."""
+        return NO_CHANGE
 
     def digest(self, uri: str) -> bytes | None:
         """An exact fingerprint of a watched resource (runs off the main thread)."""
@@ -334,7 +369,7 @@ class LazyProvider(Provider):
 
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         real = self._real
-        return ChangeSet() if real is None else real.snapshot(watched)
+        return NO_CHANGE if real is None else real.snapshot(watched)
 
     def digest(self, uri: str) -> bytes | None:
         return self.real().digest(uri)

@@ -18,7 +18,16 @@ from ..capture import BINARY_MIME, CellCapture, CellRecord, Output
 from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, InvalidResourceParams, Provider, ResourceNotFound, index_page, int_param, rank_completions
+from .base import (
+    NO_CHANGE,
+    ChangeSet,
+    InvalidResourceParams,
+    Provider,
+    ResourceNotFound,
+    index_page,
+    int_param,
+    rank_completions,
+)
 
 PREFIX = "nb://cells"
 INDEX_URI = "nb://cells"
@@ -497,8 +506,10 @@ class CellsProvider(Provider):
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         """Main thread, after each cell: O(watched URIs)."""
         new, changed = self.capture.take_changes()
-        changes = ChangeSet(list_changed=new)
         if not (new or changed):
+            return NO_CHANGE
+        changes = ChangeSet(list_changed=new)
+        if not watched:
             return changes
         prefixes = tuple(cell_uri(seq) for seq in changed)
         for uri in watched:

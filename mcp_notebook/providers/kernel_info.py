@@ -8,7 +8,7 @@ from typing import Any
 
 from ..types import Annotations, Contents, InvalidResourceParams, Resource, ResourceTemplate
 from ..uri import compile_template
-from .base import ChangeSet, Facts, Provider, ResourceNotFound
+from .base import NO_CHANGE, ChangeSet, Facts, Provider, ResourceNotFound
 
 KERNEL_URI = "nb://kernel"
 FACTS_TEMPLATE = "nb://kernel/facts{?uri}"
@@ -83,4 +83,4 @@ class KernelProvider(Provider):
 
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         # The summary counts executed cells, so it changes after every cell.
-        return ChangeSet(updated={KERNEL_URI}) if KERNEL_URI in watched else ChangeSet()
+        return ChangeSet(updated={KERNEL_URI}) if KERNEL_URI in watched else NO_CHANGE

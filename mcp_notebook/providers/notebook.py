@@ -22,6 +22,7 @@ from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import (
+    NO_CHANGE,
     ChangeSet,
     InvalidResourceParams,
     Provider,
@@ -400,7 +401,7 @@ class NotebookProvider(Provider):
         """Only when a notebook URI is watched: one stat() of the file."""
         mine = [u for u in watched if self.owns(u)]
         if not mine:
-            return ChangeSet()
+            return NO_CHANGE
         path = self.path()
         try:
             stamp = (str(path), path.stat().st_mtime_ns) if path is not None else None
@@ -408,7 +409,7 @@ class NotebookProvider(Provider):
             stamp = None
         before, self._seen_mtime = self._seen_mtime, stamp
         if before is _UNSEEN or stamp == before:
-            return ChangeSet()
+            return NO_CHANGE
         return ChangeSet(updated=set(mine))
 
 

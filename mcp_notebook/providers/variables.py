@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Hashable, MutableMapping
-from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
@@ -146,8 +145,7 @@ def var_uri(name: str) -> str:
     return f"{PREFIX}/{name}"
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+_now = base.now_stamp
 
 
 class VariablesProvider(base.ModifiedStamps, Provider):
@@ -171,7 +169,8 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         self.rules = ExposureRules(hidden_ns, name_filter)
         self.user_hidden = self.rules.user_hidden  # %mcp hide / show
         self.name_visible = self.rules.visible
-        self._watch = NamespaceWatch(user_ns, getattr(limits, "namespace_table_reads", True))
+        table = getattr(limits, "namespace_table_reads", True)  # below 1,000 names the listing is cheaper
+        self._watch = NamespaceWatch(user_ns, table, table_from=1000)
         self.reads_table = lambda: self._watch.reads_table  # the post-cell hook copies the dict's table
         self._exposed: dict[str, type] = {}
         self._modified: dict[str, str] = {}

@@ -232,7 +232,9 @@ class CellSwitchInterval:
     def cell(self, running: bool) -> None:
         """The kernel's main thread starts (True) or ends (False) a cell (``cell_running`` is also
         read by held_stream.py: socket calls that keep the GIL while a cell runs)."""
-        self.cell_running = running
+        self.cell_running = running  # first: a client arriving after the check below sees it
+        if not self.clients and self._saved is None:
+            return  # no client, nothing lowered: nothing to do (every cell, no lock)
         self._update()
 
     def client(self, delta: int) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from ...redact import mask_secrets
 from ...types import Contents, Resource, ResourceTemplate
 from ...uri import compile_template
-from ..base import ChangeSet, Provider, ResourceNotFound, ResourceReadError, rank_completions
+from ..base import NO_CHANGE, ChangeSet, Provider, ResourceNotFound, ResourceReadError, rank_completions
 from ..variables import Serves
 from .engines import CONNECTION_LIBRARIES, EngineFrame, db_objects, db_relation, is_connection_type
 from .pages import page_contents
@@ -188,4 +188,4 @@ class DatabasesProvider(Provider):
 
     # -- change detection: catalog changes are not tracked per cell (that would query the engine) --
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
-        return ChangeSet()
+        return NO_CHANGE

@@ -40,6 +40,7 @@ from ...redact import mask_secrets
 from ...types import Annotations, Contents, Resource, ResourceTemplate
 from ...uri import compile_template
 from ..base import (
+    NO_CHANGE,
     ChangeSet,
     Facts,
     InvalidResourceParams,
@@ -324,8 +325,10 @@ class FramesProvider(Provider):
 
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         self.orders.next_epoch()  # a cell ran: a frame may have changed in place
-        changes = ChangeSet()
         mine = [uri for uri in watched if uri.startswith(PREFIX)]
+        if not mine and not self._fingerprints:
+            return NO_CHANGE
+        changes = ChangeSet()
         for uri in mine:
             try:
                 fp, mutable = self._fingerprint(uri)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, MutableMapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from ...capture import CellCapture, CellRecord
@@ -75,13 +76,18 @@ class Seen(NamedTuple):
     ident: int
 
 
+# A named tuple made from a tuple in C (its class's own __new__ is a Python function: one call more
+# per fact, several per cell).
+_new_seen: Callable[[tuple], Seen] = partial(tuple.__new__, Seen)
+
+
 def facts_of(value: Any) -> Seen:
     """Type, len/shape and identity: no user code (cheap_shape reads builtins' len and arrays' .shape)."""
     try:
         shape = cheap_shape(value)
     except Exception:
         shape = None
-    return Seen(type(value).__name__, shape, id(value))
+    return _new_seen((type(value).__name__, shape, id(value)))
 
 
 def facts_json(facts: Seen | None) -> dict[str, Any] | None:
@@ -121,6 +127,9 @@ class Change(NamedTuple):
         return out
 
 
+_new_change: Callable[[tuple], Change] = partial(tuple.__new__, Change)
+
+
 class CellLineage:
     """What one cell changed (its changes, counted by kind) and which names its source mentions."""
 
@@ -131,7 +140,7 @@ class CellLineage:
         self.cell_id = cell_id
         self.origin = origin
         self.changes: list[Change] = []
-        self.counts: Counter[str] = Counter()
+        self.counts: dict[str, int] = {}  # kind -> changes (a plain dict: made once per cell)
         self.mentioned: list[str] = []
         self.scanned = False
 
@@ -224,11 +233,11 @@ class Lineage(Provider):
         how: str | None = None,
     ) -> None:
         var = self._touch(name)
-        change = Change(name, kind, seq, None if kind == ADDED else var.facts, after, how)
+        change = _new_change((name, kind, seq, None if kind == ADDED else var.facts, after, how))
         var.events.append(change)
         var.facts = after
         if rec is not None:
-            rec.counts[kind] += 1
+            rec.counts[kind] = rec.counts.get(kind, 0) + 1
             if len(rec.changes) < MAX_CELL_CHANGES:
                 rec.changes.append(change)
 
