@@ -17,12 +17,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
     from .inkernel import lifecycle
-    from .inkernel.lab_comm import LAB_COMM
-    from .inkernel.magics import register_magics
 
-    register_magics(ipython, {"panel": panel, "browse": browser})
-    LAB_COMM.register(ipython)  # the JupyterLab extension's comm target; unused without it
-    lifecycle.start(ipython)
+    with lifecycle.collector_paused():  # what loading makes lives on: not scanned while it is made
+        from .inkernel.lab_comm import LAB_COMM
+        from .inkernel.magics import register_magics
+
+        register_magics(ipython, {"panel": panel, "browse": browser})
+        LAB_COMM.register(ipython)  # the JupyterLab extension's comm target; unused without it
+        lifecycle.start(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -190,13 +190,12 @@ class KernelHub:
             switch_interval=max(0, cfg.switch_interval_us) * 1e-6,
             held_sockets=cfg.held_sockets,
         )
-        try:
-            self.transport.start()
+        try:  # returns once the thread is started: its loop and the control carrier come on it
+            self.transport.start(on_ready=self._start_control, wait=False)
         except BaseException:
             self.transport.stop()
             self.log.uninstall()
             raise
-        self.control = self._start_control()
         CUSTOM.on_change = lambda: self.resources.changed(list_changed=True)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
@@ -232,6 +231,8 @@ class KernelHub:
         self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None
+        if self.transport is not None:
+            self.transport.wait_ready(5.0)  # the control carrier is installed on the server thread
         if self.control is not None:
             self.control.uninstall()  # no new exchanges; open streams still get their final events
             self.control = None
@@ -245,8 +246,12 @@ class KernelHub:
             self.log.uninstall()
             self.log = None
 
-    def _start_control(self) -> ControlCarrier | None:
-        """MCP on the kernel's control channel too, where there is one (docs/DESIGN.md, "Kernels anywhere")."""
+    def _start_control(self) -> None:
+        """MCP on the kernel's control channel too, where there is one (docs/DESIGN.md, "Kernels
+        anywhere"); called on the server thread once its loop is made, before it serves."""
+        self.control = self._control_carrier()
+
+    def _control_carrier(self) -> ControlCarrier | None:
         kernel = getattr(self.shell, "kernel", None)
         transport = self.transport
         if not self.config.control_channel or transport is None or transport.loop is None:
