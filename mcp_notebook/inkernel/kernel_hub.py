@@ -19,7 +19,6 @@ from ..budget import Limits
 from ..capture import CellCapture
 from ..figures.live import FigureReader
 from ..logs import HubLog, log
-from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
 from ..providers.base import LazyProvider
 from ..providers.cells import CellsProvider, cell_uri
@@ -92,7 +91,7 @@ class KernelHub:
         self.resources.add_provider(ViewsProvider())  # the MCP Apps views (listed to Apps clients only)
         self.resources.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
         self.server = McpServer(self.resources, self._settings())
-        add_nb_tools(self.server.tools)  # the nb:// words of the tools and the Apps views' tools
+        self.server.core.tool_setup.append(_add_nb_tools)  # when the tools are made (at their first use)
         self.transport: HttpTransport | None = None
         self.control: ControlCarrier | None = None
         self.runtime_file: Path | None = None
@@ -356,11 +355,12 @@ class KernelHub:
         """Once the loading cell has ended, off the main thread: record this session in the history
         sidecar (an sqlite commit) and import the rooms left for their first use, so that neither
         ``%load_ext`` nor a first listing pays them (each import lets go of the GIL at its file reads:
-        a read meanwhile waits little). docs/DESIGN.md, "Loading, fourth cut"."""
+        a read meanwhile waits little); then the tools. docs/DESIGN.md, "Loading, fourth cut" and "sixth cut"."""
         try:
             self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
             for lazy in self._lazy:
                 lazy.real()
+            self.server.tools  # noqa: B018 -- made now, not by the first tools/list
         except Exception:  # a room that fails to build is built (and fails) again at its first use
             log.exception("after loading")
 
@@ -418,6 +418,13 @@ class KernelHub:
 
     def _file_key(self) -> str:
         return kernel_id() or f"pid{os.getpid()}-{self.transport.port if self.transport else 0}"
+
+
+def _add_nb_tools(tools: Any) -> None:
+    """The nb:// words of the tools and the Apps views' tools (nb_tools.py, imported with the tools)."""
+    from ..nb_tools import add_nb_tools
+
+    add_nb_tools(tools)
 
 
 def _warn(message: str) -> None:
