@@ -19,25 +19,32 @@ def load_ipython_extension(ipython: Any) -> None:
     from .inkernel import lifecycle
 
     with lifecycle.collector_paused():  # what loading makes lives on: not scanned while it is made
-        from .inkernel.lab_comm import LAB_COMM
+        from .inkernel.lab_target import LAB_TARGET
         from .inkernel.magics import register_magics
 
         register_magics(ipython, {"panel": panel, "browse": browser})
-        LAB_COMM.register(ipython)  # the JupyterLab extension's comm target; unused without it
+        LAB_TARGET.register(ipython, _lab_comm)  # the JupyterLab extension's comm target; unused without it
         lifecycle.start(ipython)
+
+
+def _lab_comm(shell: Any, comm: Any, msg: dict[str, Any]) -> Callable[[], None]:
+    """The JupyterLab comm channel, imported when its first comm opens (inkernel/lab_target.py)."""
+    from .inkernel.lab_comm import take_over
+
+    return take_over(shell, comm, msg)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext mcp_notebook``: stop everything the extension started, ``%mcp`` included."""
     from .inkernel import lifecycle
     from .inkernel.kernel_hub import unregister_configurable
-    from .inkernel.lab_comm import LAB_COMM
+    from .inkernel.lab_target import LAB_TARGET
     from .inkernel.magics import unregister_magics
 
     unregister_magics(ipython)
     lifecycle.stop()
     unregister_configurable(ipython)
-    LAB_COMM.unregister()
+    LAB_TARGET.unregister()
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:
