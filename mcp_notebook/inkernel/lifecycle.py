@@ -7,9 +7,7 @@ instead of being imported by the hub, so the hub knows nothing of its views.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -24,27 +22,6 @@ _followers: list[Follower] = []
 def current() -> KernelHub | None:
     """The hub started in this process and not stopped since, if any."""
     return _current
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Loading makes ~10,000 objects that live as long as the kernel (modules, classes, functions,
-    providers): the cyclic collector would scan them four or five times while they are made (~5 ms
-    of a load). Paused instead, and what was made is then handed to the oldest generation unscanned
-    (``gc.freeze`` then ``gc.unfreeze``), where full collections meet it like any other long-lived
-    object. Not when the collector was off already, nor when someone froze objects of their own
-    (``unfreeze`` would thaw theirs too). docs/DESIGN.md, "Loading, sixth cut"."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
 
 
 def start(shell: Any) -> KernelHub:
