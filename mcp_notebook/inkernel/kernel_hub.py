@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import portable
 from ..budget import Limits
@@ -41,11 +41,13 @@ from ..redact import REDACTOR, ConfiguredNames
 from ..resources import Resources
 from ..revisions import ALL_VERSIONS
 from ..runtime import log_path, remove_runtime_file, sweep, write_runtime_file
-from ..transport.control import ControlCarrier
 from ..transport.server import HttpTransport
 from ..version import __version__
 from .activity import recent_notifications
 from .config import MCPHub
+
+if TYPE_CHECKING:
+    from ..transport.control import ControlCarrier
 
 
 class ConnectionInfo(dict):
@@ -257,6 +259,8 @@ class KernelHub:
             return None
         if getattr(kernel, "control_stream", None) is None or getattr(kernel, "session", None) is None:
             return None
+        from ..transport.control import ControlCarrier  # imported here, on the server thread, not by %load_ext
+
         carrier = ControlCarrier(
             self.server,
             kernel,
