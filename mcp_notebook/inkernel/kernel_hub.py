@@ -191,12 +191,6 @@ class KernelHub:
             switch_interval=max(0, cfg.switch_interval_us) * 1e-6,
             held_sockets=cfg.held_sockets,
         )
-        try:  # returns once the thread is started: its loop and the control carrier come on it
-            self.transport.start(on_ready=self._start_control, wait=False)
-        except BaseException:
-            self.transport.stop()
-            self.log.uninstall()
-            raise
         CUSTOM.on_change = lambda: self.resources.changed(list_changed=True)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
@@ -210,6 +204,12 @@ class KernelHub:
         atexit.register(self.stop)
         self._install_sigterm()
         recent_notifications(self.resources)  # what views show of notifications starts with the hub
+        try:  # last, not awaited: the thread makes its loop (uvloop) and the control carrier while
+            # the loading cell ends; a request meanwhile waits in the listening socket's backlog
+            self.transport.start(on_ready=self._start_control, wait=False)
+        except BaseException:
+            self.stop()
+            raise
         log.info("serving at %s", self.transport.url)
 
     def stop(self) -> None:
