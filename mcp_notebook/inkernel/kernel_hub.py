@@ -407,6 +407,8 @@ class KernelHub:
 
     def fast_paths(self) -> dict[str, Any]:
         """Which platform-specific fast paths are in force (all off with MCP_NOTEBOOK_PORTABLE=1)."""
+        if self.transport is not None and self.transport.alive:
+            self.transport.wait_ready(5.0)  # its loop is made on the server thread, just after loading
         loop = self.transport.loop if self.transport else None
         return {
             "portable": portable.ON,
