@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+import gc
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from .version import __version__
@@ -14,28 +16,59 @@ from .version import __version__
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Loading makes ~10,000 objects that live as long as the kernel (modules, classes, functions,
+    providers): the cyclic collector would scan them four or five times while they are made (~5 ms
+    of a load). Paused instead, and what was made is then handed to the oldest generation unscanned
+    (``gc.freeze`` then ``gc.unfreeze``), where full collections meet it like any other long-lived
+    object. Not when the collector was off already, nor when someone froze objects of their own
+    (``unfreeze`` would thaw theirs too). Paused first thing: a collection the kernel has pending
+    (a fresh kernel's first cell often has a middle-generation one due, 2-6 ms) is not run inside
+    ``%load_ext`` either. docs/DESIGN.md, "Loading, sixth cut"."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+        gc.enable()
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
-    from .inkernel import lifecycle
-    from .inkernel.lab_comm import LAB_COMM
-    from .inkernel.magics import register_magics
+    with _collector_paused():  # what loading makes lives on: not scanned while it is made
+        from .inkernel import lifecycle
+        from .inkernel.lab_target import LAB_TARGET
+        from .inkernel.magics import register_magics
 
-    register_magics(ipython, {"panel": panel, "browse": browser})
-    LAB_COMM.register(ipython)  # the JupyterLab extension's comm target; unused without it
-    lifecycle.start(ipython)
+        register_magics(ipython, {"panel": panel, "browse": browser})
+        LAB_TARGET.register(ipython, _lab_comm)  # the JupyterLab extension's comm target; unused without it
+        lifecycle.start(ipython)
+
+
+def _lab_comm(shell: Any, comm: Any, msg: dict[str, Any]) -> Callable[[], None]:
+    """The JupyterLab comm channel, imported when its first comm opens (inkernel/lab_target.py)."""
+    from .inkernel.lab_comm import take_over
+
+    return take_over(shell, comm, msg)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext mcp_notebook``: stop everything the extension started, ``%mcp`` included."""
     from .inkernel import lifecycle
     from .inkernel.kernel_hub import unregister_configurable
-    from .inkernel.lab_comm import LAB_COMM
+    from .inkernel.lab_target import LAB_TARGET
     from .inkernel.magics import unregister_magics
 
     unregister_magics(ipython)
     lifecycle.stop()
     unregister_configurable(ipython)
-    LAB_COMM.unregister()
+    LAB_TARGET.unregister()
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

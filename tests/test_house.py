@@ -75,6 +75,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("transport.server", "transport"),
     ("inkernel.activity", "inkernel.kernel_hub", "allkernels"),
     ("inkernel.lifecycle",),
+    ("inkernel.lab_target",),
     ("inkernel.magics", "inkernel.lab_comm", "widgets", "inkernel"),
     ("bridge.claude_push", "bridge.hub_selection", "bridge.stdio_input", "bridge.stdio_carrier", "bridge.http_link"),
     ("serverside",),  # kernels without a hub, served from the Jupyter server's side (issue #43)

@@ -1,4 +1,4 @@
-"""What ``%load_ext`` leaves for later (docs/DESIGN.md, "Loading, fourth cut"): the tables room,
+"""What ``%load_ext`` leaves for later (docs/DESIGN.md, "Loading, fourth cut" and "sixth cut"): the tables room,
 figure bundles, typed resources and diffs are not imported by the loading cell; the rooms are
 imported after it ends, off the main thread, or at their first use, whichever comes first; the
 library names the hub registers before the room is imported are the room's own."""
@@ -127,3 +127,68 @@ def test_a_uri_template_compiles_its_pattern_at_the_first_match():
     assert template._regex is not None and template.match("nb://other/x") is None
     with pytest.raises(TemplateError, match="too alike"):  # one regex group name: refused when parsed
         compile_template("nb://lazy-test/{a.b}/{a_b}")
+
+
+# DESIGN, "Loading, sixth cut": what the first read does not need waits for its own first use.
+AFTER_READ = ("mcp_notebook.protocol.tools", "mcp_notebook.nb_tools", "mcp_notebook.inkernel.lab_comm")
+EARLY_READ = """
+get_ipython().run_line_magic('load_ext', 'mcp_notebook')
+import http.client as _hc, json as _j, sys as _s, gc as _gc, mcp_notebook as _m
+_info = _m.connection_info()
+_hp = _info['url'].split('//')[1].split('/')[0]
+_c = _hc.HTTPConnection(_hp, timeout=30)
+_init = {'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': {'protocolVersion': '2025-11-25',
+         'capabilities': {}, 'clientInfo': {'name': 'early', 'version': '1'}}}
+_c.request('POST', '/mcp', body=_j.dumps(_init), headers={'Authorization': 'Bearer ' + _info['token'],
+           'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'})
+_r = _c.getresponse()
+print(_j.dumps({'status': _r.status, 'body': _r.read().decode(), 'loaded': sorted(m for m in AFTER_READ if m in _s.modules),
+                'gc': [_gc.isenabled(), _gc.get_freeze_count()]}))
+"""
+
+
+def test_load_returns_before_the_loop_turns_and_leaves_tools_and_the_lab_comm(tmp_path):
+    """%load_ext returns once the server thread is started: a request sent at once, from the loading
+    cell itself, waits in the socket's backlog and is answered. The tools and the JupyterLab comm are
+    not imported by loading: the tools after the loading cell (or at the first tools/list), the comm
+    at its first open. The collector is on again after loading, left off if it was off."""
+    from test_frontend_comm import Frontend
+
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    try:
+        out = json.loads(k.run(f"AFTER_READ = {AFTER_READ!r}\n" + EARLY_READ).stdout.strip().splitlines()[-1])
+        assert out["status"] == 200 and '"result"' in out["body"] and "serverInfo" in out["body"]
+        assert out["loaded"] == []  # nor by the first request (an initialize)
+        assert out["gc"] == [True, 0]  # the collector is back on; nothing left frozen
+        client = Mcp(k.info())
+        client.initialize(capabilities={"extensions": {"io.modelcontextprotocol/ui": True}})  # Apps: view tools too
+        names = [t["name"] for t in client.result("tools/list")["tools"]]
+        assert "read_resource" in names and "watch_changes" in names  # nb_tools' views tools: added when made
+        assert "mcp_notebook.inkernel.lab_comm" not in k.run("import sys; print(list(sys.modules))").stdout
+        front = Frontend(k)
+        front.open()
+        state = front.wait(lambda d: d.get("type") == "state")
+        assert state["state"]["running"] is True  # the comm found the running hub
+        assert "mcp_notebook.inkernel.lab_comm" in k.run("import sys; print(list(sys.modules))").stdout
+        k.execute_nowait("%unload_ext mcp_notebook")
+        front.wait_closed()  # unloading closes the comm the channel took over
+        k.kc.get_shell_msg(timeout=60)  # the unload's execute_reply
+        reload = (
+            "import gc\ngc.disable()\nget_ipython().run_line_magic('load_ext', 'mcp_notebook')\nprint(gc.isenabled())"
+        )
+        assert k.run(reload).stdout.strip().splitlines()[-1] == "False"  # the user's choice stands
+        k.run("gc.enable()")
+    finally:
+        k.shutdown()
+
+
+def test_the_portable_path_answers_a_request_sent_as_loading_returns(tmp_path):
+    """The portable path's server (asyncio's own, made by the loop's first turn) takes the backlog too."""
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path), "MCP_NOTEBOOK_PORTABLE": "1"})
+    try:
+        out = json.loads(k.run(f"AFTER_READ = {AFTER_READ!r}\n" + EARLY_READ).stdout.strip().splitlines()[-1])
+        assert out["status"] == 200 and "serverInfo" in out["body"]
+        fast = k.run("import mcp_notebook; print(mcp_notebook.hub().fast_paths())").stdout
+        assert "'portable': True" in fast and "'loop': 'asyncio'" in fast
+    finally:
+        k.shutdown()

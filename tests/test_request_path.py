@@ -212,7 +212,9 @@ def test_the_hub_runs_on_uvloop_by_default_and_on_asyncio_when_asked(tmp_path):
         k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path), **env})
         try:
             info = k.load_hub()
-            out = k.run("import mcp_notebook as _m; print(type(_m.hub().transport._loop).__module__)")
+            out = k.run(
+                "import mcp_notebook as _m; _m.hub().transport.wait_ready(); print(type(_m.hub().transport._loop).__module__)"
+            )
             assert out.stdout.strip().startswith(expected)
             init = {
                 "jsonrpc": "2.0",

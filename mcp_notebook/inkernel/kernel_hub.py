@@ -12,14 +12,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import portable
 from ..budget import Limits
 from ..capture import CellCapture
 from ..figures.live import FigureReader
 from ..logs import HubLog, log
-from ..nb_tools import add_nb_tools
 from ..protocol.server import McpServer, ServerSettings
 from ..providers.base import LazyProvider
 from ..providers.cells import CellsProvider, cell_uri
@@ -42,11 +41,13 @@ from ..redact import REDACTOR, ConfiguredNames
 from ..resources import Resources
 from ..revisions import ALL_VERSIONS
 from ..runtime import log_path, remove_runtime_file, sweep, write_runtime_file
-from ..transport.control import ControlCarrier
 from ..transport.server import HttpTransport
 from ..version import __version__
 from .activity import recent_notifications
 from .config import MCPHub
+
+if TYPE_CHECKING:
+    from ..transport.control import ControlCarrier
 
 
 class ConnectionInfo(dict):
@@ -94,7 +95,7 @@ class KernelHub:
         self.resources.add_provider(ViewsProvider())  # the MCP Apps views (listed to Apps clients only)
         self.resources.add_provider(CUSTOM)  # last: user templates never shadow the nb:// resources
         self.server = McpServer(self.resources, self._settings())
-        add_nb_tools(self.server.tools)  # the nb:// words of the tools and the Apps views' tools
+        self.server.core.tool_setup.append(_add_nb_tools)  # when the tools are made (at their first use)
         self.transport: HttpTransport | None = None
         self.control: ControlCarrier | None = None
         self.runtime_file: Path | None = None
@@ -192,13 +193,6 @@ class KernelHub:
             switch_interval=max(0, cfg.switch_interval_us) * 1e-6,
             held_sockets=cfg.held_sockets,
         )
-        try:
-            self.transport.start()
-        except BaseException:
-            self.transport.stop()
-            self.log.uninstall()
-            raise
-        self.control = self._start_control()
         CUSTOM.on_change = lambda: self.resources.changed(list_changed=True)
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
@@ -212,6 +206,12 @@ class KernelHub:
         atexit.register(self.stop)
         self._install_sigterm()
         recent_notifications(self.resources)  # what views show of notifications starts with the hub
+        try:  # last, not awaited: the thread makes its loop (uvloop) and the control carrier while
+            # the loading cell ends; a request meanwhile waits in the listening socket's backlog
+            self.transport.start(on_ready=self._start_control, wait=False)
+        except BaseException:
+            self.stop()
+            raise
         log.info("serving at %s", self.transport.url)
 
     def stop(self) -> None:
@@ -234,6 +234,8 @@ class KernelHub:
         self.notebook.changed = None
         if CUSTOM.on_change is not None:
             CUSTOM.on_change = None
+        if self.transport is not None:
+            self.transport.wait_ready(5.0)  # the control carrier is installed on the server thread
         if self.control is not None:
             self.control.uninstall()  # no new exchanges; open streams still get their final events
             self.control = None
@@ -247,14 +249,20 @@ class KernelHub:
             self.log.uninstall()
             self.log = None
 
-    def _start_control(self) -> ControlCarrier | None:
-        """MCP on the kernel's control channel too, where there is one (docs/DESIGN.md, "Kernels anywhere")."""
+    def _start_control(self) -> None:
+        """MCP on the kernel's control channel too, where there is one (docs/DESIGN.md, "Kernels
+        anywhere"); called on the server thread once its loop is made, before it serves."""
+        self.control = self._control_carrier()
+
+    def _control_carrier(self) -> ControlCarrier | None:
         kernel = getattr(self.shell, "kernel", None)
         transport = self.transport
         if not self.config.control_channel or transport is None or transport.loop is None:
             return None
         if getattr(kernel, "control_stream", None) is None or getattr(kernel, "session", None) is None:
             return None
+        from ..transport.control import ControlCarrier  # imported here, on the server thread, not by %load_ext
+
         carrier = ControlCarrier(
             self.server,
             kernel,
@@ -353,11 +361,12 @@ class KernelHub:
         """Once the loading cell has ended, off the main thread: record this session in the history
         sidecar (an sqlite commit) and import the rooms left for their first use, so that neither
         ``%load_ext`` nor a first listing pays them (each import lets go of the GIL at its file reads:
-        a read meanwhile waits little). docs/DESIGN.md, "Loading, fourth cut"."""
+        a read meanwhile waits little); then the tools. docs/DESIGN.md, "Loading, fourth cut" and "sixth cut"."""
         try:
             self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
             for lazy in self._lazy:
                 lazy.real()
+            self.server.tools  # noqa: B018 -- made now, not by the first tools/list
         except Exception:  # a room that fails to build is built (and fails) again at its first use
             log.exception("after loading")
 
@@ -400,6 +409,8 @@ class KernelHub:
 
     def fast_paths(self) -> dict[str, Any]:
         """Which platform-specific fast paths are in force (all off with MCP_NOTEBOOK_PORTABLE=1)."""
+        if self.transport is not None and self.transport.alive:
+            self.transport.wait_ready(5.0)  # its loop is made on the server thread, just after loading
         loop = self.transport.loop if self.transport else None
         return {
             "portable": portable.ON,
@@ -415,6 +426,13 @@ class KernelHub:
 
     def _file_key(self) -> str:
         return kernel_id() or f"pid{os.getpid()}-{self.transport.port if self.transport else 0}"
+
+
+def _add_nb_tools(tools: Any) -> None:
+    """The nb:// words of the tools and the Apps views' tools (nb_tools.py, imported with the tools)."""
+    from ..nb_tools import add_nb_tools
+
+    add_nb_tools(tools)
 
 
 def _warn(message: str) -> None:

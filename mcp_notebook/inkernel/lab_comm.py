@@ -22,12 +22,13 @@ import io
 import logging
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ..version import __version__
 from . import lifecycle
+from .lab_target import TARGET, comm_manager
 
-TARGET = "mcp_notebook.document"
 STATE_DELAY = 0.4  # seconds: hub events within this window make one state push
 MAX_VARIABLES = 500
 MAX_CELLS = 20_000
@@ -105,7 +106,7 @@ class LabComm:
     # -- registration (load/unload of the IPython extension) -----------------------------
     def register(self, shell: Any) -> bool:
         """Register the comm target in ``shell``'s kernel; False outside a kernel (plain IPython)."""
-        manager = _comm_manager(shell)
+        manager = comm_manager(shell)
         if manager is None:
             return False
         from .activity import MainThread
@@ -433,20 +434,16 @@ def hub_state(kh: Any) -> dict[str, Any]:
     return state
 
 
-def _comm_manager(shell: Any) -> Any:
-    """The kernel's comm manager, or None outside a kernel."""
-    kernel = getattr(shell, "kernel", None)
-    if kernel is None:
-        return None
-    manager = getattr(kernel, "comm_manager", None)
-    if manager is not None:
-        return manager
-    try:
-        import comm
-
-        return comm.get_comm_manager()
-    except Exception:
-        return None
-
-
 LAB_COMM = LabComm()
+
+
+def take_over(shell: Any, comm: Any, msg: dict[str, Any]) -> Callable[[], None]:
+    """The first comm since ``%load_ext`` (lab_target.py registered the target; the package imports
+    this module for it): register ``LAB_COMM`` in its place, follow the running hub, serve the
+    comm. Returns how to let go (``LAB_COMM.unregister``)."""
+    LAB_COMM.register(shell)
+    kernel_hub = lifecycle.current()
+    if kernel_hub is not None:
+        LAB_COMM.attach(kernel_hub)
+    LAB_COMM._on_open(comm, msg)
+    return LAB_COMM.unregister

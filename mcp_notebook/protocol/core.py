@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import budget
 from ..providers.base import Provider
@@ -25,7 +25,9 @@ from .apps import server_capability
 from .cursors import decode_cursor, encode_cursor
 from .exchange import Answer, Ctx, ServerSettings
 from .jsonrpc import MAX_URI, RpcError, check_params
-from .tools import Tools
+
+if TYPE_CHECKING:
+    from .tools import Tools
 
 log = logging.getLogger("mcp_notebook.protocol")
 
@@ -67,7 +69,9 @@ class Core:
         self.resources = resources
         self.settings = settings
         self.budget = max(2_000, settings.max_result_chars - budget.RESERVE)  # a handler's result, as sent
-        self.tools = Tools(resources, settings.page_size, self.budget)
+        self._tools: Tools | None = None  # made at the first tools/* request or after loading (tools)
+        self._tools_lock = threading.Lock()
+        self.tool_setup: list[Callable[[Tools], Any]] = []  # what composition sites add to the tools, when made
         self.lock = threading.RLock()
         self.closed = False
         self.on_activity: Callable[[], None] | None = None
@@ -78,12 +82,34 @@ class Core:
             "resources/templates/list": self.list_templates,
             "resources/read": self.read,
             "completion/complete": self.complete,
-            "tools/list": self.tools.list_tools,
-            "tools/call": self.tools.call_tool,
+            "tools/list": lambda ctx, params: self.tools.list_tools(ctx, params),
+            "tools/call": lambda ctx, params: self.tools.call_tool(ctx, params),
         }
         self._read_cache: dict[ReadKey, tuple[Any, bytes]] = {}
         # (method, revision, id(provider)) -> (token, items when untokened, encoded items)
         self._listings: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]] = {}
+
+    @property
+    def tools(self) -> Tools:
+        """tools/list and tools/call, made (with what ``tool_setup`` adds) at their first use: a
+        server that is never asked for tools never imports them (docs/DESIGN.md, "Loading, sixth cut")."""
+        tools = self._tools
+        if tools is None:
+            with self._tools_lock:
+                tools = self._tools
+                if tools is None:
+                    from .tools import Tools
+
+                    tools = Tools(self.resources, self.settings.page_size, self.budget)
+                    for setup in self.tool_setup:
+                        setup(tools)
+                    self._tools = tools
+        return tools
+
+    @property
+    def tools_made(self) -> Tools | None:
+        """The tools if made already (what a session's end or a close has to tell them), else None."""
+        return self._tools
 
     # -- running one request ------------------------------------------------------------
     def run(self, era: EraRules, ctx: Ctx, msg: rpc.Message, handler: Handler | None = None) -> dict[str, Any]:

@@ -209,7 +209,9 @@ class HandshakeEra:
         """Forget ``session``: its tool watches, subscriptions and streams (the caller holds the lock)."""
         resources = self.core.resources
         self._sessions.pop(session.id, None)
-        self.core.tools.watches.forget(session_key(session.id))
+        tools = self.core.tools_made
+        if tools is not None:
+            tools.watches.forget(session_key(session.id))
         for uri in session.subscriptions:
             resources.unwatch(uri)
         session.subscriptions.clear()

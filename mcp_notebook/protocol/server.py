@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..resources import Resources
 from ..revisions import HANDSHAKE, STATELESS, STATELESS_VERSIONS, classify
@@ -48,7 +48,9 @@ from .jsonrpc import MAX_URI, RpcError
 from .security import host_allowed, origin_allowed, preflight_headers, token_valid
 from .stateless import CLIENTS_SEEN_SECONDS, Listen, StatelessEra
 from .streams import Stream
-from .tools import Tools
+
+if TYPE_CHECKING:
+    from .tools import Tools
 
 log = logging.getLogger(__name__)
 _NO_HEADERS: dict[str, str] = {}  # the era from the message alone, once the context's revision is not stateless
@@ -298,7 +300,8 @@ class McpServer:
         """End every stream gracefully (listen streams get their final result) and forget sessions."""
         core = self.core
         core.resources.remove_listener(self.on_change)
-        core.tools.watches.close()
+        if core.tools_made is not None:
+            core.tools_made.watches.close()
         with core.lock:
             core.closed = True
             self.handshake.end()

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..logs import loop_exception_handler
+from ..logs import log, loop_exception_handler
 from ..protocol.server import McpServer
 from ..protocol.streams import Stream
 from .connection import LINGER_SECONDS, PATH, Connection
@@ -69,8 +71,7 @@ class HttpTransport:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._servers: list[asyncio.AbstractServer | HeldListener] = []
         self._thread: threading.Thread | None = None
-        self._started = threading.Event()
-        self._error: BaseException | None = None
+        self._ready = threading.Event()  # the thread's loop and listeners are made (or failed)
         self._sweep: asyncio.TimerHandle | None = None
         self.busy_poll = BusyPoll(busy_poll_seconds)
         self.heads = AdmittedHeads()
@@ -149,32 +150,60 @@ class HttpTransport:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{PATH}"
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="mcp-notebook-http", daemon=True)
+    def start(self, on_ready: Callable[[], None] | None = None, wait: bool = True) -> None:
+        """Start the server thread. It makes its loop (importing uvloop there) and listeners, calls
+        ``on_ready`` (another carrier that needs the loop), then serves. With ``wait`` False, return
+        at once: the socket listens already, so a client that connects before the loop turns waits
+        in the backlog until it does, and an error on the thread goes to the log and leaves
+        ``alive`` False (docs/DESIGN.md, "Loading, sixth cut"); else wait, and raise that error."""
+        self._thread = threading.Thread(target=self._run, args=(on_ready,), name="mcp-notebook-http", daemon=True)
         self._thread.start()
-        if not self._started.wait(10):
-            raise RuntimeError("the MCP HTTP server thread did not start")
-        if self._error is not None:
-            raise RuntimeError(f"the MCP HTTP server failed to start: {self._error}")
+        if wait and not self.wait_ready():
+            raise RuntimeError("the MCP HTTP server did not start (its log says why)")
 
-    def _run(self) -> None:
+    def wait_ready(self, timeout: float = 10.0) -> bool:
+        """Wait until the thread has made its loop and listeners (or failed to); True if it did."""
+        return self._ready.wait(timeout) and self._loop is not None
+
+    def _make_loop(self) -> asyncio.AbstractEventLoop:
         loop = new_loop(self.loop_kind, self.busy_poll)
         loop.set_exception_handler(loop_exception_handler)  # the loop's errors go to our log, not stderr
-        self._loop = loop
         asyncio.set_event_loop(loop)
         try:
             for sock in self._sockets:
-                if self._libc is not None:
+                if self._libc is not None:  # add_reader: no need for the loop to run
                     self._servers.append(HeldListener(loop, sock, lambda: Connection(self), self._libc, self.switch))
-                else:
-                    server = loop.run_until_complete(loop.create_server(lambda: Connection(self), sock=sock))
-                    self._servers.append(server)
-        except BaseException as exc:  # surfaced by start()
-            self._error = exc
-            self._started.set()
+                else:  # the loop's own server: made by its first turn
+                    loop.create_task(self._serve(sock))
+        except BaseException:
             loop.close()
+            raise
+        return loop
+
+    async def _serve(self, sock: socket.socket) -> None:
+        try:
+            server = await asyncio.get_running_loop().create_server(lambda: Connection(self), sock=sock)
+        except Exception:
+            log.exception("the MCP HTTP server could not serve on its socket")
             return
-        self._started.set()
+        self._servers.append(server)
+        if self.stopping:  # stopped while it was being made
+            server.close()
+
+    def _run(self, on_ready: Callable[[], None] | None) -> None:
+        try:
+            loop = self._make_loop()
+        except BaseException:
+            log.exception("the MCP HTTP server could not start")
+            self._ready.set()
+            return
+        self._loop = loop
+        if on_ready is not None:
+            try:
+                on_ready()
+            except Exception:
+                log.exception("starting with the server's loop")
+        self._ready.set()
         try:
             loop.run_forever()
         finally:
@@ -184,6 +213,8 @@ class HttpTransport:
 
     def stop(self, timeout: float = 5.0) -> None:
         """End streams, close the socket and connections, stop the loop, join the thread."""
+        if self._thread is not None:
+            self._ready.wait(timeout)  # stopped just after start: its loop exists, or never will
         self.mcp.close()
         self.switch.restore()
         loop = self._loop
