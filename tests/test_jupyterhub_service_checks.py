@@ -1,6 +1,8 @@
 """JupyterHub's answer about a grant's user is asked again just before it goes stale, off the reads'
-path (``Fronts.renew_checks`` calls ``JupyterHubLink.model(ahead)``): a read then finds it fresh.
-A real HTTP server on 127.0.0.1 stands for JupyterHub's ``/user``."""
+path (``Fronts.renew_checks`` calls ``JupyterHubLink.model(ahead)``): a read then finds it fresh,
+and never waits behind that renewal while the answer it has is fresh. A server's kernel listing is
+renewed the same way, in the background (``Listings``). A real HTTP server on 127.0.0.1 stands for
+JupyterHub's ``/user``."""
 
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ from mcp_notebook.jupyterhub_service.users import JupyterHubLink, JupyterHubRefu
 
 
 @pytest.fixture
-def jupyterhub() -> Iterator[tuple[str, list[str]]]:
+def jupyterhub() -> Iterator[tuple[str, list[str], threading.Event]]:
     asked: list[str] = []
+    gate = threading.Event()
+    gate.set()
 
     class User(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             asked.append(self.headers.get("Authorization", ""))
+            gate.wait(30)  # a test closes the gate: JupyterHub is slow to answer
             refused = self.headers.get("Authorization") == "token revoked"
             body = json.dumps({"name": "alice", "servers": {}, "scopes": []}).encode()
             self.send_response(403 if refused else 200)
@@ -37,13 +42,14 @@ def jupyterhub() -> Iterator[tuple[str, list[str]]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), User)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}/hub/api", asked
+        yield f"http://127.0.0.1:{server.server_port}/hub/api", asked, gate
     finally:
+        gate.set()
         server.shutdown()
 
 
 def test_the_answer_is_renewed_ahead_of_going_stale_and_a_refusal_still_counts(jupyterhub):
-    url, asked = jupyterhub
+    url, asked, _ = jupyterhub
     link = JupyterHubLink(url, "alice", "token good", check_seconds=1.5)
     link.model()
     assert len(asked) == 1 and link.fresh()
@@ -58,3 +64,54 @@ def test_the_answer_is_renewed_ahead_of_going_stale_and_a_refusal_still_counts(j
     with pytest.raises(JupyterHubRefused):
         link.model(ahead=1.0)
     assert link.refused is not None and not link.fresh()
+
+
+def test_a_read_does_not_wait_for_a_renewal_while_its_answer_is_fresh(jupyterhub):
+    url, asked, gate = jupyterhub
+    link = JupyterHubLink(url, "alice", "token good", check_seconds=30)
+    first = link.model()
+    gate.clear()  # JupyterHub stops answering
+    renewal = threading.Thread(target=link.model, kwargs={"ahead": 30.0})  # always due: asks, and waits
+    renewal.start()
+    while len(asked) < 2:  # the renewal is waiting for JupyterHub now
+        renewal.join(0.01)
+    got: list[dict] = []
+    read = threading.Thread(target=lambda: got.append(link.model()))
+    read.start()
+    read.join(5)  # (well under the renewal's own 10 s limit, after which the read would get the lock)
+    done = not read.is_alive()
+    gate.set()
+    renewal.join(10)
+    assert done and got == [first]  # the read had its (fresh) answer while the renewal still waited
+    assert len(asked) == 2  # and it did not ask JupyterHub itself
+
+
+def test_a_listing_near_its_end_is_renewed_in_the_background():
+    from mcp_notebook.jupyterhub_service.users import LIST_AHEAD_SECONDS, LIST_SECONDS, Listings
+
+    listings = Listings()
+    key = ("alice", "/user/alice/")
+    release = threading.Event()
+    fetched: list[str] = []
+
+    def slow() -> list[dict]:
+        fetched.append(threading.current_thread().name)
+        release.wait(30)
+        return [{"kernel_id": "new"}]
+
+    assert listings.listed(key, False, lambda: [{"kernel_id": "old"}]) == [{"kernel_id": "old"}]
+    assert listings.listed(key, False, slow) == [{"kernel_id": "old"}] and not fetched  # recent: kept
+    aged = time.monotonic() - (LIST_SECONDS - LIST_AHEAD_SECONDS / 2)
+    listings._lists[key] = (aged, [{"kernel_id": "old"}])
+    for _ in range(5):  # callers go on with the kept one; one renewal runs, on a thread of its own
+        assert listings.listed(key, False, slow) == [{"kernel_id": "old"}]
+    while not fetched:
+        time.sleep(0.01)
+    assert len(fetched) == 1 and fetched[0] != threading.current_thread().name
+    release.set()
+    while listings.listed(key, False, slow) != [{"kernel_id": "new"}]:
+        time.sleep(0.01)
+    assert len(fetched) == 1
+    assert listings.listed(key, True, lambda: [{"kernel_id": "now"}]) == [{"kernel_id": "now"}]  # fresh: asked now
+    listings._lists[key] = (time.monotonic() - LIST_SECONDS, [{"kernel_id": "old"}])
+    assert listings.listed(key, False, lambda: [{"kernel_id": "late"}]) == [{"kernel_id": "late"}]  # stale: now
