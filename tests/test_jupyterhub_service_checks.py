@@ -115,3 +115,29 @@ def test_a_listing_near_its_end_is_renewed_in_the_background():
     assert listings.listed(key, True, lambda: [{"kernel_id": "now"}]) == [{"kernel_id": "now"}]  # fresh: asked now
     listings._lists[key] = (time.monotonic() - LIST_SECONDS, [{"kernel_id": "old"}])
     assert listings.listed(key, False, lambda: [{"kernel_id": "late"}]) == [{"kernel_id": "late"}]  # stale: now
+
+
+def test_one_server_is_listed_by_one_caller_at_a_time():
+    from mcp_notebook.jupyterhub_service.users import Listings
+
+    listings = Listings()
+    release = threading.Event()
+    fetched: list[int] = []
+
+    def slow() -> list[dict]:
+        fetched.append(1)
+        release.wait(30)
+        return [{"kernel_id": "k"}]
+
+    got: list[list[dict]] = []
+    callers = [
+        threading.Thread(target=lambda: got.append(listings.listed(("bob", "/"), False, slow))) for _ in range(8)
+    ]
+    for caller in callers:
+        caller.start()
+    while not fetched:
+        time.sleep(0.01)
+    release.set()
+    for caller in callers:
+        caller.join(30)
+    assert fetched == [1] and got == [[{"kernel_id": "k"}]] * 8  # eight callers, one listing

@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
 LIST_AHEAD_SECONDS = 0.5  # and one this close to its end is listed again in the background
 TIMEOUT = 10.0
+Fetch = Callable[[], list[dict[str, Any]]]  # a server's kernel listing, asked now
 RENEW_AHEAD_SECONDS = 1.0  # JupyterHub's answer is asked again this long before it goes stale (off the reads' path)
 
 
@@ -114,39 +115,52 @@ class JupyterHubLink:
 class Listings:
     """Servers' kernel listings, shared by the grants of their user (keyed by user and server). A
     listing is used for ``LIST_SECONDS``; one within ``LIST_AHEAD_SECONDS`` of that is listed again
-    on a thread of its own (one per server at a time) while callers go on with it, so a read almost
-    never waits for a listing (the grants' ticks and reads keep a user's listing renewed)."""
+    on a thread of its own while callers go on with it, so a read almost never waits for a listing;
+    one server is listed by one caller at a time (the others wait for that answer: fifty grants
+    of a user starting together ask the user's server once, not fifty times)."""
 
     def __init__(self) -> None:
         self._lists: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
-        self._renewing: set[tuple[str, str]] = set()
+        self._asking: dict[tuple[str, str], Future[list[dict[str, Any]]]] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="mcp-notebook-listings")
 
-    def listed(
-        self, key: tuple[str, str], fresh: bool, fetch: Callable[[], list[dict[str, Any]]]
-    ) -> list[dict[str, Any]]:
+    def listed(self, key: tuple[str, str], fresh: bool, fetch: Fetch) -> list[dict[str, Any]]:
         """The listing of ``key``: the one kept while recent (renewed ahead in the background), else
-        ``fetch()`` now (``fresh``: now whatever is kept)."""
+        the answer of the one ``fetch()`` asking now (``fresh``: a new one whatever is kept)."""
+        if fresh:
+            listed = fetch()
+            self.put(key, listed)
+            return listed
         with self._lock:
             found = self._lists.get(key)
             age = time.monotonic() - found[0] if found is not None else LIST_SECONDS
-            ahead = not fresh and LIST_SECONDS - LIST_AHEAD_SECONDS <= age < LIST_SECONDS
-            if ahead and key not in self._renewing:
-                self._renewing.add(key)
-                self._pool.submit(self._renew, key, fetch)
-        if found is not None and not fresh and age < LIST_SECONDS:
+            asking = self._asking.get(key)
+            mine = asking is None and (found is None or age >= LIST_SECONDS - LIST_AHEAD_SECONDS)
+            if mine:
+                asking = self._asking[key] = Future()
+        if found is not None and age < LIST_SECONDS:
+            if mine:
+                self._pool.submit(self._ask, key, fetch, asking)  # ahead: the callers go on with this one
             return found[1]
-        listed = fetch()
-        self.put(key, listed)
-        return listed
+        if mine:
+            self._ask(key, fetch, asking)
+        assert asking is not None
+        return asking.result()  # (bounded: a listing has its own time limit)
 
-    def _renew(self, key: tuple[str, str], fetch: Callable[[], list[dict[str, Any]]]) -> None:
+    def _ask(self, key: tuple[str, str], fetch: Fetch, asking: Future[list[dict[str, Any]]]) -> None:
         try:
-            self.put(key, fetch())
+            listed = fetch()
+        except BaseException as exc:  # fetch says why in an empty listing; anything else reaches the waiters
+            asking.set_exception(exc)
+            raise
+        else:
+            self.put(key, listed)
+            asking.set_result(listed)
         finally:
             with self._lock:
-                self._renewing.discard(key)
+                if self._asking.get(key) is asking:
+                    del self._asking[key]
 
     def put(self, key: tuple[str, str], listed: list[dict[str, Any]]) -> None:
         with self._lock:
