@@ -45,8 +45,13 @@ from service_oauth import sign_in  # noqa: E402
 
 
 def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
-    """Every (url, auth) read once a second for ``seconds`` (random phase), each on its own connection."""
+    """Every (url, auth) read once a second for ``seconds`` (random phase), each on its own connection.
+    Each user's cold reads are reported apart (``cold_*``): the first (it opens the connection) and,
+    through the service, the first at each replica (named by the test-only ``X-Replica`` header of
+    tests/replicas.py's haproxy): it opens the grant's front there (the token looked up in the store,
+    JupyterHub asked about the user, the kernels' templates listed), once per grant and replica."""
     samples: list[float] = []
+    firsts: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
     start = time.monotonic() + 1.0
@@ -55,6 +60,8 @@ def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
         content, headers = _body_and_headers(auth)
         due = start + random.random()
         mine: list[float] = []
+        cold: list[float] = []
+        seen: set[str] = set()  # the replicas that answered this user
         with httpx.Client(headers=headers, timeout=60) as http:
             while due < start + seconds:
                 time.sleep(max(0.0, due - time.monotonic()))
@@ -65,12 +72,16 @@ def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
                     errors.append(f"{type(exc).__name__}: {exc}")
                     due += 1.0
                     continue
-                mine.append((time.perf_counter() - t0) * 1e3)
+                ms = (time.perf_counter() - t0) * 1e3
+                replica = r.headers.get("x-replica", "")
+                (mine if seen and replica in seen else cold).append(ms)
+                seen.add(replica)
                 if r.status_code != 200 or "contents" not in r.text:
                     errors.append(f"{r.status_code} {r.text[:200]}")
                 due += 1.0
         with lock:
-            samples.extend(mine[1:])  # the first opens the connection
+            samples.extend(mine)
+            firsts.extend(cold)
 
     threads = [threading.Thread(target=user, args=t) for t in targets]
     for t in threads:
@@ -80,7 +91,17 @@ def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
     samples.sort()
     pick = lambda q: samples[min(len(samples) - 1, int(len(samples) * q))]  # noqa: E731
     first = errors[0] if errors else None
-    return {"n": len(samples), "errors": len(errors), "first_error": first, "p50_ms": pick(0.5), "p99_ms": pick(0.99)}
+    firsts.sort()
+    return {
+        "n": len(samples),
+        "errors": len(errors),
+        "first_error": first,
+        "p50_ms": pick(0.5),
+        "p99_ms": pick(0.99),
+        "cold_n": len(firsts),
+        "cold_p50_ms": firsts[len(firsts) // 2] if firsts else None,
+        "cold_max_ms": firsts[-1] if firsts else None,
+    }
 
 
 EXTERNAL = """
@@ -166,7 +187,7 @@ def deployment(n_replicas: int, users: list[int], seconds: float, cells: int, tm
             cpu0 = cpu_of()
             targets = [(hub.mcp_url, f"Bearer {grants[i]}") for i in range(n)]
             service, notify_service = measured(targets, seconds, kernels["alice"], service_info, cells)
-            cpu = (cpu_of() - cpu0) / max(1, service["n"] + n) * 1e3
+            cpu = (cpu_of() - cpu0) / max(1, service["n"] + service["cold_n"]) * 1e3
             runs[str(n)] = {
                 "direct": direct,
                 "service": service,
@@ -213,6 +234,14 @@ def print_table(out: dict[str, Any]) -> None:
         r[k]["first_error"] for rs in out["deployments"].values() for r in rs.values() for k in ("direct", "service")
     ]
     first = next((f for f in firsts if f), None)
+    colds = [
+        f"{replicas} replica(s), {n} users: {_pair(run['service'], 'cold_p50_ms', 'cold_max_ms')}"
+        for replicas, runs in out["deployments"].items()
+        for n, run in runs.items()
+    ]
+    print(
+        f"\ncold reads through the service (a grant's first at each replica, not in the table), p50 / max: {'; '.join(colds)}"
+    )
     print(
         f"\n{errors} read(s) failed{f' (the first: {first[:200]})' if first else ''}; each read p50/p99 over {out['seconds']:.0f} s per user, notifications over {out['cells']} cells per era"
     )
