@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -17,6 +17,14 @@ import pytest
 pytest.importorskip("jupyterhub")
 
 from mcp_notebook.jupyterhub_service.users import JupyterHubLink, JupyterHubRefused
+
+
+def until(done: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Wait (bounded) until ``done()``."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "not within the bound"
+        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -73,8 +81,7 @@ def test_a_read_does_not_wait_for_a_renewal_while_its_answer_is_fresh(jupyterhub
     gate.clear()  # JupyterHub stops answering
     renewal = threading.Thread(target=link.model, kwargs={"ahead": 30.0})  # always due: asks, and waits
     renewal.start()
-    while len(asked) < 2:  # the renewal is waiting for JupyterHub now
-        renewal.join(0.01)
+    until(lambda: len(asked) >= 2)  # the renewal is waiting for JupyterHub now
     got: list[dict] = []
     read = threading.Thread(target=lambda: got.append(link.model()))
     read.start()
@@ -105,12 +112,10 @@ def test_a_listing_near_its_end_is_renewed_in_the_background():
     listings._lists[key] = (aged, [{"kernel_id": "old"}])
     for _ in range(5):  # callers go on with the kept one; one renewal runs, on a thread of its own
         assert listings.listed(key, False, slow) == [{"kernel_id": "old"}]
-    while not fetched:
-        time.sleep(0.01)
+    until(lambda: bool(fetched))
     assert len(fetched) == 1 and fetched[0] != threading.current_thread().name
     release.set()
-    while listings.listed(key, False, slow) != [{"kernel_id": "new"}]:
-        time.sleep(0.01)
+    until(lambda: listings.listed(key, False, slow) == [{"kernel_id": "new"}])
     assert len(fetched) == 1
     assert listings.listed(key, True, lambda: [{"kernel_id": "now"}]) == [{"kernel_id": "now"}]  # fresh: asked now
     listings._lists[key] = (time.monotonic() - LIST_SECONDS, [{"kernel_id": "old"}])
@@ -135,9 +140,23 @@ def test_one_server_is_listed_by_one_caller_at_a_time():
     ]
     for caller in callers:
         caller.start()
-    while not fetched:
-        time.sleep(0.01)
+    until(lambda: bool(fetched))
     release.set()
     for caller in callers:
         caller.join(30)
     assert fetched == [1] and got == [[{"kernel_id": "k"}]] * 8  # eight callers, one listing
+
+
+def test_a_failed_renewal_ahead_leaves_the_kept_listing():
+    from mcp_notebook.jupyterhub_service.users import LIST_AHEAD_SECONDS, LIST_SECONDS, Listings
+
+    listings = Listings()
+    key = ("carol", "/user/carol/")
+    assert listings.listed(key, False, lambda: None) == []  # failed with nothing kept: [] (kept as an answer)
+    assert listings.listed(key, True, lambda: [{"kernel_id": "k"}]) == [{"kernel_id": "k"}]
+    aged = time.monotonic() - (LIST_SECONDS - LIST_AHEAD_SECONDS / 2)
+    listings._lists[key] = (aged, [{"kernel_id": "k"}])
+    failed: list[int] = []
+    assert listings.listed(key, False, lambda: failed.append(1)) == [{"kernel_id": "k"}]  # renewal fails, ahead
+    until(lambda: bool(failed) and not listings._asking)
+    assert listings._lists[key] == (aged, [{"kernel_id": "k"}])  # the kept listing, as it was

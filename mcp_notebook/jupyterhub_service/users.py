@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
 LIST_AHEAD_SECONDS = 0.5  # and one this close to its end is listed again in the background
 TIMEOUT = 10.0
-Fetch = Callable[[], list[dict[str, Any]]]  # a server's kernel listing, asked now
+Fetch = Callable[[], list[dict[str, Any]] | None]  # a server's kernel listing, asked now (None: it failed)
 RENEW_AHEAD_SECONDS = 1.0  # JupyterHub's answer is asked again this long before it goes stale (off the reads' path)
 
 
@@ -117,11 +117,13 @@ class Listings:
     listing is used for ``LIST_SECONDS``; one within ``LIST_AHEAD_SECONDS`` of that is listed again
     on a thread of its own while callers go on with it, so a read almost never waits for a listing;
     one server is listed by one caller at a time (the others wait for that answer: fifty grants
-    of a user starting together ask the user's server once, not fifty times)."""
+    of a user starting together ask the user's server once, not fifty times). A renewal ahead that
+    failed (one grant's token refused, the server busy) leaves the kept listing as it is; a failure
+    when nothing recent is kept is kept as [] for ``LIST_SECONDS``, as any answer."""
 
     def __init__(self) -> None:
         self._lists: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
-        self._asking: dict[tuple[str, str], Future[list[dict[str, Any]]]] = {}
+        self._asking: dict[tuple[str, str], Future[list[dict[str, Any]] | None]] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(2, thread_name_prefix="mcp-notebook-listings")
 
@@ -129,7 +131,7 @@ class Listings:
         """The listing of ``key``: the one kept while recent (renewed ahead in the background), else
         the answer of the one ``fetch()`` asking now (``fresh``: a new one whatever is kept)."""
         if fresh:
-            listed = fetch()
+            listed = fetch() or []
             self.put(key, listed)
             return listed
         with self._lock:
@@ -141,21 +143,24 @@ class Listings:
                 asking = self._asking[key] = Future()
         if found is not None and age < LIST_SECONDS:
             if mine:
-                self._pool.submit(self._ask, key, fetch, asking)  # ahead: the callers go on with this one
+                self._pool.submit(self._ask, key, fetch, asking, True)  # ahead: the callers go on with this one
             return found[1]
         if mine:
             self._ask(key, fetch, asking)
         assert asking is not None
-        return asking.result()  # (bounded: a listing has its own time limit)
+        return asking.result() or []  # (bounded: a listing has its own time limit)
 
-    def _ask(self, key: tuple[str, str], fetch: Fetch, asking: Future[list[dict[str, Any]]]) -> None:
+    def _ask(
+        self, key: tuple[str, str], fetch: Fetch, asking: Future[list[dict[str, Any]] | None], ahead: bool = False
+    ) -> None:
         try:
             listed = fetch()
         except BaseException as exc:  # fetch says why in an empty listing; anything else reaches the waiters
             asking.set_exception(exc)
             raise
         else:
-            self.put(key, listed)
+            if listed is not None or not ahead:
+                self.put(key, listed or [])
             asking.set_result(listed)
         finally:
             with self._lock:
@@ -209,8 +214,8 @@ class UserServers:
             if isinstance(k, dict) and k.get("kernel_id")
         ]
 
-    def _list(self, base: str) -> list[dict[str, Any]]:
-        """The kernels of the server at ``base``, as its mcp-notebook extension lists them ([]: it did not say)."""
+    def _list(self, base: str) -> list[dict[str, Any]] | None:
+        """The kernels of the server at ``base``, as its mcp-notebook extension lists them (None: it did not say)."""
         try:
             status, _, raw = server_kernels(base, self.link.jupyterhub_token, TIMEOUT)
             if status != 200:
@@ -218,8 +223,8 @@ class UserServers:
             listed = json.loads(raw)
         except (OSError, ValueError, UpstreamError) as exc:
             log.info("listing the kernels of %s failed: %s", base, exc)
-            listed = []
-        return listed if isinstance(listed, list) else []
+            return None
+        return listed if isinstance(listed, list) else None
 
     def focused(self) -> tuple[str, float] | None:
         return None
