@@ -115,6 +115,20 @@ def test_a_connection_the_hub_closed_is_replaced_once_and_a_gone_hub_is_a_clear_
     assert str(hub.port) not in str(gone.value)  # a front's client never learns where a hub listens
 
 
+def test_the_second_try_goes_on_a_new_connection_never_another_kept_one(hubs):
+    start, started = hubs
+    hub = start()
+    address = HubAddress(hub.url, hub.token)
+    end = Endpoint.of(hub.url)
+    for _ in range(2):  # two kept connections (a proxy in front of many users keeps several)
+        conn = blocking._POOL.new(end, 5.0)
+        conn.connect()
+        blocking._POOL.give(end, conn)
+    assert len(_idle(hub)) == 2
+    started.append(hub.restart())  # both die with the old hub (a proxy closing idle connections)
+    assert _text(call(address, "resources/read", {"uri": "test://hello"})) == "hello"  # one dead one tried
+
+
 def test_a_reply_slower_than_the_timeout_is_cut_and_its_connection_never_reused(hubs):
     start, _ = hubs
     hub = start()

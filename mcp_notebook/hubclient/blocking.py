@@ -286,9 +286,10 @@ def exchange(
     path: str | None = None,
 ) -> Reply:
     """One request and its whole reply over a kept-alive connection (any thread). A connection the
-    hub closed while idle is replaced once (rules 1); nothing is sent twice otherwise."""
+    hub closed while idle is replaced once (rules 1), by a new connection (another kept one may have
+    been closed too: a proxy ends idle connections after a few seconds); nothing is sent twice otherwise."""
     for attempt in (1, 2):
-        conn = _POOL.take(end)
+        conn = _POOL.take(end) if attempt == 1 else None
         reused = conn is not None
         if conn is None:
             conn = _POOL.new(end, timeout)

@@ -6,6 +6,8 @@ import asyncio
 import logging
 import os
 import secrets
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any as AnyType
 from urllib.parse import urlsplit
 
@@ -39,6 +41,7 @@ from .web import (
 )
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
+READ_THREADS = 64  # MCP requests handled at once (each on a thread: it waits on a user's server)
 access_log = logging.getLogger("tornado.access")
 
 
@@ -64,6 +67,40 @@ class SharedStateHubOAuth(HubOAuth):
         if self.store is None:
             return super().clear_oauth_state(state_id)
         self.store.drop_hub_state(state_id)
+
+
+class Chores:
+    """The service's periodic work (idle fronts swept, revocations and sessions followed, JupyterHub
+    asked ahead, unused clients purged), on threads of its own: never on the event loop (a store
+    query there holds every read back) nor in the reads' pool. A chore still running when its time
+    comes again is skipped, not queued behind itself."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(4, thread_name_prefix="mcp-notebook-chores")
+        self._timers: list[PeriodicCallback] = []
+
+    def every(self, seconds: float, chore: Callable[[], object]) -> None:
+        last: list[Future[object]] = []
+
+        def tick() -> None:
+            if last and not last[0].done():
+                return
+            last[:] = [self.pool.submit(chore)]
+            last[0].add_done_callback(_log_failure)
+
+        timer = PeriodicCallback(tick, seconds * 1000)
+        timer.start()
+        self._timers.append(timer)
+
+    def stop(self) -> None:
+        for timer in self._timers:
+            timer.stop()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _log_failure(future: Future[object]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logging.getLogger(__name__).error("a periodic task failed", exc_info=future.exception())
 
 
 def log_request(handler: web.RequestHandler) -> None:
@@ -209,25 +246,23 @@ class JupyterHubServiceApp(Application):
         port = self.service.resolved_port()
 
         async def serve() -> None:
+            # the reads' threads: each waits on a user's server (a busy cell: up to a minute), so
+            # every read gets one at once rather than queueing behind others (the loop's default
+            # pool has min(32, cores + 4) threads: 6 on two cores, the tail of 50 users' reads)
+            reads = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="mcp-notebook-read")
+            asyncio.get_running_loop().set_default_executor(reads)
             app.listen(port, self.service.ip, max_body_size=MAX_BODY_BYTES)
-            sweeper = PeriodicCallback(fronts.sweep, 1000)
-            sweeper.start()
-            loop = asyncio.get_running_loop()
-            follower = PeriodicCallback(lambda: loop.run_in_executor(None, fronts.follow_revocations), 1000)
-            follower.start()
-            renewer = PeriodicCallback(lambda: loop.run_in_executor(None, fronts.renew_checks), 500)
-            renewer.start()
             unused = self.service.unused_client_seconds
-            purge = PeriodicCallback(lambda: fronts.server.store.purge(unused), 600_000)
-            purge.start()
+            chores = Chores()
+            chores.every(1.0, fronts.sweep)
+            chores.every(1.0, fronts.follow_revocations)
+            chores.every(0.5, fronts.renew_checks)
+            chores.every(600.0, lambda: fronts.server.store.purge(unused))
             self.log.info("mcp-notebook: one MCP endpoint for every user at %smcp", self.service.resolved_public_url())
             try:
                 await asyncio.Event().wait()
             finally:
-                sweeper.stop()
-                follower.stop()
-                renewer.stop()
-                purge.stop()
+                chores.stop()
                 fronts.close()
 
         asyncio.run(serve())

@@ -267,7 +267,7 @@ class McpHandler(SseReplies, web.RequestHandler):
             if not gf.link.fresh():
                 await loop.run_in_executor(None, self.fronts.check, access.family, gf)
         except JupyterHubRefused as exc:
-            self.fronts.server.revoke(access.family)
+            await loop.run_in_executor(None, self.fronts.server.revoke, access.family)  # the store: off the loop
             return self._refuse(401, "invalid_token", str(exc))
         except OSError as exc:
             raise web.HTTPError(503, f"JupyterHub did not answer: {exc}") from None

@@ -10,12 +10,15 @@ no longer accepts the token (revoked, expired, user deleted) ends the grant.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
@@ -29,7 +32,9 @@ from ..types import Contents, ResourceNotFound, ResourceReadError
 
 log = logging.getLogger(__name__)
 LIST_SECONDS = 2.0  # a server's kernel listing this recent is reused (by every grant of its user)
+LIST_AHEAD_SECONDS = 0.5  # and one this close to its end is listed again in the background
 TIMEOUT = 10.0
+Fetch = Callable[[], list[dict[str, Any]] | None]  # a server's kernel listing, asked now (None: it failed)
 RENEW_AHEAD_SECONDS = 1.0  # JupyterHub's answer is asked again this long before it goes stale (off the reads' path)
 
 
@@ -46,18 +51,21 @@ class JupyterHubLink:
         self.jupyterhub_token = jupyterhub_token
         self.check_seconds = check_seconds
         self.refused: str | None = None
-        self._model: dict[str, Any] | None = None
-        self._checked = 0.0
+        self._answer: tuple[dict[str, Any] | None, float] = (None, 0.0)  # JupyterHub's answer and when
         self._lock = threading.Lock()
 
     def model(self, ahead: float = 0.0) -> dict[str, Any]:
         """The user's model (``servers`` included); :class:`JupyterHubRefused` when JupyterHub says no.
-        ``ahead``: ask again if the answer goes stale within that many seconds."""
+        ``ahead``: ask again if the answer goes stale within that many seconds. A fresh answer is
+        returned without waiting: only a caller that needs a new one waits for JupyterHub (one asks at
+        a time), so a read never waits behind the renewal asking ahead (``Fronts.renew_checks``)."""
+        found = self._fresh(ahead)
+        if found is not None:
+            return found
         with self._lock:
-            if self.refused is not None:
-                raise JupyterHubRefused(self.refused)
-            if self._model is not None and time.monotonic() - self._checked < self.check_seconds - ahead:
-                return self._model
+            found = self._fresh(ahead)  # asked meanwhile by whoever held the lock
+            if found is not None:
+                return found
             req = urllib.request.Request(
                 f"{self.api_url}/user",
                 headers={"Authorization": f"token {self.jupyterhub_token}", "Accept": "application/json"},
@@ -79,14 +87,22 @@ class JupyterHubLink:
                     "sign in again"
                 )
                 raise JupyterHubRefused(self.refused)
-            self._model, self._checked = model, time.monotonic()
+            self._answer = (model, time.monotonic())  # one assignment: readers see both or neither
             return model
+
+    def _fresh(self, ahead: float) -> dict[str, Any] | None:
+        """The answer if it stays fresh for ``ahead`` more seconds (no lock: read as one tuple)."""
+        if self.refused is not None:
+            raise JupyterHubRefused(self.refused)
+        model, checked = self._answer
+        if model is not None and time.monotonic() - checked < self.check_seconds - ahead:
+            return model
+        return None
 
     def fresh(self) -> bool:
         """JupyterHub's answer is recent enough to trust without asking (and was a yes)."""
-        return (
-            self.refused is None and self._model is not None and time.monotonic() - self._checked < self.check_seconds
-        )
+        model, checked = self._answer
+        return self.refused is None and model is not None and time.monotonic() - checked < self.check_seconds
 
     def ready_servers(self) -> dict[str, str]:
         """Server name ("" for the default one) -> its URL path, for the servers that are ready."""
@@ -97,18 +113,59 @@ class JupyterHubLink:
 
 
 class Listings:
-    """Servers' kernel listings, shared by the grants of their user (keyed by user and server)."""
+    """Servers' kernel listings, shared by the grants of their user (keyed by user and server). A
+    listing is used for ``LIST_SECONDS``; one within ``LIST_AHEAD_SECONDS`` of that is listed again
+    on a thread of its own while callers go on with it, so a read almost never waits for a listing;
+    one server is listed by one caller at a time (the others wait for that answer: fifty grants
+    of a user starting together ask the user's server once, not fifty times). A renewal ahead that
+    failed (one grant's token refused, the server busy) leaves the kept listing as it is; a failure
+    when nothing recent is kept is kept as [] for ``LIST_SECONDS``, as any answer."""
 
     def __init__(self) -> None:
         self._lists: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
+        self._asking: dict[tuple[str, str], Future[list[dict[str, Any]] | None]] = {}
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="mcp-notebook-listings")
 
-    def get(self, key: tuple[str, str], fresh: bool) -> list[dict[str, Any]] | None:
+    def listed(self, key: tuple[str, str], fresh: bool, fetch: Fetch) -> list[dict[str, Any]]:
+        """The listing of ``key``: the one kept while recent (renewed ahead in the background), else
+        the answer of the one ``fetch()`` asking now (``fresh``: a new one whatever is kept)."""
+        if fresh:
+            listed = fetch() or []
+            self.put(key, listed)
+            return listed
         with self._lock:
             found = self._lists.get(key)
-        if found is None or fresh or time.monotonic() - found[0] >= LIST_SECONDS:
-            return None
-        return found[1]
+            age = time.monotonic() - found[0] if found is not None else LIST_SECONDS
+            asking = self._asking.get(key)
+            mine = asking is None and (found is None or age >= LIST_SECONDS - LIST_AHEAD_SECONDS)
+            if mine:
+                asking = self._asking[key] = Future()
+        if found is not None and age < LIST_SECONDS:
+            if mine:
+                self._pool.submit(self._ask, key, fetch, asking, True)  # ahead: the callers go on with this one
+            return found[1]
+        if mine:
+            self._ask(key, fetch, asking)
+        assert asking is not None
+        return asking.result() or []  # (bounded: a listing has its own time limit)
+
+    def _ask(
+        self, key: tuple[str, str], fetch: Fetch, asking: Future[list[dict[str, Any]] | None], ahead: bool = False
+    ) -> None:
+        try:
+            listed = fetch()
+        except BaseException as exc:  # fetch says why in an empty listing; anything else reaches the waiters
+            asking.set_exception(exc)
+            raise
+        else:
+            if listed is not None or not ahead:
+                self.put(key, listed or [])
+            asking.set_result(listed)
+        finally:
+            with self._lock:
+                if self._asking.get(key) is asking:
+                    del self._asking[key]
 
     def put(self, key: tuple[str, str], listed: list[dict[str, Any]]) -> None:
         with self._lock:
@@ -143,19 +200,7 @@ class UserServers:
 
     def _kernels(self, name: str, path: str, fresh: bool) -> list[KernelEntry]:
         base = f"{self.upstream}{path}"
-        key = (self.link.user, path)
-        listed = self.listings.get(key, fresh)
-        if listed is None:
-            try:
-                status, _, raw = server_kernels(base, self.link.jupyterhub_token, TIMEOUT)
-                if status != 200:
-                    raise OSError(f"HTTP {status}")
-                listed = json.loads(raw)
-            except (OSError, ValueError, UpstreamError) as exc:
-                log.info("listing the kernels of %s failed: %s", base, exc)
-                listed = []
-            listed = listed if isinstance(listed, list) else []
-            self.listings.put(key, listed)
+        listed = self.listings.listed((self.link.user, path), fresh, functools.partial(self._list, base))
         return [
             KernelEntry(
                 str(k["kernel_id"]),
@@ -168,6 +213,18 @@ class UserServers:
             for k in listed
             if isinstance(k, dict) and k.get("kernel_id")
         ]
+
+    def _list(self, base: str) -> list[dict[str, Any]] | None:
+        """The kernels of the server at ``base``, as its mcp-notebook extension lists them (None: it did not say)."""
+        try:
+            status, _, raw = server_kernels(base, self.link.jupyterhub_token, TIMEOUT)
+            if status != 200:
+                raise OSError(f"HTTP {status}")
+            listed = json.loads(raw)
+        except (OSError, ValueError, UpstreamError) as exc:
+            log.info("listing the kernels of %s failed: %s", base, exc)
+            return None
+        return listed if isinstance(listed, list) else None
 
     def focused(self) -> tuple[str, float] | None:
         return None
