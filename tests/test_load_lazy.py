@@ -192,3 +192,30 @@ def test_the_portable_path_answers_a_request_sent_as_loading_returns(tmp_path):
         assert "'portable': True" in fast and "'loop': 'asyncio'" in fast
     finally:
         k.shutdown()
+
+
+def test_the_control_channel_waits_for_a_server_thread_still_starting():
+    """%load_ext returns before the server thread has made its loop and the control carrier; a
+    server asking the kernel's control channel for its hub right after the loading cell ended (a
+    gateway kernel's probe) gets its answer once the carrier is there, not silence. The thread's
+    start is slowed here so the question surely comes first."""
+    from control_peer import ControlPeer
+
+    k = Kernel()
+    try:
+        k.run(
+            "import time as _t\nfrom mcp_notebook.transport.server import HttpTransport as _H\n"
+            "_make = _H._make_loop\n"
+            "def _slow(self):\n    _t.sleep(1.5)\n    return _make(self)\n"
+            "_H._make_loop = _slow"
+        )
+        k.run("%load_ext mcp_notebook")
+        started = time.monotonic()
+        peer = ControlPeer(k.km)  # asks mcp_info_request at once and waits for the reply
+        try:
+            assert peer.token and time.monotonic() - started < 10
+        finally:
+            peer.close()
+        assert k.run("print(6 * 7)").stdout.strip() == "42"  # the kernel's own control and shell go on
+    finally:
+        k.shutdown()

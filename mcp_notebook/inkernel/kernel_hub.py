@@ -98,6 +98,7 @@ class KernelHub:
         self.server.core.tool_setup.append(_add_nb_tools)  # when the tools are made (at their first use)
         self.transport: HttpTransport | None = None
         self.control: ControlCarrier | None = None
+        self._control_held: tuple[Any, Any] | None = None  # (stream, kernel) while _hold_control stands in
         self.runtime_file: Path | None = None
         self._hook_registered = False
         self._later: threading.Thread | None = None
@@ -206,6 +207,7 @@ class KernelHub:
         atexit.register(self.stop)
         self._install_sigterm()
         recent_notifications(self.resources)  # what views show of notifications starts with the hub
+        self._hold_control()
         try:  # last, not awaited: the thread makes its loop (uvloop) and the control carrier while
             # the loading cell ends; a request meanwhile waits in the listening socket's backlog
             self.transport.start(on_ready=self._start_control, wait=False)
@@ -236,6 +238,7 @@ class KernelHub:
             CUSTOM.on_change = None
         if self.transport is not None:
             self.transport.wait_ready(5.0)  # the control carrier is installed on the server thread
+        self._release_control()
         if self.control is not None:
             self.control.uninstall()  # no new exchanges; open streams still get their final events
             self.control = None
@@ -248,6 +251,34 @@ class KernelHub:
         if self.log is not None:
             self.log.uninstall()
             self.log = None
+
+    def _hold_control(self) -> None:
+        """Until the server thread installs the control carrier, a message on the control channel
+        waits for it (at most a few milliseconds after loading): a server that asks the kernel's
+        control channel whether a hub is there as soon as the loading cell ends (serverside/watch.py)
+        would otherwise get no answer and take the kernel for one without a hub. The carrier's own
+        ``install`` replaces this handler on the control thread, in order."""
+        kernel = getattr(self.shell, "kernel", None)
+        stream = getattr(kernel, "control_stream", None)
+        if not self.config.control_channel or stream is None or getattr(kernel, "session", None) is None:
+            return
+        transport = self.transport
+        assert transport is not None
+
+        def on_recv(frames: list[Any]) -> Any:
+            transport.wait_ready(5.0)  # (set once the carrier is made, or could not be)
+            control = self.control
+            return control.receive_raw(frames) if control is not None else kernel.dispatch_control(frames)
+
+        stream.io_loop.add_callback(stream.on_recv, on_recv, copy=False)
+        self._control_held = (stream, kernel)
+
+    def _release_control(self) -> None:
+        """Give the control stream back to ipykernel when no carrier took it over from the hold."""
+        held, self._control_held = self._control_held, None
+        if held is not None and self.control is None:
+            stream, kernel = held
+            stream.io_loop.add_callback(stream.on_recv, kernel.dispatch_control, copy=False)
 
     def _start_control(self) -> None:
         """MCP on the kernel's control channel too, where there is one (docs/DESIGN.md, "Kernels

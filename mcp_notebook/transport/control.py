@@ -209,6 +209,11 @@ class ControlCarrier:
         except RuntimeError:
             pass
 
+    def receive_raw(self, frames: list[Any]) -> Any:
+        """One raw control message (the control thread): ours is taken, anything else goes to
+        ipykernel's own dispatch (also what the hub's hold during loading hands over)."""
+        return self._on_recv(frames)
+
     def _on_recv(self, frames: list[Any]) -> Any:
         if header_type(frames) not in OURS or not self._installed:
             return self.kernel.dispatch_control(frames)
