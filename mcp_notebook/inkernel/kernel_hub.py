@@ -282,8 +282,11 @@ class KernelHub:
 
     def _start_control(self) -> None:
         """MCP on the kernel's control channel too, where there is one (docs/DESIGN.md, "Kernels
-        anywhere"); called on the server thread once its loop is made, before it serves."""
+        anywhere"); called on the server thread once its loop is made, before it serves. With no
+        carrier, the stand-in of ``_hold_control`` gives the stream back at once."""
         self.control = self._control_carrier()
+        if self.control is None:
+            self._release_control()
 
     def _control_carrier(self) -> ControlCarrier | None:
         kernel = getattr(self.shell, "kernel", None)
