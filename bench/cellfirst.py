@@ -12,6 +12,9 @@ and what a reading assistant costs the cell.
    and the load average: quote a figure with them.
 2. The cell's own speed (a fixed pure-Python workload, timed inside the kernel) with nobody
    reading, and while the SDK client reads at 20 requests/s; blocks alternate so drift hits both.
+   With ``--control``, a third arm: the same client reading a second, idle kernel's hub at the same
+   rate while the cell runs, which is what the client and a serving hub cost this machine apart from
+   the cell's own process (its GIL). Subtract it to see what the hub costs its own cell.
 Every loop is bounded by a count or a deadline; all traffic stays on 127.0.0.1.
 """
 
@@ -139,33 +142,54 @@ def _work_size(k: S.BenchKernel, target_s: float) -> int:
     return max(10_000, int(n * target_s / max(took, 1e-3)))
 
 
-def cell_slowdown(k: S.BenchKernel, info: dict[str, Any], rate: float, blocks: int, cell_s: float) -> dict[str, Any]:
-    """The same pure-Python cell with nobody reading and while the SDK client reads at ``rate``/s."""
+def _read_during(k: S.BenchKernel, info: dict[str, Any], rate: float, n: int, cell_s: float, out: dict) -> float:
+    """One timed cell while an SDK client (a thread of this process) reads ``info``'s hub at ``rate``/s."""
+    stop = threading.Event()
+    th = threading.Thread(
+        target=lambda: out.update(asyncio.run(_sdk_reads(info, cell_s * 4 + 30, rate, stop))), daemon=True
+    )
+    th.start()
+    time.sleep(1.0)  # connected and reading before the cell starts
+    took = k.json(WORK.format(n=n))
+    stop.set()
+    th.join(60)
+    return took
+
+
+ORDERS = [("alone", "own", "other"), ("own", "other", "alone"), ("other", "alone", "own")]
+
+
+def cell_slowdown(
+    k: S.BenchKernel, info: dict[str, Any], rate: float, blocks: int, cell_s: float, other: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The same pure-Python cell with nobody reading and while the SDK client reads at ``rate``/s.
+
+    With ``other`` (the runtime info of a second kernel's hub, idle), a control arm: the same client
+    reads that hub at the same rate while this kernel's cell runs. Its slowdown is what the client
+    and a serving hub cost the machine without touching the cell's process (its GIL); the
+    difference is the hub's own cost to its cell."""
     n = _work_size(k, cell_s)
-    alone: list[float] = []
-    read: list[float] = []
+    times: dict[str, list[float]] = {"alone": [], "own": [], "other": []}
     reader: dict[str, Any] = {}
+    control: dict[str, Any] = {}
     for block in range(blocks):
-        # Pairs in turn ABBA: the block alone first, then the next pair reading first, so a drift
-        # of the host's speed within a pair hits both sides alike over the run.
-        for reading in (False, True) if block % 2 == 0 else (True, False):
-            if not reading:
-                alone.append(k.json(WORK.format(n=n)))
-                continue
-            stop = threading.Event()
-            th = threading.Thread(
-                target=lambda ev=stop: reader.update(asyncio.run(_sdk_reads(info, cell_s * 4 + 30, rate, ev))),
-                daemon=True,
-            )
-            th.start()
-            time.sleep(1.0)  # connected and reading before the cell starts
-            read.append(k.json(WORK.format(n=n)))
-            stop.set()
-            th.join(60)
+        # The arms in turn (every order of the rotation, reversed on odd blocks), so a drift of the
+        # host's speed within a block hits every arm alike over the run.
+        order = ORDERS[(block // 2) % 3] if other else (("alone", "own") if block % 2 == 0 else ("own", "alone"))
+        if other and block % 2:
+            order = order[::-1]
+        for arm in order:
+            if arm == "alone":
+                times["alone"].append(k.json(WORK.format(n=n)))
+            elif arm == "own":
+                times["own"].append(_read_during(k, info, rate, n, cell_s, reader))
+            else:
+                times["other"].append(_read_during(k, other, rate, n, cell_s, control))
+    alone, read = times["alone"], times["own"]
     a, r = sorted(alone), sorted(read)
     med = lambda v: v[len(v) // 2]  # noqa: E731
     paired = sorted((x / y - 1) * 100 for x, y in zip(read, alone, strict=True))  # each pair ran back to back
-    return {
+    res = {
         "rate_per_s": rate,
         "work_iterations": n,
         "alone_s": [round(x, 4) for x in alone],
@@ -176,6 +200,17 @@ def cell_slowdown(k: S.BenchKernel, info: dict[str, Any], rate: float, blocks: i
         "spread_pct": {"alone": round((a[-1] / a[0] - 1) * 100, 2), "reading": round((r[-1] / r[0] - 1) * 100, 2)},
         "reads_during": reader,
     }
+    if other:
+        o = sorted(times["other"])
+        paired_o = sorted((x / y - 1) * 100 for x, y in zip(times["other"], alone, strict=True))
+        res |= {
+            "other_hub_s": [round(x, 4) for x in times["other"]],
+            "control_slowdown_pct_median": round((med(o) / med(a) - 1) * 100, 2),
+            "control_slowdown_pct_paired_median": round(med(paired_o), 2),
+            "own_vs_control_pct_median": round((med(r) / med(o) - 1) * 100, 2),
+            "control_reads_during": control,
+        }
+    return res
 
 
 def run(prof: dict[str, Any], config: str = "") -> dict[str, Any]:
@@ -188,10 +223,24 @@ def run(prof: dict[str, Any], config: str = "") -> dict[str, Any]:
             info = k.info()
             k.run("x = 1\nkside.define_vars(1000)")
             res = {"busy": busy_reads(k, info, prof["busy_s"])}
-            res["cell_slowdown"] = S.guarded(cell_slowdown, k, info, 20.0, prof["slow_blocks"], prof["slow_cell_s"])
+            other = _other_hub(runtime) if prof.get("control") else None
+            try:
+                res["cell_slowdown"] = S.guarded(
+                    cell_slowdown, k, info, 20.0, prof["slow_blocks"], prof["slow_cell_s"], other and other[1]
+                )
+            finally:
+                if other:
+                    other[0].shutdown()
             return res
         finally:
             k.shutdown()
+
+
+def _other_hub(runtime: str) -> tuple[S.BenchKernel, dict[str, Any]]:
+    """A second kernel with the hub loaded and ``x`` defined, left idle: the control arm's server."""
+    other = S.BenchKernel(tempfile.mkdtemp(prefix="other-", dir=runtime))
+    other.run("%load_ext mcp_notebook\nx = 1")
+    return other, other.info()
 
 
 def main() -> None:
@@ -200,8 +249,19 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=5, help="alternating blocks of the cell-slowdown measurement")
     ap.add_argument("--cell-seconds", type=float, default=2.0, help="length of the timed pure-Python cell")
     ap.add_argument("--config", default="", help="%%config lines run before loading (e.g. MCPHub settings)")
+    ap.add_argument(
+        "--control",
+        action="store_true",
+        help="also time the cell while the same client reads a second, idle kernel's hub (what the client and "
+        "a serving hub cost the machine, apart from the cell's process)",
+    )
     args = ap.parse_args()
-    prof = {"busy_s": args.seconds, "slow_blocks": args.blocks, "slow_cell_s": args.cell_seconds}
+    prof = {
+        "busy_s": args.seconds,
+        "slow_blocks": args.blocks,
+        "slow_cell_s": args.cell_seconds,
+        "control": args.control,
+    }
     start = os.getloadavg()
     res = run(prof, args.config)
     res |= {"machine": S.machine_facts(), "loadavg_start": start, "loadavg_end": os.getloadavg()}
