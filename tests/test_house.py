@@ -114,6 +114,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "http_codec",
         "hook",
         "switch_cost",
+        "request_ab",
     ),
     ("run",),
 ]
