@@ -325,6 +325,9 @@ class LazyProvider(Provider):
         self._lists_nothing = lists_nothing
         self._real: Provider | None = None
         self._lock = threading.Lock()
+        # Told the real provider once it is built (the hub then calls its snapshot after each cell;
+        # before, the post-cell hook does not call this one at all)
+        self.on_built: Callable[[Provider], None] | None = None
 
     @property
     def built(self) -> bool:
@@ -337,6 +340,8 @@ class LazyProvider(Provider):
             with self._lock:
                 if self._real is None:
                     self._real = self._build()
+                    if self.on_built is not None:
+                        self.on_built(self._real)
                 real = self._real
         return real
 
