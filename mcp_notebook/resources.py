@@ -141,11 +141,10 @@ class Resources:
     def add_provider(self, provider: Provider) -> None:
         self._providers.append(provider)
         if isinstance(provider, LazyProvider):  # nothing to compare until built: then its real provider's
-            provider.on_built = self._compares
-            if provider.built:
-                self._compares(provider.real())
+            provider.when_built(self._compares)
         else:
             self._compares(provider)
+        self.generation = next(self._generations)
 
     def _compares(self, provider: Provider) -> None:
         """Called after every cell from now on, unless it keeps the base's snapshot (compares nothing).
@@ -153,7 +152,6 @@ class Resources:
         it is then compared from that cell or the next.)"""
         if type(provider).snapshot is not Provider.snapshot:
             self._snapshots.append(provider)
-        self.generation = next(self._generations)
 
     def providers(self) -> list[Provider]:
         return list(self._providers)
