@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from .guard import guarding
 from .providers.base import (
     NO_CHANGE,
-    ChangeSet,
     Facts,
     InvalidResourceParams,
+    LazyProvider,
     Provider,
     ResourceNotFound,
     ResourceReadError,
@@ -140,9 +140,18 @@ class Resources:
 
     def add_provider(self, provider: Provider) -> None:
         self._providers.append(provider)
-        if type(provider).snapshot is not Provider.snapshot:  # the base compares nothing: not called per cell
-            self._snapshots.append(provider)
+        if isinstance(provider, LazyProvider):  # nothing to compare until built: then its real provider's
+            provider.when_built(self._compares)
+        else:
+            self._compares(provider)
         self.generation = next(self._generations)
+
+    def _compares(self, provider: Provider) -> None:
+        """Called after every cell from now on, unless it keeps the base's snapshot (compares nothing).
+        (A lazy provider built on a server thread is appended while a cell's loop may walk the list:
+        it is then compared from that cell or the next.)"""
+        if type(provider).snapshot is not Provider.snapshot:
+            self._snapshots.append(provider)
 
     def providers(self) -> list[Provider]:
         return list(self._providers)
@@ -343,8 +352,12 @@ class Resources:
             seq = self.cell_of()
         except Exception:
             seq = None
-        watched = self.watched()
-        total = ChangeSet()
+        watched = self._watched_now
+        if watched is None:
+            watched = self.watched()
+        list_changed = False  # the providers' changes merged here: no ChangeSet made
+        all_updated: set[str] = set()
+        maybe: set[str] = set()
         for provider in self._snapshots:
             try:
                 changes = provider.snapshot(watched)
@@ -353,21 +366,21 @@ class Resources:
                 continue
             if changes is NO_CHANGE:  # most providers, most cells: nothing to merge
                 continue
-            total.list_changed |= changes.list_changed
-            total.updated |= changes.updated
-            total.maybe |= changes.maybe
+            list_changed |= changes.list_changed
+            all_updated |= changes.updated
+            maybe |= changes.maybe
         self.generation = next(self._generations)  # after the snapshots changed provider state
-        if total.list_changed:
+        if list_changed:
             self._emit(LIST_CHANGED, (), seq)
-        updated = tuple(sorted(total.updated & watched))
+        updated = tuple(sorted(all_updated & watched))
         cell = self.cells_seen
         if updated:
             for uri in updated:
                 self._announced[uri] = cell
             self._emit(UPDATED, updated, seq)
-        if total.updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
-            self.journal.append(UPDATED, tuple(sorted(total.updated - watched)), seq)
-        recheck = (total.maybe & watched) - total.updated
+        if all_updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
+            self.journal.append(UPDATED, tuple(sorted(all_updated - watched)), seq)
+        recheck = (maybe & watched) - all_updated
         if updated or recheck:
             self._submit(lambda: self._exact_check(updated, recheck, cell, seq))
             return True

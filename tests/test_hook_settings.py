@@ -8,8 +8,10 @@ import threading
 
 from mcp_notebook.budget import Limits
 from mcp_notebook.inkernel.config import MCPHub
-from mcp_notebook.providers.base import NO_CHANGE, ChangeSet
+from mcp_notebook.providers.base import NO_CHANGE, ChangeSet, LazyProvider, Provider
 from mcp_notebook.redact import ConfiguredNames, ExposureRules
+from mcp_notebook.resources import Resources
+from mcp_notebook.types import Contents
 
 
 def test_a_trait_read_once_follows_every_later_assignment():
@@ -72,3 +74,63 @@ def test_no_change_is_shared_and_refuses_changes():
             continue
         raise AssertionError("NO_CHANGE accepted a change")
     assert NO_CHANGE == ChangeSet()
+
+
+class _Counting(Provider):
+    """A provider with a compare of its own, counting the post-cell calls it gets."""
+
+    uri_prefixes = ("count://",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def owns(self, uri: str) -> bool:
+        return uri.startswith("count://")
+
+    def read(self, uri: str) -> list[Contents]:
+        return [Contents(uri=uri, text=str(self.calls))]
+
+    def snapshot(self, watched: frozenset[str]) -> ChangeSet:
+        self.calls += 1
+        return ChangeSet(updated={"count://x"} & watched)
+
+
+class _Quiet(Provider):
+    """A provider that keeps the base class's snapshot: nothing to compare."""
+
+    uri_prefixes = ("quiet://",)
+
+    def owns(self, uri: str) -> bool:
+        return uri.startswith("quiet://")
+
+
+def test_a_lazy_provider_costs_the_post_cell_hook_nothing_until_built():
+    """Issue #48, fifth cut: an unbuilt lazy provider is not called after a cell at all; once built
+    (on any thread), its real provider's compare is, from the next cell on; one that keeps the base
+    snapshot never is; a lazy provider built before the hub has it is compared at once."""
+    lazy = LazyProvider(("count://",), _Counting)
+    spy: list[str] = []
+    lazy.snapshot = lambda watched: spy.append("lazy") or NO_CHANGE  # type: ignore[method-assign]
+    quiet = LazyProvider(("quiet://",), _Quiet)
+    resources = Resources([lazy, quiet])
+    for _ in range(3):
+        resources.after_cell()
+    assert spy == [] and not lazy.built and not quiet.built
+    built = threading.Thread(target=lambda: resources.read("count://x"))  # built by a read, on another thread
+    built.start()
+    built.join(10)
+    real = lazy.real()
+    assert isinstance(real, _Counting) and real.calls == 0
+    resources.watch("count://x")
+    resources.after_cell()
+    resources.after_cell()
+    assert real.calls == 2 and spy == []  # the real provider's own compare, not the lazy wrapper's
+    assert resources.journal.since(0)[0][-1][3] == ("count://x",)
+    quiet.real()
+    resources.after_cell()
+    assert real.calls == 3 and _Quiet not in {type(p) for p in resources._snapshots}
+    early = LazyProvider(("count://",), _Counting)
+    early.real()
+    again = Resources([early])
+    again.after_cell()
+    assert early.real().calls == 1  # type: ignore[attr-defined]

@@ -108,9 +108,10 @@ class NamespaceWatch:
         names = self._names
         rebound: list[str] = []
         deleted: list[int] = []
-        slots, words = _changed_slots(prev, cur, self._near)
-        self._near = words if len(words) <= NEAR_WORDS else []
         fields, old, new = cur.fields, prev.data, cur.data
+        words = changed_words(new, old, prev.entries * fields, self._near)  # below prev's end, in order
+        self._near = words if len(words) <= NEAR_WORDS else []
+        slots = sorted({w // fields for w in words})
         for i in slots:
             at = (i * fields + fields - 2) * WORD
             (k0, v0), (k1, v1) = _PAIR(old, at), _PAIR(new, at)
@@ -185,14 +186,6 @@ class NamespaceWatch:
         if table is None:
             return self._listed
         return {n: v for n, v in zip(self._names, table.value_words(), strict=True) if n is not None}
-
-
-def _changed_slots(prev: DictCopy, cur: DictCopy, near: list[int]) -> tuple[list[int], list[int]]:
-    """Slots below ``prev``'s end whose words differ (in order, each once), and those words;
-    ``near``: the words that differed last time (compared first, see ``changed_words``)."""
-    fields = prev.fields
-    words = changed_words(cur.data, prev.data, prev.entries * fields, near)
-    return sorted({w // fields for w in words}), words
 
 
 def _by_name_diff(before: dict[str, int], keys: list[str], ids: Iterable[int]) -> tuple[list[str], list[str]]:

@@ -342,6 +342,8 @@ class HandshakeEra:
     # -- notifications --------------------------------------------------------------------
     def notify(self, kind: str, uris: tuple[str, ...]) -> None:
         """A change of the resources, sent on the stream of every session that asked for it."""
+        if not self._sessions:  # after every cell, most often with no session: no lock, no list
+            return
         for session in self.sessions():
             if not session.streams:
                 continue

@@ -223,6 +223,8 @@ class StatelessEra:
     def notify(self, kind: str, uris: tuple[str, ...]) -> None:
         """A change of the resources, sent on every listen stream that asked for it (the URIs each
         listen watches, found by set intersection: listens x URIs is never walked)."""
+        if not self._listens:  # after every cell, most often with no listen stream: no lock, no list
+            return
         changed = frozenset(uris)
         for listen in self.listens():
             meta = {META_SUB_ID: listen.sub_id}

@@ -325,6 +325,9 @@ class LazyProvider(Provider):
         self._lists_nothing = lists_nothing
         self._real: Provider | None = None
         self._lock = threading.Lock()
+        # Told the real provider once it is built (the hub then calls its snapshot after each cell;
+        # before, the post-cell hook does not call this one at all): see when_built
+        self._on_built: list[Callable[[Provider], None]] = []
 
     @property
     def built(self) -> bool:
@@ -337,8 +340,20 @@ class LazyProvider(Provider):
             with self._lock:
                 if self._real is None:
                     self._real = self._build()
+                    for callback in self._on_built:
+                        callback(self._real)
                 real = self._real
         return real
+
+    def when_built(self, callback: Callable[[Provider], None]) -> None:
+        """``callback(real provider)`` once it is built (whichever thread builds it), or now if it
+        is: exactly once either way (the build and this check hold the same lock)."""
+        with self._lock:
+            if self._real is None:
+                self._on_built.append(callback)
+                return
+            real = self._real
+        callback(real)
 
     def owns(self, uri: str) -> bool:
         return self.real().owns(uri)

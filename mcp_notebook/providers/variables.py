@@ -264,9 +264,12 @@ class VariablesProvider(base.ModifiedStamps, Provider):
                 self._modified.pop(name, None)
                 self._fingerprints.pop(name, None)
                 delta.removed.append(name)
+        rules = self.rules
         for name in rebound:
+            if name[:1] == "_":  # IPython's _i, _iN, _ii... every cell: never exposable, never remembered as secret
+                continue
             value = self._ns.get(name)
-            if self.rules.exposable(name, value):
+            if rules.exposable(name, value):
                 if exposed.get(name) is not type(value):
                     changes.list_changed = True
                 (delta.rebound if name in exposed else delta.added).append(name)
@@ -275,7 +278,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
                 changes.updated.add(var_uri(name))
                 touched = True
             else:
-                self.rules.remember_hidden(name, value)
+                rules.remember_hidden(name, value)
                 if exposed.pop(name, None) is not None:
                     changes.list_changed = True
                     changes.updated.add(var_uri(name))

@@ -186,9 +186,11 @@ class Lineage(Provider):
             rec = self._cell(cell)
             seq = rec.seq if rec is not None else None
             done: set[str] = set()
+            get = self._ns.get
             for kind, names in ((REMOVED, delta.removed), (ADDED, delta.added), (REBOUND, delta.rebound)):
                 for name in names:
-                    self._note(rec, name, kind, seq, None if kind == REMOVED else self._facts(name))
+                    value = _MISSING if kind == REMOVED else get(name, _MISSING)  # _facts, inlined (every cell)
+                    self._note(rec, name, kind, seq, None if value is _MISSING else facts_of(value))
                     done.add(name)
             for name in delta.in_place:
                 if name not in done:
