@@ -41,14 +41,19 @@ def _collector_paused() -> Iterator[None]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
-    with _collector_paused():  # what loading makes lives on: not scanned while it is made
-        from .inkernel import lifecycle
-        from .inkernel.lab_target import LAB_TARGET
-        from .inkernel.magics import register_magics
+    started: list[Any] = []
+    try:
+        with _collector_paused():  # what loading makes lives on: not scanned while it is made
+            from .inkernel import lifecycle
+            from .inkernel.lab_target import LAB_TARGET
+            from .inkernel.magics import register_magics
 
-        register_magics(ipython, {"panel": panel, "browse": browser})
-        LAB_TARGET.register(ipython, _lab_comm)  # the JupyterLab extension's comm target; unused without it
-        lifecycle.start(ipython)
+            register_magics(ipython, {"panel": panel, "browse": browser})
+            LAB_TARGET.register(ipython, _lab_comm)  # the JupyterLab extension's comm target; unused without it
+            started.append(lifecycle.start(ipython, hold=True))
+    finally:  # the server thread starts its work (uvloop's import) only now: docs/DESIGN.md, "Loading, seventh cut"
+        for kernel_hub in started:
+            kernel_hub.release()
 
 
 def _lab_comm(shell: Any, comm: Any, msg: dict[str, Any]) -> Callable[[], None]:

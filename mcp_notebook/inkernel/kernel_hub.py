@@ -169,7 +169,9 @@ class KernelHub:
         )
 
     # -- lifecycle ----------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, hold: bool = False) -> None:
+        """Listen, install the hook and streams, start the server thread (held until :meth:`release`
+        with ``hold``: ``%load_ext`` releases it as it returns)."""
         cfg = self.config
         _remove_stale_runtime_files()
         self.log = HubLog(_log_path(kernel_id() or f"pid{os.getpid()}"))
@@ -210,11 +212,16 @@ class KernelHub:
         self._hold_control()
         try:  # last, not awaited: the thread makes its loop (uvloop) and the control carrier while
             # the loading cell ends; a request meanwhile waits in the listening socket's backlog
-            self.transport.start(on_ready=self._start_control, wait=False)
+            self.transport.start(on_ready=self._start_control, wait=False, hold=hold)
         except BaseException:
             self.stop()
             raise
         log.info("serving at %s", self.transport.url)
+
+    def release(self) -> None:
+        """Let the server thread of ``start(hold=True)`` make its loop and serve."""
+        if self.transport is not None:
+            self.transport.release()
 
     def stop(self) -> None:
         """Leave nothing behind: hook, streams, server thread, socket, runtime file."""
