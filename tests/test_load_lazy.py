@@ -225,3 +225,58 @@ def test_the_control_channel_waits_for_a_server_thread_still_starting():
         assert k.run("print(6 * 7)").stdout.strip() == "42"
     finally:
         k.shutdown()
+
+
+HELD_LOAD = """import gc as _gc, json as _j, time as _t
+from mcp_notebook.inkernel import lifecycle as _lc
+from mcp_notebook.transport.server import HttpTransport as _H
+_seen, _done = {}, []
+_make = _H._make_loop
+def _watched(self):
+    _seen.update(loading_done=bool(_done), gc_on=_gc.isenabled())
+    return _make(self)
+_H._make_loop = _watched
+def _slow_follower(hub):
+    _t.sleep(0.3)  # gives up the GIL: a thread not held would make its loop meanwhile
+    _done.append(1)
+_lc.follow(_slow_follower, lambda hub: None)
+get_ipython().run_line_magic('load_ext', 'mcp_notebook')
+_lc.unfollow(_slow_follower)
+import mcp_notebook as _m
+_m.hub().transport.wait_ready(10)
+print(_j.dumps(_seen))"""
+
+
+def test_the_server_thread_starts_its_work_once_loading_has_returned(tmp_path):
+    """The server thread is started held: it imports uvloop and makes its loop only once
+    ``load_ipython_extension`` has done its last step (docs/DESIGN.md, "Loading, seventh cut"), so
+    the loading's last steps never wait for the GIL behind that import, even when one of them gives
+    the GIL up (a follower that sleeps, here)."""
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    try:
+        seen = json.loads(k.run(HELD_LOAD).stdout.strip().splitlines()[-1])
+        assert seen == {"loading_done": True, "gc_on": True}
+        client = Mcp(k.info())
+        client.initialize()
+        k.run("x = 41")
+        assert "41" in client.result("resources/read", {"uri": "nb://vars/x"})["contents"][0]["text"]
+    finally:
+        k.shutdown()
+
+
+def test_a_held_server_thread_serves_once_released_and_stops_if_never_released():
+    from mcp_notebook.protocol.server import McpServer, ServerSettings
+    from mcp_notebook.transport.server import HttpTransport
+
+    for release in (True, False):
+        transport = HttpTransport(McpServer(Resources([]), ServerSettings(token="t" * 32)), "127.0.0.1", 0, 1_000_000)
+        transport.start(wait=False, hold=True)
+        time.sleep(0.3)
+        assert not transport._ready.is_set()  # held: no loop made yet
+        if release:
+            transport.release()
+            assert transport._ready.wait(10) and transport.wait_ready(1)
+        started = time.monotonic()
+        transport.stop()  # a held thread is let go and stopped, not waited for until its limit
+        assert time.monotonic() - started < 5
+        assert transport._thread is not None and not transport._thread.is_alive()
