@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -41,7 +42,6 @@ def _collector_paused() -> Iterator[None]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
-    started: list[Any] = []
     try:
         with _collector_paused():  # what loading makes lives on: not scanned while it is made
             from .inkernel import lifecycle
@@ -50,10 +50,19 @@ def load_ipython_extension(ipython: Any) -> None:
 
             register_magics(ipython, {"panel": panel, "browse": browser})
             LAB_TARGET.register(ipython, _lab_comm)  # the JupyterLab extension's comm target; unused without it
-            started.append(lifecycle.start(ipython, hold=True))
-    finally:  # the server thread starts its work (uvloop's import) only now: docs/DESIGN.md, "Loading, seventh cut"
-        for kernel_hub in started:
-            kernel_hub.release()
+            lifecycle.start(ipython, hold=True)
+    finally:
+        _release_server_thread()
+
+
+def _release_server_thread() -> None:
+    """The hub's server thread was started held (``lifecycle.start(hold=True)``): it imports uvloop
+    and makes its loop from now on, so loading's last steps never waited for the GIL behind that
+    import (docs/DESIGN.md, "Loading, seventh cut"). Also when loading failed after the start."""
+    lifecycle = sys.modules.get("mcp_notebook.inkernel.lifecycle")
+    kernel_hub = lifecycle.current() if lifecycle is not None else None
+    if kernel_hub is not None:
+        kernel_hub.release()
 
 
 def _lab_comm(shell: Any, comm: Any, msg: dict[str, Any]) -> Callable[[], None]:
