@@ -14,7 +14,7 @@ import pytest
 from conftest import Mcp
 from kernel_harness import Kernel
 
-from mcp_notebook.providers import frames
+from mcp_notebook.providers import frames, structured, variables
 from mcp_notebook.providers.base import ChangeSet, LazyProvider, Provider
 from mcp_notebook.providers.frames import engines, tables
 from mcp_notebook.resources import Resources
@@ -27,7 +27,7 @@ ROOMS = (
     "mcp_notebook.providers.frames.databases",
     "mcp_notebook.providers.frames.tables",
 )
-LATER = (*ROOMS, "mcp_notebook.figures.bundle", "mcp_notebook.providers.typed")
+LATER = (*ROOMS, "mcp_notebook.figures.bundle", "mcp_notebook.providers.typed", "mcp_notebook.providers.structured")
 LOADED = f"import sys as _s, json as _j\nprint(_j.dumps(sorted(m for m in {LATER!r} if m in _s.modules)))"
 
 
@@ -39,6 +39,7 @@ def test_the_names_registered_before_the_room_are_the_rooms_own():
     assert frames.TABLE_LIBRARIES == tables.LIBRARIES
     assert frames.ENGINE_LIBRARIES == engines.ENGINE_LIBRARIES
     assert frames.CONNECTION_LIBRARIES == engines.CONNECTION_LIBRARIES
+    assert variables.STRUCTURED.markers == structured.SERVES_MARKERS  # named before structured.py is imported
 
 
 class Room(Provider):
@@ -83,9 +84,10 @@ def test_load_leaves_the_rooms_for_after_the_loading_cell(tmp_path):
         client.initialize()
         assert "41" in client.result("resources/read", {"uri": "nb://vars/x"})["contents"][0]["text"]
         deadline = time.monotonic() + 30
-        while not set(ROOMS) <= set(loaded(k)) and time.monotonic() < deadline:  # bounded
+        after = {*ROOMS, "mcp_notebook.providers.structured"}  # structured.py: by the same thread, after the rooms
+        while not after <= set(loaded(k)) and time.monotonic() < deadline:  # bounded
             time.sleep(0.1)
-        assert set(ROOMS) <= set(loaded(k))  # imported after the loading cell, with no request asking
+        assert after <= set(loaded(k))  # imported after the loading cell, with no request asking
         index = json.loads(client.result("resources/read", {"uri": "nb://vars"})["contents"][0]["text"])
         rows = {row["name"]: row for row in index["variables"]}
         assert rows["arr"]["frame"] == "nb://frames/arr"  # the room's link, registered before it was imported

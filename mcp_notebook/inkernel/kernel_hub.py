@@ -402,11 +402,13 @@ class KernelHub:
         """Once the loading cell has ended, off the main thread: record this session in the history
         sidecar (an sqlite commit) and import the rooms left for their first use, so that neither
         ``%load_ext`` nor a first listing pays them (each import lets go of the GIL at its file reads:
-        a read meanwhile waits little); then the tools. docs/DESIGN.md, "Loading, fourth cut" and "sixth cut"."""
+        a read meanwhile waits little); then the tools. docs/DESIGN.md, "Loading, fourth cut", "sixth cut" and "seventh cut"."""
         try:
             self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
             for lazy in self._lazy:
                 lazy.real()
+            from ..providers import structured  # noqa: F401 -- a structured value's first read: not waiting for it
+
             self.server.tools  # noqa: B018 -- made now, not by the first tools/list
         except Exception:  # a room that fails to build is built (and fails) again at its first use
             log.exception("after loading")
