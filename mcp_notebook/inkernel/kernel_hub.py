@@ -210,8 +210,8 @@ class KernelHub:
         self._install_sigterm()
         recent_notifications(self.resources)  # what views show of notifications starts with the hub
         self._hold_control()
-        try:  # last, not awaited: the thread makes its loop (uvloop) and the control carrier while
-            # the loading cell ends; a request meanwhile waits in the listening socket's backlog
+        try:  # last, not awaited (held, when loading: until %load_ext returns): the thread makes its loop
+            # (uvloop) and the control carrier while the cell ends; a request waits in the socket's backlog
             self.transport.start(on_ready=self._start_control, wait=False, hold=hold)
         except BaseException:
             self.stop()
