@@ -1,7 +1,7 @@
 """What `%load_ext mcp_notebook` costs in a fresh kernel, as a user gets it: the package's bytecode
 written first (as pip does on install), then N fresh kernels, each loading once.
 
-    .venv/bin/python bench/load.py [--kernels 10] [--read cell|client]
+    .venv/bin/python bench/load.py [--kernels 10] [--read cell|client] [--steps]
 
 Timed inside each kernel: the wall time of `%load_ext mcp_notebook` (importing the package, which
 a fresh kernel has not imported, the hub's start: socket, loop, server thread, runtime file) and the
@@ -15,11 +15,19 @@ moment the cell's end (its idle status) reached this process. Prints one JSON
 document with the median, min and max of each, the machine, the Python and the load average before
 and after: quote a figure with those. bench/run.py's load section times the same first load in one
 kernel.
+
+With ``--steps``, no read: each line of ``load_ipython_extension``, ``lifecycle.start``,
+``KernelHub.__init__`` and ``KernelHub.start`` is timed (``sys.monitoring`` LINE events enabled on
+those four functions' code only, Python 3.12+), with the main thread's CPU and its run-queue wait
+(``/proc/self/task/<tid>/schedstat``): per step, the median, min and max of the wall and the median
+CPU over the kernels, and the load's wall minus its CPU (time the main thread waited: the GIL or
+the run queue). docs/DESIGN.md, "Loading, seventh cut".
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -74,6 +82,80 @@ _s.close()
 assert b'"result"' in _b and b'41' in _b, _got[:300]
 print('BENCHJSON ' + _j.dumps({'wall_ms': (_w1 - _w0) * 1e3, 'main_cpu_ms': (_c1 - _c0) * 1e3,
       'first_read_after_load_ms': (_w3 - _w1) * 1e3, 'first_read_ms': (_w3 - _w2) * 1e3}))"""
+
+
+STEPS = """import sys as _sys, time as _t, json as _j, threading as _th
+x = 41
+_M = _sys.monitoring
+_M.use_tool_id(4, 'load-steps')
+_rows, _on = [], set()
+def _watch(code):
+    if code not in _on:
+        _on.add(code)
+        _M.set_local_events(4, code, _M.events.LINE)
+def _line(code, line):
+    _rows.append((code.co_qualname, line, _t.perf_counter(), _t.thread_time()))
+    m = _sys.modules
+    if code.co_qualname == 'load_ipython_extension' and 'mcp_notebook.inkernel.lifecycle' in m:
+        _watch(m['mcp_notebook.inkernel.lifecycle'].start.__code__)
+    if code.co_qualname == 'start' and 'mcp_notebook.inkernel.kernel_hub' in m:
+        _watch(m['mcp_notebook.inkernel.kernel_hub'].KernelHub.__init__.__code__)
+        _watch(m['mcp_notebook.inkernel.kernel_hub'].KernelHub.start.__code__)
+_M.register_callback(4, _M.events.LINE, _line)
+import mcp_notebook as _mn
+_watch(_mn.load_ipython_extension.__code__)
+def _queued():
+    return int(open(f'/proc/self/task/{_th.get_native_id()}/schedstat').read().split()[1])
+_q0 = _queued()
+_w0, _c0 = _t.perf_counter(), _t.thread_time()
+get_ipython().run_line_magic('load_ext', 'mcp_notebook')
+_w1, _c1 = _t.perf_counter(), _t.thread_time()
+_q1 = _queued()
+for _c in _on:
+    _M.set_local_events(4, _c, 0)
+_M.free_tool_id(4)
+print('BENCHJSON ' + _j.dumps({'wall_ms': (_w1 - _w0) * 1e3, 'main_cpu_ms': (_c1 - _c0) * 1e3,
+      'run_queue_ms': (_q1 - _q0) / 1e6, 'rows': [('BEGIN', 0, _w0, _c0), *_rows, ('END', 0, _w1, _c1)]}))"""
+
+
+def _steps(rows: list[list[Any]]) -> dict[str, tuple[float, float]]:
+    """(wall, CPU) in ms from each line event to the next, keyed by function:line (summed if repeated)."""
+    out: dict[str, tuple[float, float]] = {}
+    for (name, line, w0, c0), (_, _, w1, c1) in itertools.pairwise(rows):
+        wall, cpu = out.get(f"{name}:{line}", (0.0, 0.0))
+        out[f"{name}:{line}"] = (wall + (w1 - w0) * 1e3, cpu + (c1 - c0) * 1e3)
+    return out
+
+
+def run_steps(kernels: int) -> dict[str, Any]:
+    S.compile_package()
+    rows: list[dict[str, Any]] = []
+    start = os.getloadavg()
+    for _ in range(kernels):
+        with tempfile.TemporaryDirectory(prefix="mcpnb-load-") as runtime:
+            k = S.BenchKernel(runtime)
+            try:
+                rows.append(k.json(STEPS))
+            finally:
+                k.shutdown()
+    per_kernel = [_steps(r["rows"]) for r in rows]
+    steps = {}
+    for key in per_kernel[0]:
+        walls = [p.get(key, (0.0, 0.0))[0] for p in per_kernel]
+        if max(walls) >= 0.3:  # the steps that cost something somewhere
+            cpus = sorted(p.get(key, (0.0, 0.0))[1] for p in per_kernel)
+            steps[key] = {"wall_ms": _spread(walls), "cpu_ms_median": round(cpus[len(cpus) // 2], 2)}
+    return {
+        "kernels": kernels,
+        "load_ext_wall_ms": _spread([r["wall_ms"] for r in rows]),
+        "load_ext_main_thread_cpu_ms": _spread([r["main_cpu_ms"] for r in rows]),
+        "wall_minus_cpu_ms": _spread([r["wall_ms"] - r["main_cpu_ms"] for r in rows]),
+        "main_thread_run_queue_wait_ms": _spread([r["run_queue_ms"] for r in rows]),
+        "steps": steps,
+        "machine": S.machine_facts(),
+        "loadavg_start": start,
+        "loadavg_end": os.getloadavg(),
+    }
 
 
 def _spread(values: list[float]) -> dict[str, Any]:
@@ -148,8 +230,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernels", type=int, default=10, help="fresh kernels, one load each")
     ap.add_argument("--read", choices=("cell", "client"), default="cell", help="who sends the first read (see above)")
+    ap.add_argument("--steps", action="store_true", help="time each line of the load instead (see above)")
     args = ap.parse_args()
-    print(json.dumps(run(max(1, args.kernels), args.read), indent=1))
+    result = run_steps(max(1, args.kernels)) if args.steps else run(max(1, args.kernels), args.read)
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -41,14 +42,27 @@ def _collector_paused() -> Iterator[None]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mcp_notebook``: register ``%mcp``, start the hub and print one line (never the token)."""
-    with _collector_paused():  # what loading makes lives on: not scanned while it is made
-        from .inkernel import lifecycle
-        from .inkernel.lab_target import LAB_TARGET
-        from .inkernel.magics import register_magics
+    try:
+        with _collector_paused():  # what loading makes lives on: not scanned while it is made
+            from .inkernel import lifecycle
+            from .inkernel.lab_target import LAB_TARGET
+            from .inkernel.magics import register_magics
 
-        register_magics(ipython, {"panel": panel, "browse": browser})
-        LAB_TARGET.register(ipython, _lab_comm)  # the JupyterLab extension's comm target; unused without it
-        lifecycle.start(ipython)
+            register_magics(ipython, {"panel": panel, "browse": browser})
+            LAB_TARGET.register(ipython, _lab_comm)  # the JupyterLab extension's comm target; unused without it
+            lifecycle.start(ipython, hold=True)
+    finally:
+        _release_server_thread()
+
+
+def _release_server_thread() -> None:
+    """The hub's server thread was started held (``lifecycle.start(hold=True)``): it imports uvloop
+    and makes its loop from now on, so loading's last steps never waited for the GIL behind that
+    import (docs/DESIGN.md, "Loading, seventh cut"). Also when loading failed after the start."""
+    lifecycle = sys.modules.get("mcp_notebook.inkernel.lifecycle")
+    kernel_hub = lifecycle.current() if lifecycle is not None else None
+    if kernel_hub is not None:
+        kernel_hub.release()
 
 
 def _lab_comm(shell: Any, comm: Any, msg: dict[str, Any]) -> Callable[[], None]:

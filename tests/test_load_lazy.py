@@ -1,4 +1,4 @@
-"""What ``%load_ext`` leaves for later (docs/DESIGN.md, "Loading, fourth cut" and "sixth cut"): the tables room,
+"""What ``%load_ext`` leaves for later (docs/DESIGN.md, "Loading, fourth cut", "sixth cut" and "seventh cut"): the tables room,
 figure bundles, typed resources and diffs are not imported by the loading cell; the rooms are
 imported after it ends, off the main thread, or at their first use, whichever comes first; the
 library names the hub registers before the room is imported are the room's own."""
@@ -14,7 +14,7 @@ import pytest
 from conftest import Mcp
 from kernel_harness import Kernel
 
-from mcp_notebook.providers import frames
+from mcp_notebook.providers import frames, structured, variables
 from mcp_notebook.providers.base import ChangeSet, LazyProvider, Provider
 from mcp_notebook.providers.frames import engines, tables
 from mcp_notebook.resources import Resources
@@ -27,7 +27,7 @@ ROOMS = (
     "mcp_notebook.providers.frames.databases",
     "mcp_notebook.providers.frames.tables",
 )
-LATER = (*ROOMS, "mcp_notebook.figures.bundle", "mcp_notebook.providers.typed")
+LATER = (*ROOMS, "mcp_notebook.figures.bundle", "mcp_notebook.providers.typed", "mcp_notebook.providers.structured")
 LOADED = f"import sys as _s, json as _j\nprint(_j.dumps(sorted(m for m in {LATER!r} if m in _s.modules)))"
 
 
@@ -39,6 +39,7 @@ def test_the_names_registered_before_the_room_are_the_rooms_own():
     assert frames.TABLE_LIBRARIES == tables.LIBRARIES
     assert frames.ENGINE_LIBRARIES == engines.ENGINE_LIBRARIES
     assert frames.CONNECTION_LIBRARIES == engines.CONNECTION_LIBRARIES
+    assert variables.STRUCTURED.markers == structured.SERVES_MARKERS  # named before structured.py is imported
 
 
 class Room(Provider):
@@ -83,9 +84,10 @@ def test_load_leaves_the_rooms_for_after_the_loading_cell(tmp_path):
         client.initialize()
         assert "41" in client.result("resources/read", {"uri": "nb://vars/x"})["contents"][0]["text"]
         deadline = time.monotonic() + 30
-        while not set(ROOMS) <= set(loaded(k)) and time.monotonic() < deadline:  # bounded
+        after = {*ROOMS, "mcp_notebook.providers.structured"}  # structured.py: by the same thread, after the rooms
+        while not after <= set(loaded(k)) and time.monotonic() < deadline:  # bounded
             time.sleep(0.1)
-        assert set(ROOMS) <= set(loaded(k))  # imported after the loading cell, with no request asking
+        assert after <= set(loaded(k))  # imported after the loading cell, with no request asking
         index = json.loads(client.result("resources/read", {"uri": "nb://vars"})["contents"][0]["text"])
         rows = {row["name"]: row for row in index["variables"]}
         assert rows["arr"]["frame"] == "nb://frames/arr"  # the room's link, registered before it was imported
@@ -225,3 +227,58 @@ def test_the_control_channel_waits_for_a_server_thread_still_starting():
         assert k.run("print(6 * 7)").stdout.strip() == "42"
     finally:
         k.shutdown()
+
+
+HELD_LOAD = """import gc as _gc, json as _j, time as _t
+from mcp_notebook.inkernel import lifecycle as _lc
+from mcp_notebook.transport.server import HttpTransport as _H
+_seen, _done = {}, []
+_make = _H._make_loop
+def _watched(self):
+    _seen.update(loading_done=bool(_done), gc_on=_gc.isenabled())
+    return _make(self)
+_H._make_loop = _watched
+def _slow_follower(hub):
+    _t.sleep(0.3)  # gives up the GIL: a thread not held would make its loop meanwhile
+    _done.append(1)
+_lc.follow(_slow_follower, lambda hub: None)
+get_ipython().run_line_magic('load_ext', 'mcp_notebook')
+_lc.unfollow(_slow_follower)
+import mcp_notebook as _m
+_m.hub().transport.wait_ready(10)
+print(_j.dumps(_seen))"""
+
+
+def test_the_server_thread_starts_its_work_once_loading_has_returned(tmp_path):
+    """The server thread is started held: it imports uvloop and makes its loop only once
+    ``load_ipython_extension`` has done its last step (docs/DESIGN.md, "Loading, seventh cut"), so
+    the loading's last steps never wait for the GIL behind that import, even when one of them gives
+    the GIL up (a follower that sleeps, here)."""
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    try:
+        seen = json.loads(k.run(HELD_LOAD).stdout.strip().splitlines()[-1])
+        assert seen == {"loading_done": True, "gc_on": True}
+        client = Mcp(k.info())
+        client.initialize()
+        k.run("x = 41")
+        assert "41" in client.result("resources/read", {"uri": "nb://vars/x"})["contents"][0]["text"]
+    finally:
+        k.shutdown()
+
+
+def test_a_held_server_thread_serves_once_released_and_stops_if_never_released():
+    from mcp_notebook.protocol.server import McpServer, ServerSettings
+    from mcp_notebook.transport.server import HttpTransport
+
+    for release in (True, False):
+        transport = HttpTransport(McpServer(Resources([]), ServerSettings(token="t" * 32)), "127.0.0.1", 0, 1_000_000)
+        transport.start(wait=False, hold=True)
+        time.sleep(0.3)
+        assert not transport._ready.is_set()  # held: no loop made yet
+        if release:
+            transport.release()
+            assert transport._ready.wait(10) and transport.wait_ready(1)
+        started = time.monotonic()
+        transport.stop()  # a held thread is let go and stopped, not waited for until its limit
+        assert time.monotonic() - started < 5
+        assert transport._thread is not None and not transport._thread.is_alive()

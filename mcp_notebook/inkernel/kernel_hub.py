@@ -169,7 +169,9 @@ class KernelHub:
         )
 
     # -- lifecycle ----------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, hold: bool = False) -> None:
+        """Listen, install the hook and streams, start the server thread (held until :meth:`release`
+        with ``hold``: ``%load_ext`` releases it as it returns)."""
         cfg = self.config
         _remove_stale_runtime_files()
         self.log = HubLog(_log_path(kernel_id() or f"pid{os.getpid()}"))
@@ -208,13 +210,18 @@ class KernelHub:
         self._install_sigterm()
         recent_notifications(self.resources)  # what views show of notifications starts with the hub
         self._hold_control()
-        try:  # last, not awaited: the thread makes its loop (uvloop) and the control carrier while
-            # the loading cell ends; a request meanwhile waits in the listening socket's backlog
-            self.transport.start(on_ready=self._start_control, wait=False)
+        try:  # last, not awaited (held, when loading: until %load_ext returns): the thread makes its loop
+            # (uvloop) and the control carrier while the cell ends; a request waits in the socket's backlog
+            self.transport.start(on_ready=self._start_control, wait=False, hold=hold)
         except BaseException:
             self.stop()
             raise
         log.info("serving at %s", self.transport.url)
+
+    def release(self) -> None:
+        """Let the server thread of ``start(hold=True)`` make its loop and serve."""
+        if self.transport is not None:
+            self.transport.release()
 
     def stop(self) -> None:
         """Leave nothing behind: hook, streams, server thread, socket, runtime file."""
@@ -395,11 +402,13 @@ class KernelHub:
         """Once the loading cell has ended, off the main thread: record this session in the history
         sidecar (an sqlite commit) and import the rooms left for their first use, so that neither
         ``%load_ext`` nor a first listing pays them (each import lets go of the GIL at its file reads:
-        a read meanwhile waits little); then the tools. docs/DESIGN.md, "Loading, fourth cut" and "sixth cut"."""
+        a read meanwhile waits little); then the tools. docs/DESIGN.md, "Loading, fourth cut", "sixth cut" and "seventh cut"."""
         try:
             self.history.remember()  # this session is this notebook's (a small sidecar beside IPython's history)
             for lazy in self._lazy:
                 lazy.real()
+            from ..providers import structured  # noqa: F401 -- a structured value's first read: not waiting for it
+
             self.server.tools  # noqa: B018 -- made now, not by the first tools/list
         except Exception:  # a room that fails to build is built (and fails) again at its first use
             log.exception("after loading")

@@ -24,8 +24,9 @@ def current() -> KernelHub | None:
     return _current
 
 
-def start(shell: Any) -> KernelHub:
-    """Start a hub in ``shell`` (a no-op with a message when one serves already)."""
+def start(shell: Any, hold: bool = False) -> KernelHub:
+    """Start a hub in ``shell`` (a no-op with a message when one serves already); with ``hold``,
+    its server thread waits for ``release()`` (``KernelHub.start``)."""
     global _current
     if _current is not None and _current.running:
         print(f"mcp-notebook is already serving at {_current.url}")
@@ -33,7 +34,7 @@ def start(shell: Any) -> KernelHub:
     from .kernel_hub import KernelHub  # the protocol, transport and providers load with the first hub
 
     kernel_hub = KernelHub(shell)
-    kernel_hub.start()
+    kernel_hub.start(hold=hold)
     _current = kernel_hub
     for started, _ in list(_followers):
         started(kernel_hub)

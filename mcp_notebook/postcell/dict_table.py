@@ -222,7 +222,8 @@ def _verified(copy: Copy) -> bool:
     the hub then uses is checked again against the dict's own listing the first time it is read:
     see nswatch.)"""
     reader = TableReader(copy)
-    for n, make_key in ((5, str), (300, str), (5, _mixed_key), (300, _mixed_key)):
+    # 100 keys: a 256-slot table, the smallest with two-byte indexes (5 keys: one-byte)
+    for n, make_key in ((5, str), (100, str), (5, _mixed_key), (100, _mixed_key)):
         probe = {make_key(i): object() for i in range(n)}
         for i in range(0, n, 5):
             del probe[make_key(i)]

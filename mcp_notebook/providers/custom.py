@@ -20,7 +20,6 @@ from urllib.parse import quote
 from ..guard import RenderTimeout, call_guarded, safe_str
 from ..types import Annotations, Contents, Icon, Resource, ResourceTemplate
 from ..uri import UriTemplate, compile_template, is_template
-from . import structured
 from .base import InvalidResourceParams, Provider, ResourceNotFound, ResourceReadError
 
 if TYPE_CHECKING:
@@ -250,6 +249,8 @@ class CustomProvider(Provider):
             return []
 
     def _read_schema(self, uri: str, name: str) -> Contents:
+        from . import structured
+
         reg = next((r for r in self.registrations() if r.name == name), None)
         if reg is None:
             raise ResourceNotFound(uri, f"no registered resource named {name!r}")
@@ -280,6 +281,8 @@ def to_contents(uri: str, value: Any, mime_type: str | None, reg: Registration |
         return value
     kind_class = _structured_class(value)
     if kind_class is not None:  # a model, dataclass or attrs instance, or a list of one of them
+        from . import structured  # (imported at the first structured value: "Loading, seventh cut")
+
         text = json.dumps(structured.to_jsonable(value), ensure_ascii=False)
         meta = None
         if reg is not None:
@@ -298,12 +301,16 @@ def to_contents(uri: str, value: Any, mime_type: str | None, reg: Registration |
 
 def _json_default(obj: Any) -> Any:
     """Models, dataclasses and attrs instances nested in a returned dict/list as JSON; others as str()."""
+    from . import structured
+
     if structured.value_kind(obj) is not None:
         return structured.to_jsonable(obj)
     return str(obj)
 
 
 def _structured_class(value: Any) -> tuple[type, bool] | None:
+    from . import structured
+
     if structured.value_kind(value) is not None:
         return type(value), False
     item = structured.list_item_class(value)
@@ -370,6 +377,8 @@ def make_registration(
 
 
 def _read_schema_doc(reg: Registration) -> dict[str, Any]:
+    from . import structured
+
     if reg.typed is not None and reg.typed.returns is not None:
         return structured.schema_for_annotation(reg.typed.returns)
     if reg.returned is not None:

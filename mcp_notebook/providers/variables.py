@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Hashable, MutableMapping
-from functools import lru_cache
+from functools import lru_cache, partial
+from importlib import import_module
 from typing import Any, Generic, TypeVar
 
 from ..guard import RenderTimeout, bounded_repr, call_guarded, callable_info, cheap_shape, safe_str, type_name
@@ -19,7 +20,7 @@ from ..postcell.nswatch import NamespaceWatch
 from ..redact import REDACTOR, ExposureRules, NameFilter, mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
-from . import base, structured
+from . import base
 from .base import (
     ChangeSet,
     Facts,
@@ -112,8 +113,12 @@ class Serves:
 
 EVERY_TYPE = Serves(every=True)
 # What providers/structured.py reads: pydantic models, dataclasses and attrs instances, lists and tuples
-# of them, dicts a TypedDict describes.
-STRUCTURED = Serves(frozenset({list, tuple, dict}), frozenset({"pydantic"}), structured.SERVES_MARKERS)
+# of them, dicts a TypedDict describes. It is imported by the first such value, not to load ("Loading,
+# seventh cut"): its SERVES_MARKERS are named here (equal, tests/test_load_lazy.py).
+STRUCTURED = Serves(
+    frozenset({list, tuple, dict}), frozenset({"pydantic"}), ("__dataclass_fields__", "__attrs_attrs__")
+)
+_structured = partial(import_module, f"{__package__}.structured")
 
 
 class ByType(Generic[E]):
@@ -250,7 +255,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         return changes
 
     def _structured_row(self, name: str, value: Any) -> dict[str, Any]:
-        return structured.index_fields(name, value, self._ns, f"{var_uri(name)}/schema")
+        return _structured().index_fields(name, value, self._ns, f"{var_uri(name)}/schema")
 
     def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet, delta: base.Delta) -> None:
         # In-place updates are safe: readers on other threads copy with one C-level list()/dict().
@@ -444,7 +449,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
             return []
         names = list(self._exposed)
         if template == VAR_SCHEMA_TEMPLATE:
-            names = structured.structured_names(names, self._ns)
+            names = _structured().structured_names(names, self._ns)
         return rank_completions(names, value)
 
     # -- reading ------------------------------------------------------------------------
@@ -523,7 +528,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
         limits = self._limits
         doc: dict[str, Any] = self._index_row(name)
         cap = max(200, limits.max_read_chars - 1000)
-        shape = structured.shape_of(value, name, self._ns) if STRUCTURED.match(type(value)) else None
+        shape = _structured().shape_of(value, name, self._ns) if STRUCTURED.match(type(value)) else None
         if shape is not None:
             return self._read_structured(uri, name, value, shape, doc, cap, extras)
         try:
@@ -553,7 +558,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
     ) -> Contents:
         """A model/dataclass/attrs/TypedDict-shaped value as bounded, masked JSON (providers/structured.py)."""
         looks_secret = self._filter().looks_secret
-        doc.update(structured.read_document(name, value, shape, cap, self._limits.repr_timeout, looks_secret))
+        doc.update(_structured().read_document(name, value, shape, cap, self._limits.repr_timeout, looks_secret))
         doc["schema"] = f"{var_uri(name)}/schema"
         doc["modified"] = self._modified.get(name)
         self._add_extras(name, type(value), doc, extras)
@@ -568,7 +573,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
 
     def _read_var_schema(self, uri: str, name: str) -> Contents:
         looks_secret = self._filter().looks_secret
-        return structured.read_schema(uri, name, self.value(name), self._ns, self._limits.repr_timeout, looks_secret)
+        return _structured().read_schema(uri, name, self.value(name), self._ns, self._limits.repr_timeout, looks_secret)
 
     def _repr(self, value: Any, max_chars: int, timeout: float) -> tuple[str, bool]:
         for override in self.reprs.of(type(value)):

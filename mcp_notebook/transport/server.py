@@ -34,6 +34,7 @@ HEAD_SECONDS = 10.0  # a request head must be complete this long after its first
 BODY_SECONDS = 60.0  # a body must be complete this long after its head
 MAX_CONNECTIONS = 256
 BUSY_POLL_SECONDS = 50e-6  # keep polling this long after a reply (see latency.py)
+HOLD_LIMIT = 2.0  # start(hold=True): the thread waits at most this long for release()
 
 
 class HttpTransport:
@@ -72,6 +73,7 @@ class HttpTransport:
         self._servers: list[asyncio.AbstractServer | HeldListener] = []
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()  # the thread's loop and listeners are made (or failed)
+        self._go = threading.Event()  # the thread may make its loop (start(hold=True) until release())
         self._sweep: asyncio.TimerHandle | None = None
         self.busy_poll = BusyPoll(busy_poll_seconds)
         self.heads = AdmittedHeads()
@@ -150,19 +152,30 @@ class HttpTransport:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{PATH}"
 
-    def start(self, on_ready: Callable[[], None] | None = None, wait: bool = True) -> None:
+    def start(self, on_ready: Callable[[], None] | None = None, wait: bool = True, hold: bool = False) -> None:
         """Start the server thread. It makes its loop (importing uvloop there) and listeners, calls
         ``on_ready`` (another carrier that needs the loop), then serves. With ``wait`` False, return
         at once: the socket listens already, so a client that connects before the loop turns waits
         in the backlog until it does, and an error on the thread goes to the log and leaves
-        ``alive`` False (docs/DESIGN.md, "Loading, sixth cut"); else wait, and raise that error."""
+        ``alive`` False (docs/DESIGN.md, "Loading, sixth cut"); else wait, and raise that error.
+        With ``hold``, the thread does nothing until :meth:`release` (or ``HOLD_LIMIT`` seconds):
+        the caller's remaining steps do not wait for the GIL behind its imports (docs/DESIGN.md,
+        "Loading, seventh cut")."""
+        if not hold:
+            self._go.set()
         self._thread = threading.Thread(target=self._run, args=(on_ready,), name="mcp-notebook-http", daemon=True)
         self._thread.start()
         if wait and not self.wait_ready():
             raise RuntimeError("the MCP HTTP server did not start (its log says why)")
 
+    def release(self) -> None:
+        """Let a thread started with ``hold`` make its loop and serve (idempotent)."""
+        self._go.set()
+
     def wait_ready(self, timeout: float = 10.0) -> bool:
-        """Wait until the thread has made its loop and listeners (or failed to); True if it did."""
+        """Wait until the thread has made its loop and listeners (or failed to); True if it did.
+        A thread still held is released first: whoever waits for it wants it serving."""
+        self._go.set()
         return self._ready.wait(timeout) and self._loop is not None
 
     def _make_loop(self) -> asyncio.AbstractEventLoop:
@@ -191,6 +204,7 @@ class HttpTransport:
             server.close()
 
     def _run(self, on_ready: Callable[[], None] | None) -> None:
+        self._go.wait(HOLD_LIMIT)  # a caller that never releases (an error) delays serving, no more
         try:
             loop = self._make_loop()
         except BaseException:
@@ -214,6 +228,7 @@ class HttpTransport:
     def stop(self, timeout: float = 5.0) -> None:
         """End streams, close the socket and connections, stop the loop, join the thread."""
         if self._thread is not None:
+            self._go.set()
             self._ready.wait(timeout)  # stopped just after start: its loop exists, or never will
         self.mcp.close()
         self.switch.restore()
