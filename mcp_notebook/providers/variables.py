@@ -1,9 +1,8 @@
 """Kernel variables as resources: ``nb://vars`` (index) and ``nb://vars/{name}`` (one value).
 
-Change detection after each cell is O(number of names) with C-speed steps: the namespace's entry
-table (or, where it cannot be read, its names and value addresses), as raw bytes, is compared
-against the previous cell's (nswatch.py); only names whose binding changed are looked at in Python. In-place mutation of a watched variable is caught by a cheap
-fingerprint (len/shape) or, failing that, by the hub's exact digest off the main thread.
+Change detection after each cell is O(number of names) with C-speed steps: the namespace's entry table (or
+its names and value addresses), as raw bytes, against the previous cell's (nswatch.py); only names whose binding
+changed are looked at in Python. In-place mutation of a watched variable: a cheap fingerprint, or the hub's digest.
 """
 
 from __future__ import annotations
@@ -112,13 +111,11 @@ class Serves:
 
 
 EVERY_TYPE = Serves(every=True)
-# What providers/structured.py reads: pydantic models, dataclasses and attrs instances, lists and tuples
-# of them, dicts a TypedDict describes. It is imported by the first such value, not to load ("Loading,
-# seventh cut"): its SERVES_MARKERS are named here (equal, tests/test_load_lazy.py).
+# What providers/structured.py reads (models, dataclasses, attrs, lists/tuples of them, TypedDict dicts).
 STRUCTURED = Serves(
     frozenset({list, tuple, dict}), frozenset({"pydantic"}), ("__dataclass_fields__", "__attrs_attrs__")
 )
-_structured = partial(import_module, f"{__package__}.structured")
+_structured = partial(import_module, f"{__package__}.structured")  # imported at first use (Loading, seventh cut)
 
 
 class ByType(Generic[E]):
