@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "version",
         "instructions",
         "portable",
+        "lazy_re",
         "redact",
         "uri",
         "runtime",

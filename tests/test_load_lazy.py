@@ -6,6 +6,7 @@ library names the hub registers before the room is imported are the room's own."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ import pytest
 from conftest import Mcp
 from kernel_harness import Kernel
 
+from mcp_notebook import redact
+from mcp_notebook.lazy_re import LazyPatterns
 from mcp_notebook.providers import frames, structured, variables
 from mcp_notebook.providers.base import ChangeSet, LazyProvider, Provider
 from mcp_notebook.providers.frames import engines, tables
@@ -29,6 +32,11 @@ ROOMS = (
 )
 LATER = (*ROOMS, "mcp_notebook.figures.bundle", "mcp_notebook.providers.typed", "mcp_notebook.providers.structured")
 LOADED = f"import sys as _s, json as _j\nprint(_j.dumps(sorted(m for m in {LATER!r} if m in _s.modules)))"
+# The pattern groups compiled at their first use or by the after-load thread ("Loading, eighth cut").
+LAZY_RE = ("mcp_notebook.redact", "mcp_notebook.protocol.fast_read", "mcp_notebook.protocol.wire_http11")
+COMPILED = (
+    f"import sys as _s, json as _j\nprint(_j.dumps(sorted(m for m in {LAZY_RE!r} if _s.modules[m]._RE.compiled)))"
+)
 
 
 def loaded(k: Kernel, first: str = "") -> list[str]:
@@ -79,7 +87,9 @@ def test_load_leaves_the_rooms_for_after_the_loading_cell(tmp_path):
     k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
     try:
         k.run("import numpy as np\narr = np.arange(12).reshape(3, 4)\nx = 41")
-        assert loaded(k, "get_ipython().run_line_magic('load_ext', 'mcp_notebook')\n") == []  # in the loading cell
+        out = k.run("get_ipython().run_line_magic('load_ext', 'mcp_notebook')\n" + LOADED + "\n" + COMPILED).stdout
+        rooms, patterns = (json.loads(line) for line in out.strip().splitlines()[-2:])
+        assert rooms == [] and patterns == []  # in the loading cell: no room imported, no pattern group compiled
         client = Mcp(k.info())
         client.initialize()
         assert "41" in client.result("resources/read", {"uri": "nb://vars/x"})["contents"][0]["text"]
@@ -88,6 +98,7 @@ def test_load_leaves_the_rooms_for_after_the_loading_cell(tmp_path):
         while not after <= set(loaded(k)) and time.monotonic() < deadline:  # bounded
             time.sleep(0.1)
         assert after <= set(loaded(k))  # imported after the loading cell, with no request asking
+        assert json.loads(k.run(COMPILED).stdout.strip().splitlines()[-1]) == sorted(LAZY_RE)  # compiled by then too
         index = json.loads(client.result("resources/read", {"uri": "nb://vars"})["contents"][0]["text"])
         rows = {row["name"]: row for row in index["variables"]}
         assert rows["arr"]["frame"] == "nb://frames/arr"  # the room's link, registered before it was imported
@@ -119,6 +130,27 @@ def test_what_the_hub_imports_to_load_creates_no_dataclass():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_a_pattern_group_compiled_late_still_masks_the_first_text():
+    """Masking is never skipped: the redactor's patterns compile at the first mask if nothing compiled them."""
+    group = redact._RE
+    saved = {k: group.__dict__.pop(k) for k in list(group.__dict__) if k != "_sources"}
+    try:
+        assert not group.compiled
+        key = "sk-proj-" + "a1B2" * 8
+        assert redact.mask_secrets(f"token is {key}") == "token is [REDACTED]"
+        assert group.compiled  # all four at once
+        assert redact.mask_secrets('db_password = "hunter22"') == 'db_password = "[REDACTED]"'
+    finally:
+        group.__dict__.update(saved)
+    parser = getattr(re, "_parser", None) or __import__("sre_parse")  # 3.10: sre_parse
+    assert parser.parse(redact._SECRET_VALUE).getwidth()[0] == redact.SHORTEST_SHAPE  # shorter text: no shape
+    assert redact.contains_secret("xoxb-" + "1" * 10) and not redact.contains_secret("xoxb-" + "1" * 9)
+    fresh = LazyPatterns(word=rb"[a-z]+")
+    assert fresh.word.findall(b"ab 12 cd") == [b"ab", b"cd"] and fresh.compiled
+    with pytest.raises(AttributeError):
+        fresh.other  # noqa: B018 -- not a pattern of the group
 
 
 def test_a_uri_template_compiles_its_pattern_at_the_first_match():

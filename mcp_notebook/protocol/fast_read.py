@@ -26,21 +26,22 @@ shared by every connection that sends it, answers all of them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
+from ..lazy_re import LazyPatterns
 from ..revisions import classify
 from . import jsonrpc as rpc
 from .core import REPLY_START, Core, ReadAccess, ReadKey
 from .exchange import INLINE_BODY_LIMIT, HttpReply, HttpRequest
 from .jsonrpc import MAX_URI, check_params
 
-_ID_FIELD = re.compile(rb'"id"\s*:\s*([0-9]+)(?![0-9])')
+_ID_FIELD = rb'"id"\s*:\s*([0-9]+)(?![0-9])'
 MAX_ID_DIGITS = 15
 # A URI whose JSON string is the URI itself (no quote, backslash, control or non-ASCII character)
 # and whose header value is too; not the "=?base64?...?=" form of Mcp-Name (it starts with "=").
-PLAIN_URI = re.compile(rb"[A-Za-z0-9:/._~!$&'()*+,;@%?#\[\]-][A-Za-z0-9:/._~!$&'()*+,;=@%?#\[\]-]*")
+PLAIN_URI = rb"[A-Za-z0-9:/._~!$&'()*+,;@%?#\[\]-][A-Za-z0-9:/._~!$&'()*+,;=@%?#\[\]-]*"
+_RE = LazyPatterns(id_field=_ID_FIELD, plain_uri=PLAIN_URI)  # at the first learnt family, or after loading
 PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~!$&'()*+,;=@%?#[]-"
 PROBE_URI = b"probe:family/0"
 
@@ -173,7 +174,7 @@ class FlatReads:
         plain, quoted exactly once, and a probe body (another URI, another id) parses to the same
         read with only those changed (``same_read``); None otherwise."""
         raw = shape.key[1].encode("ascii", "replace")
-        if PLAIN_URI.fullmatch(raw) is None or len(raw) > MAX_URI or raw == PROBE_URI:
+        if _RE.plain_uri.fullmatch(raw) is None or len(raw) > MAX_URI or raw == PROBE_URI:
             return None
         quoted = b'"' + raw + b'"'
         prefix, suffix = shape.prefix, shape.suffix
@@ -259,7 +260,7 @@ def body_shape(body: bytes, msg: dict[str, Any]) -> tuple[bytes, bytes] | None:
     if type(msg_id) is not int or msg_id < 0:
         return None
     digits = b"%d" % msg_id
-    found = [m for m in _ID_FIELD.finditer(body) if m.group(1) == digits]
+    found = [m for m in _RE.id_field.finditer(body) if m.group(1) == digits]
     if len(found) != 1:
         return None
     prefix, suffix = body[: found[0].start(1)], body[found[0].end(1) :]

@@ -19,10 +19,11 @@ closed connection).
 
 from __future__ import annotations
 
-import re
 import time
 from email.utils import formatdate
 from http import HTTPStatus
+
+from ..lazy_re import LazyPatterns
 
 MAX_HEAD_BYTES = 65536
 CRLF = b"\r\n"  # the end of a line of a head (where a field's value ends)
@@ -95,7 +96,7 @@ class RequestHead:
 _NAME = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
 _VALUE = "[^\\r]*(?:\\r(?!\\n)[^\\r]*)*"  # anything but CRLF (the unrolled form: linear time)
 # Header lines as the field-by-field checks below accept them: a token, a colon, a value.
-_FIELDS = re.compile(f"{_NAME}:{_VALUE}(?:\\r\\n{_NAME}:{_VALUE})*")
+_FIELDS = f"{_NAME}:{_VALUE}(?:\\r\\n{_NAME}:{_VALUE})*"
 
 
 def parse_head(block: bytes) -> RequestHead:
@@ -110,7 +111,7 @@ def parse_head(block: bytes) -> RequestHead:
         raise BadRequest("malformed request line")
     if not sep:
         return RequestHead(parts[0], parts[1].partition("?")[0], parts[2], {})
-    if _FIELDS.fullmatch(rest) is None:
+    if _RE.fields.fullmatch(rest) is None:
         raise BadRequest("malformed header field")
     pairs = [line.partition(":") for line in rest.split("\r\n")]
     headers = {name.lower(): value.strip(" \t") for name, _, value in pairs}
@@ -133,7 +134,8 @@ def _fields_one_by_one(pairs: list[tuple[str, str, str]]) -> dict[str, str]:
 
 # A complete chunk-size line: hex size, optional extensions (ignored), CRLF. Anything else takes the
 # slow path, which also tells incomplete from malformed.
-_CHUNK_LINE = re.compile(rb"[ \t]*([0-9A-Fa-f]{1,32})[ \t]*(?:;[^\r\n]{0,1000})?\r\n")
+_CHUNK_LINE = rb"[ \t]*([0-9A-Fa-f]{1,32})[ \t]*(?:;[^\r\n]{0,1000})?\r\n"
+_RE = LazyPatterns(fields=_FIELDS, chunk_line=_CHUNK_LINE)  # at the first request, or after loading
 
 
 class ChunkedBody:
@@ -199,7 +201,7 @@ class ChunkedBody:
     def _whole_chunk(self, buf: bytearray | bytes, pos: int, end: int) -> int | None:
         """The fast path: a whole size line at ``pos`` (and its data, when all there). Returns the
         offset after what it consumed, or None: the slow path reads the line."""
-        m = _CHUNK_LINE.match(buf, pos)
+        m = _RE.chunk_line.match(buf, pos)
         if m is None:
             return None
         pos = m.end()
