@@ -14,15 +14,16 @@ per cell, ``MAX_VARS`` variables with their last ``MAX_EVENTS`` changes each.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, MutableMapping
 from functools import partial
-from typing import Any, NamedTuple
+from operator import itemgetter
+from typing import Any
 
 from ...capture import CellCapture, CellRecord
 from ...guard import cheap_shape
+from ...lazy_re import LazyPatterns
 from ...types import Annotations, Contents, Resource, ResourceTemplate
 from ...uri import compile_template
 from ..base import Delta, Provider, ResourceNotFound, index_page, rank_completions
@@ -54,7 +55,7 @@ MAX_ROW_NAMES = 20  # names per kind in a nb://lineage row
 MAX_CELL_DOC = 30  # changes per kind in nb://cells/{seq} (a cell read stays within its budget)
 SCAN_CHARS = 100_000  # of a cell's source, looked at for the names it mentions
 _MISSING = object()
-_IDENT = re.compile(r"[^\W\d]\w*")
+_IDENT = LazyPatterns(ident=r"[^\W\d]\w*")  # at the first cell's end, not at import
 _IMMUTABLE = frozenset({"int", "float", "complex", "str", "bytes", "bool", "NoneType", "tuple", "frozenset"})
 NOTE = (
     "In-place edits are seen for watched values (subscribed, or read with read_resource) and, when the "
@@ -68,16 +69,18 @@ def _key(kind: str) -> str:
     return kind.replace(" ", "_")
 
 
-class Seen(NamedTuple):
-    """Cheap facts of a value: type name, len/shape, identity (a tuple: the hook makes many)."""
+class Seen(tuple):
+    """Cheap facts of a value: type name, len/shape, identity (a tuple: the hook makes many). A tuple
+    with named fields, not a ``NamedTuple`` (~0.15 ms each to create: DESIGN, "Loading, eighth cut")."""
 
-    type: str
-    shape: tuple | int | None
-    ident: int
+    __slots__ = ()
+    type = property(itemgetter(0))
+    shape = property(itemgetter(1))
+    ident = property(itemgetter(2))
 
 
-# A named tuple made from a tuple in C (its class's own __new__ is a Python function: one call more
-# per fact, several per cell).
+# Made from a tuple in C (a class's own __new__ would be a Python function: one call more per fact,
+# several per cell).
 _new_seen: Callable[[tuple], Seen] = partial(tuple.__new__, Seen)
 
 
@@ -101,15 +104,18 @@ def facts_json(facts: Seen | None) -> dict[str, Any] | None:
     return out
 
 
-class Change(NamedTuple):
-    """One name's change in one cell, with cheap facts before (as last recorded) and after."""
+class Change(tuple):
+    """One name's change in one cell, with cheap facts before (as last recorded) and after: (name,
+    kind, cell, before, after, how), ``how`` in place: "shape" (len/shape/type moved) or "digest"
+    (watched, exact check), else None."""
 
-    name: str
-    kind: str
-    cell: int | None
-    before: Seen | None
-    after: Seen | None
-    how: str | None = None  # in place: "shape" (len/shape/type moved) or "digest" (watched, exact check)
+    __slots__ = ()
+    name = property(itemgetter(0))
+    kind = property(itemgetter(1))
+    cell = property(itemgetter(2))
+    before = property(itemgetter(3))
+    after = property(itemgetter(4))
+    how = property(itemgetter(5))
 
     def to_json(self, name: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -259,7 +265,7 @@ class Lineage(Provider):
         """Names the source mentions: an in-place change when type or len/shape moved on the same
         object since the last record; else only "mentioned". O(mentioned names)."""
         is_exposed = self.variables.is_exposed
-        for name in dict.fromkeys(_IDENT.findall(source[:SCAN_CHARS])):
+        for name in dict.fromkeys(_IDENT.ident.findall(source[:SCAN_CHARS])):
             if name in done or not is_exposed(name):
                 continue
             now = self._facts(name)
