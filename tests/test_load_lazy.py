@@ -33,7 +33,13 @@ ROOMS = (
 LATER = (*ROOMS, "mcp_notebook.figures.bundle", "mcp_notebook.providers.typed", "mcp_notebook.providers.structured")
 LOADED = f"import sys as _s, json as _j\nprint(_j.dumps(sorted(m for m in {LATER!r} if m in _s.modules)))"
 # The pattern groups compiled at their first use or by the after-load thread ("Loading, eighth cut").
-LAZY_RE = ("mcp_notebook.redact", "mcp_notebook.protocol.fast_read", "mcp_notebook.protocol.wire_http11")
+LAZY_RE = (
+    "mcp_notebook.redact",
+    "mcp_notebook.protocol.fast_read",
+    "mcp_notebook.protocol.wire_http11",
+    "mcp_notebook.protocol.jsonrpc",
+    "mcp_notebook.protocol.security",
+)
 COMPILED = (
     f"import sys as _s, json as _j\nprint(_j.dumps(sorted(m for m in {LAZY_RE!r} if _s.modules[m]._RE.compiled)))"
 )

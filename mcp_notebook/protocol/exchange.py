@@ -6,7 +6,7 @@ per-request context and the small status replies."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..budget import RESULT_CHARS
 from ..revisions import META_CAPS, META_CLIENT_INFO, META_LOG_LEVEL
@@ -140,12 +140,14 @@ class HttpReply:
         return cls.json(rpc.error(msg_id, err), err.status if err.status != 200 else 400, headers)
 
 
-class SessionView(Protocol):
-    """What a request's context needs of a handshake-era session."""
+if TYPE_CHECKING:  # a type only: not made at import (DESIGN, "Loading, eighth cut")
 
-    id: str
-    log_level: str | None
-    capabilities: dict[str, Any]
+    class SessionView(Protocol):
+        """What a request's context needs of a handshake-era session."""
+
+        id: str
+        log_level: str | None
+        capabilities: dict[str, Any]
 
 
 def session_key(session_id: str) -> str:

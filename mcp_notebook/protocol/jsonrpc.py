@@ -16,11 +16,11 @@ revisions add fields over time); ``null`` for an optional field means absent.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from ..budget import bounded_error
+from ..lazy_re import LazyPatterns
 from ..redact import REDACTOR
 
 PARSE_ERROR = -32700
@@ -80,7 +80,7 @@ class Message:
 
 
 # A \u escape of a UTF-16 surrogate: the only way a lone surrogate can enter a strictly decoded body.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_RE = LazyPatterns(surrogate_escape=rb"\\u[dD][89abcdefABCDEF]")  # at the first body, or after loading
 
 
 def _no_constant(name: str) -> Any:
@@ -108,7 +108,7 @@ def parse_body(body: bytes) -> Any:
             value = _DECODER.decode(text[1:] if text[:1] == "\ufeff" else text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise RpcError(PARSE_ERROR, f"Parse error: {_plain(str(exc))}", status=400) from None
-    if _SURROGATE_ESCAPE.search(body) is not None:
+    if _RE.surrogate_escape.search(body) is not None:
         where = lone_surrogate_path(value)
         if where is not None:
             path, holder = where

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import re
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
+
+from ..lazy_re import LazyPatterns
 
 # The JupyterHub custom scope that admits a token to the server extension's MCP routes and to
 # nothing else of a single-user server (serverext/jupyterhub_scope.py; the JupyterHub service asks
@@ -114,7 +115,7 @@ _CORS_REQUEST_HEADERS = (
 )
 _CORS_EXPOSED = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate"
 _cors: dict[str, dict[str, str]] = {}
-_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}")
+_RE = LazyPatterns(header_name=r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}")  # at the first preflight, or after loading
 
 
 def cors_headers(origin: str) -> dict[str, str]:
@@ -140,7 +141,7 @@ def preflight_headers(headers: Mapping[str, str]) -> dict[str, str]:
     if origin is not None:
         asked = headers.get("access-control-request-headers", "")
         names = [n.strip() for n in asked.split(",") if n.strip()]
-        plain = len(asked) <= 1000 and all(_HEADER_NAME.fullmatch(n) for n in names)
+        plain = len(asked) <= 1000 and all(_RE.header_name.fullmatch(n) for n in names)
         out.update(cors_headers(origin))
         out["Access-Control-Allow-Methods"] = "GET, POST, DELETE"
         out["Access-Control-Allow-Headers"] = ", ".join(names) if names and plain else _CORS_REQUEST_HEADERS

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Awaitable
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ..protocol import wire_http11 as http11
 from ..protocol.exchange import ENDPOINT_PATH, carrier_error
@@ -44,23 +44,25 @@ PATH = ENDPOINT_PATH
 FAMILY_TRIES = 4  # times a connection asks the server for a head family (protocol/families.py)
 
 
-class Owner(Protocol):
-    """What a connection needs of the transport that accepted it (transport/server.py)."""
+if TYPE_CHECKING:  # a type only: not made at import (DESIGN, "Loading, eighth cut")
 
-    mcp: McpServer
-    heads: AdmittedHeads
-    max_body_bytes: int
-    head_timeout: float
-    body_timeout: float
-    stopping: bool
-    driver: ExchangeDriver
-    busy_poll: BusyPoll
-    streams: set[Stream]
-    connections: dict[Connection, None]
+    class Owner(Protocol):
+        """What a connection needs of the transport that accepted it (transport/server.py)."""
 
-    def admit_connection(self, conn: Connection) -> bool: ...
+        mcp: McpServer
+        heads: AdmittedHeads
+        max_body_bytes: int
+        head_timeout: float
+        body_timeout: float
+        stopping: bool
+        driver: ExchangeDriver
+        busy_poll: BusyPoll
+        streams: set[Stream]
+        connections: dict[Connection, None]
 
-    def client_count(self, delta: int) -> None: ...
+        def admit_connection(self, conn: Connection) -> bool: ...
+
+        def client_count(self, delta: int) -> None: ...
 
 
 class Connection(asyncio.Protocol, Port):

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable
 from concurrent.futures import Executor
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.exchange import HttpReply, HttpRequest, carrier_error
 from ..protocol.streams import Stream
@@ -34,16 +34,18 @@ STOPPING = "Service unavailable: the server is stopping"
 KEEPALIVE_SECONDS = 15.0  # a quiet stream gets KEEPALIVE_COMMENT this often (unless its port says otherwise)
 
 
-class DrivenServer(Protocol):
-    """What the driver calls of the server it drives (``protocol.server.McpServer``)."""
+if TYPE_CHECKING:  # a type only: not made at import (DESIGN, "Loading, eighth cut")
 
-    def admit(self, headers: dict[str, str], method: str | None = None) -> HttpReply | None: ...
+    class DrivenServer(Protocol):
+        """What the driver calls of the server it drives (``protocol.server.McpServer``)."""
 
-    def answer_inline(self, req: HttpRequest, remember: bool = False) -> HttpReply | None: ...
+        def admit(self, headers: dict[str, str], method: str | None = None) -> HttpReply | None: ...
 
-    def handle(self, req: HttpRequest) -> HttpReply: ...
+        def answer_inline(self, req: HttpRequest, remember: bool = False) -> HttpReply | None: ...
 
-    def stream_closed(self, stream: Stream) -> None: ...
+        def handle(self, req: HttpRequest) -> HttpReply: ...
+
+        def stream_closed(self, stream: Stream) -> None: ...
 
 
 class Port:

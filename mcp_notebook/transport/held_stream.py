@@ -28,7 +28,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .libc_socket import MAX_CALL_BYTES, MSG_DONTWAIT, SEND_FLAGS, LibcSocket, ReadBuffer
 
@@ -43,10 +43,12 @@ OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 ACCEPT_PAUSE_SECONDS = 1.0  # out of descriptors: stop accepting this long
 
 
-class CellState(Protocol):
-    """Whether the kernel's main thread runs a cell (transport/latency.py's CellSwitchInterval)."""
+if TYPE_CHECKING:  # a type only: not made at import (DESIGN, "Loading, eighth cut")
 
-    cell_running: bool
+    class CellState(Protocol):
+        """Whether the kernel's main thread runs a cell (transport/latency.py's CellSwitchInterval)."""
+
+        cell_running: bool
 
 
 class HeldTransport(asyncio.Transport):
