@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 from conftest import Mcp
@@ -17,6 +18,7 @@ from kernel_harness import Kernel
 
 from mcp_notebook import redact
 from mcp_notebook.lazy_re import LazyPatterns
+from mcp_notebook.postcell.nswatch import NamespaceWatch
 from mcp_notebook.providers import frames, structured, variables
 from mcp_notebook.providers.base import ChangeSet, LazyProvider, Provider
 from mcp_notebook.providers.frames import engines, tables
@@ -320,3 +322,17 @@ def test_a_held_server_thread_serves_once_released_and_stops_if_never_released()
         transport.stop()  # a held thread is let go and stopped, not waited for until its limit
         assert time.monotonic() - started < 5
         assert transport._thread is not None and not transport._thread.is_alive()
+
+
+def test_a_small_namespace_makes_no_table_reader_until_it_reaches_the_size():
+    """The dict-table reader (its layout check: ~0.5 ms) is made when the namespace first reaches
+    ``table_from`` names, not when the watch is made at load ("Loading, eighth cut")."""
+    ns: dict[str, Any] = {f"v{i}": i for i in range(5)}
+    watch = NamespaceWatch(ns, table_from=50)
+    assert watch.reset() == list(ns) and watch._reader is None
+    grown = {f"g{i}": object() for i in range(120)}
+    ns.update(grown)
+    rebound, removed = watch.diff()
+    assert sorted(rebound) == sorted(grown) and removed == [] and not watch._later
+    assert sorted(watch.names()) == sorted(ns) and watch.diff() == ([], [])
+    assert NamespaceWatch({}, table_from=50).reads_table == watch.reads_table  # asked: made then

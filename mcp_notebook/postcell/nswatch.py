@@ -41,7 +41,12 @@ class NamespaceWatch:
         # as many). 0: the table whenever it can be read.
         self._table_from = table_from
         self._small = False  # the listing answered the last cell although the table can be read
-        self._reader: TableReader | None = new_reader() if table_reads and type(ns) is dict else None
+        self._reader: TableReader | None = None
+        # Made when the namespace first reaches ``table_from`` names (its check of the layout costs
+        # ~0.5 ms: not in %load_ext; DESIGN, "Loading, eighth cut"), until then the listing answers.
+        self._later = table_reads and type(ns) is dict and len(ns) < table_from
+        if table_reads and type(ns) is dict and not self._later:
+            self._reader = new_reader()
         self._snap = Snapshot([], b"", b"")  # the listing way's baseline
         self._table: DictCopy | None = None  # the table way's baseline
         self._names: list[str | None] = []  # the name in each slot of that table (None: deleted)
@@ -51,7 +56,16 @@ class NamespaceWatch:
 
     @property
     def reads_table(self) -> bool:
+        if self._later:  # asked before the namespace needed it
+            self._make_reader()
         return self._reader is not None
+
+    def _make_reader(self) -> None:
+        """The reader, made late: the listing answered so far, so the table takes over from it as
+        from a small namespace (``_leave_small``, at the next :meth:`diff` past the size)."""
+        self._later = False
+        self._reader = new_reader()
+        self._small = self._reader is not None
 
     def names(self) -> list[str]:
         """The names as of the last :meth:`reset` or :meth:`diff`."""
@@ -70,6 +84,8 @@ class NamespaceWatch:
 
     def diff(self) -> tuple[list[str], list[str]]:
         """(names bound to another object or new since the last call, names gone since then)."""
+        if self._later and len(self._ns) >= self._table_from:
+            self._make_reader()
         if self._reader is not None:
             small = len(self._ns) < self._table_from * (2 if self._small else 1)
             if not small:
