@@ -1,4 +1,4 @@
-"""What ``%load_ext`` leaves for later (docs/DESIGN.md, "Loading, fourth cut", "sixth cut" and "seventh cut"): the tables room,
+"""What ``%load_ext`` leaves for later (docs/DESIGN.md, "Loading, fourth cut", "sixth cut", "seventh cut" and "eighth cut"): the tables room,
 figure bundles, typed resources and diffs are not imported by the loading cell; the rooms are
 imported after it ends, off the main thread, or at their first use, whichever comes first; the
 library names the hub registers before the room is imported are the room's own."""
