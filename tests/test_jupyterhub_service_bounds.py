@@ -191,6 +191,12 @@ class Attacker:
         assert self.proc.returncode == 0, err[-2000:]
         return [tuple(x) for x in json.loads(out)]
 
+    def close(self) -> None:
+        """Ended if it still runs (a test that failed before the attack)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate(timeout=30)
+
 
 def figures(samples: list[tuple[bool, float]]) -> str:
     ms = sorted(1000 * s for _, s in samples)
@@ -203,23 +209,26 @@ def test_a_tarpit_named_by_100_callers_leaves_a_users_reads_alone(jupyterhub, ta
     reader = Reader(jupyterhub, tokens["access_token"])
     assert all(ok for ok, _ in (reader.once() for _ in range(20)))  # warm: the grant's front is open
     attacker = Attacker([hostile(jupyterhub, tarpit.port, i) for i in range(HOSTILE)])
-    # the quiet figure is paced and timed as the loaded one (reads every 20 ms for the seconds the
-    # attack lasts): the user's own server pauses now and then (a full garbage collection of its
-    # Jupyter server, 150-250 ms, every few seconds of reads), so a shorter quiet window than the
-    # loaded one would count those pauses against the attack
-    quiet_done = threading.Event()
-    timer = threading.Timer(QUIET_SECONDS, quiet_done.set)
-    timer.start()
-    quiet = reader.until(quiet_done, 100)
-    done = threading.Event()
-    loaded: list[tuple[bool, float]] = []
-    reading = threading.Thread(target=lambda: loaded.extend(reader.until(done, len(quiet))))
-    reading.start()
-    start = time.monotonic()
-    answers = attacker.attack()
-    spent = time.monotonic() - start
-    done.set()
-    reading.join(300)
+    try:
+        # the quiet figure is paced and timed as the loaded one (reads every 20 ms for the seconds
+        # the attack lasts): the user's own server pauses now and then (a full garbage collection of
+        # its Jupyter server, 150-350 ms, every few seconds of reads), so a shorter quiet window
+        # than the loaded one would count those pauses against the attack
+        quiet_done = threading.Event()
+        threading.Timer(QUIET_SECONDS, quiet_done.set).start()
+        quiet = reader.until(quiet_done, 100)
+        assert all(ok for ok, _ in quiet)
+        done = threading.Event()
+        loaded: list[tuple[bool, float]] = []
+        reading = threading.Thread(target=lambda: loaded.extend(reader.until(done, len(quiet))))
+        reading.start()
+        start = time.monotonic()
+        answers = attacker.attack()
+        spent = time.monotonic() - start
+        done.set()
+        reading.join(300)
+    finally:
+        attacker.close()
     print(
         f"\nquiet: {figures(quiet)}; under the tarpit: {figures(loaded)}; 100 hostile requests answered in {spent:.1f} s"
     )
