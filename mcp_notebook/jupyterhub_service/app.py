@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import secrets
@@ -96,6 +97,17 @@ class Chores:
         for timer in self._timers:
             timer.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def settle_heap() -> int:
+    """The start-up heap (modules, classes, settings, routes) out of the cyclic collector's way: one
+    full collection, then the survivors frozen, so a later full collection walks only what came
+    since. Unfrozen, a full pass over the service's ~120,000 start-up objects took ~90 ms, and every
+    read in flight waited for it. Frozen objects are still freed by reference counting; only a
+    cycle among them is never collected (start-up objects live as long as the process anyway)."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 def _log_failure(future: Future[object]) -> None:
@@ -258,6 +270,7 @@ class JupyterHubServiceApp(Application):
             chores.every(1.0, fronts.follow_revocations)
             chores.every(0.5, fronts.renew_checks)
             chores.every(600.0, lambda: fronts.server.store.purge(unused))
+            settle_heap()  # last thing before serving: everything made so far lives as long as we do
             self.log.info("mcp-notebook: one MCP endpoint for every user at %smcp", self.service.resolved_public_url())
             try:
                 await asyncio.Event().wait()
