@@ -28,6 +28,7 @@ BENCH_MAX_FUNCTION_LINES = 90
 LAYERS: list[tuple[str, ...]] = [
     (
         "version",
+        "heap",
         "instructions",
         "portable",
         "redact",

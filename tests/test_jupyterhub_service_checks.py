@@ -163,12 +163,12 @@ def test_a_failed_renewal_ahead_leaves_the_kept_listing():
 
 
 def test_the_start_up_heap_is_frozen_and_later_cycles_are_still_collected():
-    """The service freezes its start-up heap before serving (app.settle_heap): a full collection then
+    """The service freezes its start-up heap before serving (heap.settle_heap): a full collection then
     walks only what came since, and a cycle made after is still collected."""
     import gc
     import weakref
 
-    from mcp_notebook.jupyterhub_service.app import settle_heap
+    from mcp_notebook.heap import settle_heap
 
     class Node:
         me: object = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import secrets
@@ -18,6 +17,7 @@ from tornado.ioloop import PeriodicCallback
 from traitlets import Any, Instance
 from traitlets.config import Application, Config
 
+from ..heap import settle_heap
 from ..version import __version__
 from . import log_redaction
 from .browser import plain_http_warning
@@ -97,17 +97,6 @@ class Chores:
         for timer in self._timers:
             timer.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
-
-
-def settle_heap() -> int:
-    """The start-up heap (modules, classes, settings, routes) out of the cyclic collector's way: one
-    full collection, then the survivors frozen, so a later full collection walks only what came
-    since. Unfrozen, a full pass over the service's ~120,000 start-up objects took ~90 ms, and every
-    read in flight waited for it. Frozen objects are still freed by reference counting; only a
-    cycle among them is never collected (start-up objects live as long as the process anyway)."""
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
 
 
 def _log_failure(future: Future[object]) -> None:
