@@ -19,12 +19,14 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+from .cell_streams import CellStreams
+from .cell_streams import unpatch as _unpatch
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 BINARY_MIME = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"})
@@ -114,7 +116,7 @@ class CellCapture:
         self.seq = 0
         self._active = False
         self._undo: list[Callable[[], None]] = []
-        self._streams: dict[int, tuple[Any, Callable[..., Any], bool, Any]] = {}  # id: stream, ours, had, previous
+        self.streams = CellStreams(self._make_write)  # our write on sys.stdout/stderr
         self._quiet = 0  # >0 while a fallback publisher prints what it already recorded
         self._cap = limits.max_output_chars
         self._max_outputs = limits.max_cell_outputs
@@ -156,7 +158,7 @@ class CellCapture:
                 undo()
             except Exception:
                 pass
-        self._detach_streams()
+        self.streams.detach()
         self.current = None
         self._outer.clear()
 
@@ -169,26 +171,6 @@ class CellCapture:
         except Exception:
             return
         self._undo.append(lambda: _unpatch(obj, attr, wrapper, had, previous))
-
-    def _attach_streams(self) -> None:
-        """Wrap ``write`` of the current sys.stdout/stderr for one cell (IPython 9 tees them per cell too)."""
-        for name in ("stdout", "stderr"):
-            stream = getattr(sys, name, None)
-            if stream is None or id(stream) in self._streams:  # wrapped already (a nested cell)
-                continue
-            try:
-                own = vars(stream)
-                had, previous = "write" in own, own.get("write")
-                wrapper = self._make_write(stream.write, name)
-                stream.write = wrapper
-            except Exception:
-                continue  # a stream that takes no attributes: degrade to no stream capture
-            self._streams[id(stream)] = (stream, wrapper, had, previous)  # held: the id stays the stream's
-
-    def _detach_streams(self) -> None:
-        while self._streams:
-            stream, wrapper, had, previous = self._streams.popitem()[1]  # the last wrapped first
-            _unpatch(stream, "write", wrapper, had, previous)
 
     # -- cell lifecycle -----------------------------------------------------------------
     def pre_run_cell(self, info: Any = None) -> None:
@@ -222,7 +204,7 @@ class CellCapture:
                 self._outer.append(self.current)
             self.current = cell
             self._new = True
-        self._attach_streams()
+        self.streams.attach()
 
     def _request_cell_id(self) -> str | None:
         """The frontend's cell id from the execute request, where IPython's run_cell takes none (early 8.x)."""
@@ -245,7 +227,7 @@ class CellCapture:
         finally:
             self.current = self._outer.pop() if self._outer else None
             if self.current is None:
-                self._detach_streams()
+                self.streams.release()
 
     def _finish(self, cell: CellRecord, result: Any) -> None:
         err = None
@@ -542,19 +524,6 @@ def _unregister(shell: Any, event: str, callback: Callable[..., Any]) -> None:
     try:
         shell.events.unregister(event, callback)
     except ValueError:
-        pass
-
-
-def _unpatch(obj: Any, attr: str, wrapper: Any, had: bool, previous: Any) -> None:
-    """Put back what the instance had, if our wrapper is still on top; never disturb someone else's."""
-    try:
-        if vars(obj).get(attr) is not wrapper:
-            return  # wrapped again on top of ours: ours stays in that chain, inert once uninstalled
-        if had:
-            setattr(obj, attr, previous)
-        else:
-            delattr(obj, attr)
-    except Exception:
         pass
 
 
