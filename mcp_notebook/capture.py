@@ -176,35 +176,32 @@ class CellCapture:
     def pre_run_cell(self, info: Any = None) -> None:
         if not self._active:
             return
-        try:
-            self._begin(info)
+        try:  # one call a cell: the cell's start inlined (issue #48)
+            limits = self.limits
+            source = getattr(info, "raw_cell", None) or ""
+            origin = None if self.current is not None else request_origin(self.shell)  # not for a nested run_cell
+            with self.lock:
+                self.seq += 1
+                cell = CellRecord(
+                    seq=self.seq,
+                    source=source,
+                    cell_id=getattr(info, "cell_id", None) if hasattr(info, "cell_id") else self._request_cell_id(),
+                    store_history=bool(getattr(info, "store_history", True)),
+                    started=time.time(),
+                    t0=time.perf_counter(),
+                    origin=origin,
+                )
+                self.cells.append(cell)
+                while len(self.cells) > max(1, limits.max_cells):
+                    self.cells.popleft()
+                self._cap, self._max_outputs = limits.max_output_chars, limits.max_cell_outputs  # once per cell
+                if self.current is not None:
+                    self._outer.append(self.current)
+                self.current = cell
+                self._new = True
+            self.streams.attach()
         except Exception:
             pass
-
-    def _begin(self, info: Any) -> None:
-        limits = self.limits
-        source = getattr(info, "raw_cell", None) or ""
-        origin = None if self.current is not None else request_origin(self.shell)  # not for a nested run_cell
-        with self.lock:
-            self.seq += 1
-            cell = CellRecord(
-                seq=self.seq,
-                source=source,
-                cell_id=getattr(info, "cell_id", None) if hasattr(info, "cell_id") else self._request_cell_id(),
-                store_history=bool(getattr(info, "store_history", True)),
-                started=time.time(),
-                t0=time.perf_counter(),
-                origin=origin,
-            )
-            self.cells.append(cell)
-            while len(self.cells) > max(1, limits.max_cells):
-                self.cells.popleft()
-            self._cap, self._max_outputs = limits.max_output_chars, limits.max_cell_outputs  # read once per cell
-            if self.current is not None:
-                self._outer.append(self.current)
-            self.current = cell
-            self._new = True
-        self.streams.attach()
 
     def _request_cell_id(self) -> str | None:
         """The frontend's cell id from the execute request, where IPython's run_cell takes none (early 8.x)."""
@@ -220,28 +217,25 @@ class CellCapture:
         cell = self.current
         if cell is None or not self._active:
             return
-        try:
-            self._finish(cell, result)
+        try:  # the cell's end inlined (issue #48)
+            err = None
+            if result is not None:
+                err = result.error_before_exec if result.error_before_exec is not None else result.error_in_exec
+                cell.execution_count = result.execution_count
+            with self.lock:
+                if err is not None and not any(o.output_type == "error" for o in cell.outputs):
+                    self._append(cell, Output("error", ename=type(err).__name__, evalue=str(err)))
+                cell.status = "ok" if result is not None and err is None else "error"  # result.success, no call
+                cell.duration = time.perf_counter() - cell.t0
+                cell.finished = time.time()
+                self._changed.add(cell.seq)
+                self.last = cell
         except Exception:
             pass
         finally:
             self.current = self._outer.pop() if self._outer else None
             if self.current is None:
                 self.streams.release()
-
-    def _finish(self, cell: CellRecord, result: Any) -> None:
-        err = None
-        if result is not None:
-            err = result.error_before_exec if result.error_before_exec is not None else result.error_in_exec
-            cell.execution_count = result.execution_count
-        with self.lock:
-            if err is not None and not any(o.output_type == "error" for o in cell.outputs):
-                self._append(cell, Output("error", ename=type(err).__name__, evalue=str(err)))
-            cell.status = "ok" if result is not None and result.success else "error"
-            cell.duration = time.perf_counter() - cell.t0
-            cell.finished = time.time()
-            self._changed.add(cell.seq)
-            self.last = cell
 
     def take_changes(self) -> tuple[bool, set[int]]:
         """(a cell started since the last call, seqs whose resources changed)."""

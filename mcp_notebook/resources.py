@@ -327,8 +327,11 @@ class Resources:
         finally:
             if queued:
                 self._submit(self._settle_one)  # runs after the exact checks this cell queued
-            else:
-                self._settle_one()
+            else:  # _settle_one, inlined (most cells)
+                with self._settle_lock:
+                    self._unsettled -= 1
+                    if self._settle_waiting:
+                        self._settled.notify_all()
 
     def _settle_one(self) -> None:
         with self._settle_lock:

@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable, Hashable, MutableMapping
 from functools import lru_cache
+from time import time as _time
 from typing import Any, Generic, TypeVar
 
 from ..guard import RenderTimeout, bounded_repr, call_guarded, callable_info, cheap_shape, safe_str, type_name
@@ -145,7 +146,7 @@ def var_uri(name: str) -> str:
     return f"{PREFIX}/{name}"
 
 
-_now = base.now_stamp
+_now, _STAMP = base.now_stamp, base._STAMP  # _STAMP: [second, its stamp], now_stamp's cache
 
 
 class VariablesProvider(base.ModifiedStamps, Provider):
@@ -255,7 +256,8 @@ class VariablesProvider(base.ModifiedStamps, Provider):
     def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet, delta: base.Delta) -> None:
         # In-place updates are safe: readers on other threads copy with one C-level list()/dict().
         exposed = self._exposed
-        stamp = _now()
+        second = int(_time())
+        stamp = _STAMP[1] if _STAMP[0] == second else _now()  # now_stamp's cache, read here: no call a cell
         touched = False
         for name in removed:
             if exposed.pop(name, None) is not None:
@@ -275,7 +277,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
                 (delta.rebound if name in exposed else delta.added).append(name)
                 exposed[name] = type(value)
                 self._modified[name] = stamp
-                changes.updated.add(var_uri(name))
+                changes.updated.add(f"{PREFIX}/{name}")  # var_uri, inlined
                 touched = True
             else:
                 rules.remember_hidden(name, value)
