@@ -261,6 +261,10 @@ class Provider:
         """Completion values for one template argument; None when the template is not ours."""
         return None
 
+    # False: ``snapshot`` reports nothing (and keeps no state) while nothing is watched, so the hub
+    # does not call it then (issue #48: one call a cell less for each such provider).
+    snapshot_unwatched = True
+
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         """Called on the kernel's main thread after every cell; must cost O(names). ``NO_CHANGE``
         (shared, never modified) when nothing changed."""

@@ -55,6 +55,7 @@ MAX_ROW_NAMES = 20  # names per kind in a nb://lineage row
 MAX_CELL_DOC = 30  # changes per kind in nb://cells/{seq} (a cell read stays within its budget)
 SCAN_CHARS = 100_000  # of a cell's source, looked at for the names it mentions
 _MISSING = object()
+_NO_SHAPE = frozenset({int, float, complex, bool, type(None)})  # cheap_shape says None for these
 _IDENT = re.compile(r"[^\W\d]\w*")
 _IMMUTABLE = frozenset({"int", "float", "complex", "str", "bytes", "bool", "NoneType", "tuple", "frozenset"})
 NOTE = (
@@ -198,11 +199,12 @@ class Lineage(Provider):
                 if value is _MISSING:
                     notes.append((name, kind, None, None))
                     continue
-                try:  # facts_of, inlined (every cell)
-                    shape = cheap_shape(value)
+                cls = type(value)
+                try:  # facts_of, inlined (every cell); a number has no shape: no call
+                    shape = None if cls in _NO_SHAPE else cheap_shape(value)
                 except Exception:
                     shape = None
-                notes.append((name, kind, _new_seen((type(value).__name__, shape, id(value))), None))
+                notes.append((name, kind, _new_seen((cls.__name__, shape, id(value))), None))
         done = {note[0] for note in notes}
         for name in delta.in_place:
             if name not in done:
