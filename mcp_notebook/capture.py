@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -199,7 +200,9 @@ class CellCapture:
                     self._outer.append(self.current)
                 self.current = cell
                 self._new = True
-            self.streams.attach()
+            on = self.streams.on_this_cell  # a nested cell finds both wrapped already: no call
+            if id(sys.stdout) not in on or id(sys.stderr) not in on:
+                self.streams.attach()
         except Exception:
             pass
 

@@ -21,12 +21,12 @@ class CellStreams:
     def __init__(self, make_write: Callable[[Callable[[str], Any], str], Callable[[str], Any]]) -> None:
         self._make_write = make_write
         self._streams: dict[int, tuple[Any, Callable[..., Any], bool, Any]] = {}  # id: stream, ours, had, previous
-        self._this_cell: set[int] = set()  # streams ours is on this outermost cell (maybe under a nested tee)
+        self.on_this_cell: set[int] = set()  # ids of the streams ours is on this outermost cell (maybe under a tee)
 
     def attach(self) -> None:
         """At a cell's start: ours on top of each stream where it is not already, once per outermost
         cell (a nested cell keeps the outer's, maybe under its own tee: wrapping again would record twice)."""
-        streams, this_cell = self._streams, self._this_cell
+        streams, this_cell = self._streams, self.on_this_cell
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name, None)
             if stream is None or id(stream) in this_cell:
@@ -44,7 +44,7 @@ class CellStreams:
 
     def release(self) -> None:
         """After the outermost cell: let go of the streams that are no longer sys.stdout/stderr."""
-        self._this_cell.clear()
+        self.on_this_cell.clear()
         streams = self._streams
         if len(streams) > 2 or not streams.keys() <= {id(sys.stdout), id(sys.stderr)}:
             current = (sys.stdout, sys.stderr)
@@ -54,7 +54,7 @@ class CellStreams:
 
     def detach(self) -> None:
         """Take ours off every stream where it is still on top (uninstall)."""
-        self._this_cell.clear()
+        self.on_this_cell.clear()
         while self._streams:
             stream, wrapper, had, previous = self._streams.popitem()[1]  # the last wrapped first
             unpatch(stream, "write", wrapper, had, previous)
