@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "redact",
         "uri",
         "runtime",
+        "cell_streams",
         "capture",
         "commands.clients_config",
         "commands.clients_toml",
