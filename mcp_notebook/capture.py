@@ -26,6 +26,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .cell_streams import CellStreams
+from .cell_streams import unpatch as _unpatch
+
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 BINARY_MIME = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"})
 
@@ -114,7 +117,7 @@ class CellCapture:
         self.seq = 0
         self._active = False
         self._undo: list[Callable[[], None]] = []
-        self._streams: dict[int, tuple[Any, Callable[..., Any], bool, Any]] = {}  # id: stream, ours, had, previous
+        self.streams = CellStreams(self._make_write)  # our write on sys.stdout/stderr
         self._quiet = 0  # >0 while a fallback publisher prints what it already recorded
         self._cap = limits.max_output_chars
         self._max_outputs = limits.max_cell_outputs
@@ -156,7 +159,7 @@ class CellCapture:
                 undo()
             except Exception:
                 pass
-        self._detach_streams()
+        self.streams.detach()
         self.current = None
         self._outer.clear()
 
@@ -170,59 +173,38 @@ class CellCapture:
             return
         self._undo.append(lambda: _unpatch(obj, attr, wrapper, had, previous))
 
-    def _attach_streams(self) -> None:
-        """Wrap ``write`` of the current sys.stdout/stderr for one cell (IPython 9 tees them per cell too)."""
-        for name in ("stdout", "stderr"):
-            stream = getattr(sys, name, None)
-            if stream is None or id(stream) in self._streams:  # wrapped already (a nested cell)
-                continue
-            try:
-                own = vars(stream)
-                had, previous = "write" in own, own.get("write")
-                wrapper = self._make_write(stream.write, name)
-                stream.write = wrapper
-            except Exception:
-                continue  # a stream that takes no attributes: degrade to no stream capture
-            self._streams[id(stream)] = (stream, wrapper, had, previous)  # held: the id stays the stream's
-
-    def _detach_streams(self) -> None:
-        while self._streams:
-            stream, wrapper, had, previous = self._streams.popitem()[1]  # the last wrapped first
-            _unpatch(stream, "write", wrapper, had, previous)
-
     # -- cell lifecycle -----------------------------------------------------------------
     def pre_run_cell(self, info: Any = None) -> None:
         if not self._active:
             return
-        try:
-            self._begin(info)
+        try:  # one call a cell: the cell's start inlined (issue #48)
+            limits = self.limits
+            source = getattr(info, "raw_cell", None) or ""
+            origin = None if self.current is not None else request_origin(self.shell)  # not for a nested run_cell
+            with self.lock:
+                self.seq += 1
+                cell = CellRecord(
+                    seq=self.seq,
+                    source=source,
+                    cell_id=getattr(info, "cell_id", None) if hasattr(info, "cell_id") else self._request_cell_id(),
+                    store_history=bool(getattr(info, "store_history", True)),
+                    started=time.time(),
+                    t0=time.perf_counter(),
+                    origin=origin,
+                )
+                self.cells.append(cell)
+                while len(self.cells) > max(1, limits.max_cells):
+                    self.cells.popleft()
+                self._cap, self._max_outputs = limits.max_output_chars, limits.max_cell_outputs  # once per cell
+                if self.current is not None:
+                    self._outer.append(self.current)
+                self.current = cell
+                self._new = True
+            on = self.streams.on_this_cell  # a nested cell finds both wrapped already: no call
+            if id(sys.stdout) not in on or id(sys.stderr) not in on:
+                self.streams.attach()
         except Exception:
             pass
-
-    def _begin(self, info: Any) -> None:
-        limits = self.limits
-        source = getattr(info, "raw_cell", None) or ""
-        origin = None if self.current is not None else request_origin(self.shell)  # not for a nested run_cell
-        with self.lock:
-            self.seq += 1
-            cell = CellRecord(
-                seq=self.seq,
-                source=source,
-                cell_id=getattr(info, "cell_id", None) if hasattr(info, "cell_id") else self._request_cell_id(),
-                store_history=bool(getattr(info, "store_history", True)),
-                started=time.time(),
-                t0=time.perf_counter(),
-                origin=origin,
-            )
-            self.cells.append(cell)
-            while len(self.cells) > max(1, limits.max_cells):
-                self.cells.popleft()
-            self._cap, self._max_outputs = limits.max_output_chars, limits.max_cell_outputs  # read once per cell
-            if self.current is not None:
-                self._outer.append(self.current)
-            self.current = cell
-            self._new = True
-        self._attach_streams()
 
     def _request_cell_id(self) -> str | None:
         """The frontend's cell id from the execute request, where IPython's run_cell takes none (early 8.x)."""
@@ -238,28 +220,25 @@ class CellCapture:
         cell = self.current
         if cell is None or not self._active:
             return
-        try:
-            self._finish(cell, result)
+        try:  # the cell's end inlined (issue #48)
+            err = None
+            if result is not None:
+                err = result.error_before_exec if result.error_before_exec is not None else result.error_in_exec
+                cell.execution_count = result.execution_count
+            with self.lock:
+                if err is not None and not any(o.output_type == "error" for o in cell.outputs):
+                    self._append(cell, Output("error", ename=type(err).__name__, evalue=str(err)))
+                cell.status = "ok" if result is not None and err is None else "error"  # result.success, no call
+                cell.duration = time.perf_counter() - cell.t0
+                cell.finished = time.time()
+                self._changed.add(cell.seq)
+                self.last = cell
         except Exception:
             pass
         finally:
             self.current = self._outer.pop() if self._outer else None
             if self.current is None:
-                self._detach_streams()
-
-    def _finish(self, cell: CellRecord, result: Any) -> None:
-        err = None
-        if result is not None:
-            err = result.error_before_exec if result.error_before_exec is not None else result.error_in_exec
-            cell.execution_count = result.execution_count
-        with self.lock:
-            if err is not None and not any(o.output_type == "error" for o in cell.outputs):
-                self._append(cell, Output("error", ename=type(err).__name__, evalue=str(err)))
-            cell.status = "ok" if result is not None and result.success else "error"
-            cell.duration = time.perf_counter() - cell.t0
-            cell.finished = time.time()
-            self._changed.add(cell.seq)
-            self.last = cell
+                self.streams.release()
 
     def take_changes(self) -> tuple[bool, set[int]]:
         """(a cell started since the last call, seqs whose resources changed)."""
@@ -542,19 +521,6 @@ def _unregister(shell: Any, event: str, callback: Callable[..., Any]) -> None:
     try:
         shell.events.unregister(event, callback)
     except ValueError:
-        pass
-
-
-def _unpatch(obj: Any, attr: str, wrapper: Any, had: bool, previous: Any) -> None:
-    """Put back what the instance had, if our wrapper is still on top; never disturb someone else's."""
-    try:
-        if vars(obj).get(attr) is not wrapper:
-            return  # wrapped again on top of ours: ours stays in that chain, inert once uninstalled
-        if had:
-            setattr(obj, attr, previous)
-        else:
-            delattr(obj, attr)
-    except Exception:
         pass
 
 

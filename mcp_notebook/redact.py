@@ -433,7 +433,17 @@ class ExposureRules:
             return False
         if name in self._hidden_ns and self._hidden_ns[name] is value:
             return False
-        if isinstance(value, ModuleType) or not self._name_allowed(name):
+        if isinstance(value, ModuleType):
+            return False
+        names = self._filter
+        seen = getattr(names, "_seen", None)  # ConfiguredNames: its filter still the settings' one?
+        if seen is not None and seen[1] is self._verdicts_of and seen[0] == names._config.settings_version:
+            verdict = self._verdicts.get(name)  # the usual rebound name: no call (issue #48)
+            if verdict is None:
+                verdict = self._name_allowed(name)
+        else:
+            verdict = self._name_allowed(name)
+        if not verdict:
             return False
         if type(value) is str and contains_secret(value[:_SECRET_SCAN_CHARS]):
             return False

@@ -97,6 +97,7 @@ class Resources:
     def __init__(self, providers: Iterable[Provider] = ()):
         self._providers: list[Provider] = []
         self._snapshots: list[Provider] = []  # the providers with something to compare after a cell
+        self._snapshots_unwatched: list[Provider] = []  # of them, those that may report with nothing watched
         self._listeners: list[Listener] = []
         self._watched: Counter[str] = Counter()
         self._watched_now: frozenset[str] | None = frozenset()  # its keys; None: made again when next asked
@@ -152,6 +153,8 @@ class Resources:
         it is then compared from that cell or the next.)"""
         if type(provider).snapshot is not Provider.snapshot:
             self._snapshots.append(provider)
+            if provider.snapshot_unwatched:
+                self._snapshots_unwatched.append(provider)
 
     def providers(self) -> list[Provider]:
         return list(self._providers)
@@ -327,8 +330,11 @@ class Resources:
         finally:
             if queued:
                 self._submit(self._settle_one)  # runs after the exact checks this cell queued
-            else:
-                self._settle_one()
+            else:  # _settle_one, inlined (most cells)
+                with self._settle_lock:
+                    self._unsettled -= 1
+                    if self._settle_waiting:
+                        self._settled.notify_all()
 
     def _settle_one(self) -> None:
         with self._settle_lock:
@@ -358,7 +364,7 @@ class Resources:
         list_changed = False  # the providers' changes merged here: no ChangeSet made
         all_updated: set[str] = set()
         maybe: set[str] = set()
-        for provider in self._snapshots:
+        for provider in self._snapshots if watched else self._snapshots_unwatched:
             try:
                 changes = provider.snapshot(watched)
             except Exception:  # a provider must never break the user's cell

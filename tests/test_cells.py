@@ -339,3 +339,55 @@ def test_image_size_of_base64_in_any_layout():
         ):
             assert binary_size(text) == n
         assert binary_size(raw) == n
+
+
+def test_the_stream_write_is_put_on_once_and_sees_every_write_of_every_cell():
+    """Issue #48: the capture's write is not taken off after each cell. Where nothing else wraps per
+    cell (IPython 8) it is made once and stays; under IPython 9's per-cell tee it goes on the tee each
+    cell. Either way every write of every cell is recorded, a stream that stopped being sys.stdout is
+    let go after the cell, and uninstall leaves no write of ours anywhere."""
+    import io
+    from contextlib import redirect_stdout
+
+    import IPython
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from mcp_notebook.capture import CellCapture
+    from mcp_notebook.inkernel.config import MCPHub
+
+    created = not InteractiveShell.initialized()
+    shell = InteractiveShell.instance()
+    first, second = io.StringIO(), io.StringIO()
+    cap = CellCapture(shell, MCPHub())
+    made: list[str] = []
+    make_write = cap._make_write
+    cap.streams._make_write = lambda original, name: made.append(name) or make_write(original, name)
+
+    def ours(stream: io.StringIO) -> bool:
+        return "CellCapture" in getattr(vars(stream).get("write"), "__qualname__", "")
+
+    try:
+        with redirect_stdout(first):
+            cap.install()
+            shell.events.register("post_run_cell", cap.post_run_cell)
+            for i in range(5):
+                shell.run_cell(f"print({i}); print('x{i}', end='')")
+            stays = ours(first)
+        with redirect_stdout(second):
+            shell.run_cell("print('second')")
+            let_go = not ours(first)
+            shell.run_cell("get_ipython().run_cell(\"print('inner')\")\nprint('outer')")
+    finally:
+        cap.uninstall()
+        shell.events.unregister("post_run_cell", cap.post_run_cell)
+        if created:
+            InteractiveShell.clear_instance()
+    texts = [[o.text() for o in cell.outputs] for cell in cap.snapshot()]
+    assert texts[:5] == [[f"{i}\nx{i}"] for i in range(5)]
+    assert texts[5] == ["second\n"] and texts[6] == ["outer\n"] and texts[7] == ["inner\n"]
+    assert first.getvalue() == "".join(f"{i}\nx{i}" for i in range(5)) and "inner" in second.getvalue()
+    assert let_go and not ours(first) and not ours(second)
+    if IPython.version_info[0] < 9:  # nothing else wraps per cell: ours made once per stream and kept
+        assert stays and made.count("stdout") == 2  # first, then second
+    else:  # IPython 9's tee puts back what it found after each cell: ours goes on it each outermost cell
+        assert not stays and made.count("stdout") == 7

@@ -134,3 +134,26 @@ def test_a_lazy_provider_costs_the_post_cell_hook_nothing_until_built():
     again = Resources([early])
     again.after_cell()
     assert early.real().calls == 1  # type: ignore[attr-defined]
+
+
+class _WatchedOnly(_Counting):
+    """Reports only its watched URIs: nothing to say (and nothing kept) while none is watched."""
+
+    snapshot_unwatched = False
+
+
+def test_a_provider_that_reports_only_watched_uris_is_not_called_while_nothing_is_watched():
+    """Issue #48, sixth cut: the kernel and notebook providers' kind (``snapshot_unwatched = False``)
+    is skipped after a cell with nothing watched, called again once anything is, and reports then."""
+    only, always = _WatchedOnly(), _Counting()
+    resources = Resources([only, always])
+    for _ in range(3):
+        resources.after_cell()
+    assert only.calls == 0 and always.calls == 3
+    resources.watch("count://x")
+    resources.after_cell()
+    assert only.calls == 1 and always.calls == 4
+    assert resources.journal.since(0)[0][-1][3] == ("count://x",)
+    resources.unwatch("count://x")
+    resources.after_cell()
+    assert only.calls == 1 and always.calls == 5

@@ -28,12 +28,14 @@ BENCH_MAX_FUNCTION_LINES = 90
 LAYERS: list[tuple[str, ...]] = [
     (
         "version",
+        "heap",
         "instructions",
         "portable",
         "lazy_re",
         "redact",
         "uri",
         "runtime",
+        "cell_streams",
         "capture",
         "commands.clients_config",
         "commands.clients_toml",

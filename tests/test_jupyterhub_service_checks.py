@@ -2,7 +2,7 @@
 path (``Fronts.renew_checks`` calls ``JupyterHubLink.model(ahead)``): a read then finds it fresh,
 and never waits behind that renewal while the answer it has is fresh. A server's kernel listing is
 renewed the same way, in the background (``Listings``). A real HTTP server on 127.0.0.1 stands for
-JupyterHub's ``/user``."""
+JupyterHub's ``/user``. And the service's start-up heap is frozen before it serves (``settle_heap``)."""
 
 from __future__ import annotations
 
@@ -160,3 +160,28 @@ def test_a_failed_renewal_ahead_leaves_the_kept_listing():
     assert listings.listed(key, False, lambda: failed.append(1)) == [{"kernel_id": "k"}]  # renewal fails, ahead
     until(lambda: bool(failed) and not listings._asking)
     assert listings._lists[key] == (aged, [{"kernel_id": "k"}])  # the kept listing, as it was
+
+
+def test_the_start_up_heap_is_frozen_and_later_cycles_are_still_collected():
+    """The service freezes its start-up heap before serving (heap.settle_heap): a full collection then
+    walks only what came since, and a cycle made after is still collected."""
+    import gc
+    import weakref
+
+    from mcp_notebook.heap import settle_heap
+
+    class Node:
+        me: object = None
+
+    try:
+        frozen = settle_heap()
+        assert frozen > 10_000 and gc.get_freeze_count() == frozen  # this interpreter's start-up heap
+        assert len(gc.get_objects()) < frozen // 10  # what a full collection walks now
+        node = Node()
+        node.me = node
+        ref = weakref.ref(node)
+        del node
+        gc.collect()
+        assert ref() is None
+    finally:
+        gc.unfreeze()

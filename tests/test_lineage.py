@@ -416,3 +416,44 @@ def test_a_failing_lineage_recorder_never_costs_the_cell_its_notifications():
     ns["y"] = 2
     changes = variables.snapshot(frozenset())
     assert {"nb://vars/x", "nb://vars/y"} <= changes.updated and changes.list_changed
+
+
+def test_records_replayed_after_many_cells_read_as_if_taken_at_once(tmp_path):
+    """Issue #48: a cell only takes the facts (its record is replayed later, on a read or every
+    MAX_PENDING cells). Over more cells than that, mixing in-place edits seen through the source,
+    mentions that change nothing, rebinds and deletions, with the same source run again: each
+    variable's history says what each cell did, its before as the previous cell left it."""
+    from mcp_notebook.providers.history.lineage import MAX_EVENTS, MAX_PENDING
+
+    kernel = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"), "IPYTHONDIR": str(tmp_path / "ipython")})
+    try:
+        info = kernel.load_hub()
+        kernel.run("acc = []")
+        cells = 3 * (MAX_PENDING + 10)
+        kernel.run(  # each inner cell is a cell of its own for the hub (its pre/post_run_cell hooks run)
+            "_ip = get_ipython()\n"
+            f"for _k in range({cells}):\n"
+            "    _ip.run_cell(('acc.append(1)', 'len(acc)', f'n = {_k}\\ngone = 1\\ndel gone')[_k % 3])",
+            timeout=120,
+        )
+        last = seq_of(kernel) + cells  # the outer cell finished last; its inner cells came after it in number
+
+        async def go() -> None:
+            async with connect(info) as (client, _):
+                acc = await read(client, "nb://lineage/vars/acc")
+                lens = [(e["before"]["len"], e["after"]["len"]) for e in acc["history"]]
+                top = cells // 3
+                assert lens == [(top - 1 - i, top - i) for i in range(MAX_EVENTS)]  # newest first
+                assert {(e["kind"], e["detected_by"]) for e in acc["history"]} == {("changed in place", "shape")}
+                n = await read(client, "nb://lineage/vars/n")
+                assert n["set_by"] == f"nb://cells/{last}" and n["history"][0]["kind"] == "rebound"
+                mention = await read(client, f"nb://cells/{last - 1}")
+                assert mention["lineage"]["mentioned"] == ["acc"] and not mention["lineage"]["changed_in_place"]
+                edit = await read(client, f"nb://cells/{last - 2}")
+                assert [c["name"] for c in edit["lineage"]["changed_in_place"]] == ["acc"]
+                index = await read(client, "nb://lineage?limit=5")
+                assert {last, last - 1, last - 2} <= {c["seq"] for c in index["cells"]}
+
+        anyio.run(go)
+    finally:
+        kernel.shutdown()

@@ -171,6 +171,9 @@ def test_jupyter_lab_loads_the_app_and_stops_it(tmp_path: Path) -> None:
         assert s.proc.wait(60) == 0
         log = s.log_text()
         assert "mcp_notebook | extension was successfully loaded" in log, log[-3000:]
+        # the start-up heap frozen once the loop ran (serverext/extension.py, mcp_notebook/heap.py)
+        settled = re.search(r"start-up heap is settled \((\d+) objects frozen", log)
+        assert settled is not None and int(settled.group(1)) > 50_000, log[-3000:]
         assert (
             "mcp-notebook: stopped (front never started, 0 piped requests, 0 hub connections, 0 control channels closed)"
             in log
@@ -181,3 +184,13 @@ def test_jupyter_lab_loads_the_app_and_stops_it(tmp_path: Path) -> None:
         else:
             s.http.close()
             s.log.close()
+
+
+def test_the_heap_is_left_alone_when_told(tmp_path: Path) -> None:
+    """``settle_heap = False``: the collector is not touched (no collection, nothing frozen)."""
+    s = JupyterServer(tmp_path, token=TOKEN, extra_args=("--MCPNotebookExtension.settle_heap=False",))
+    try:
+        assert s.http.get("mcp-notebook/kernels").json() == []
+        assert "heap is settled" not in s.log_text()
+    finally:
+        s.stop()

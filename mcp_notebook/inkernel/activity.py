@@ -88,18 +88,19 @@ class RecentNotifications:
     """A bounded ring buffer of hub notifications, filled by a hub listener (any thread)."""
 
     def __init__(self, maxlen: int = MAX_RECENT):
-        self._items: deque[Notice] = deque(maxlen=maxlen)
+        self._items: deque[tuple[float, str, tuple[str, ...]]] = deque(maxlen=maxlen)  # Notice's fields
         self._lock = threading.Lock()
         self.total = 0
 
     def __call__(self, kind: str, uris: tuple[str, ...]) -> None:
         with self._lock:
-            self._items.append(Notice(time.time(), kind, tuple(uris)))
+            self._items.append((time.time(), kind, tuple(uris)))  # a Notice when read: no Python call a cell
             self.total += 1
 
     def items(self) -> list[Notice]:
         with self._lock:
-            return list(self._items)
+            items = list(self._items)
+        return [Notice(*item) for item in items]
 
 
 _RECENT: weakref.WeakKeyDictionary[Any, RecentNotifications] = weakref.WeakKeyDictionary()

@@ -17,6 +17,7 @@ from tornado.ioloop import PeriodicCallback
 from traitlets import Any, Instance
 from traitlets.config import Application, Config
 
+from ..heap import settle_heap
 from ..version import __version__
 from . import log_redaction
 from .browser import plain_http_warning
@@ -258,6 +259,7 @@ class JupyterHubServiceApp(Application):
             chores.every(1.0, fronts.follow_revocations)
             chores.every(0.5, fronts.renew_checks)
             chores.every(600.0, lambda: fronts.server.store.purge(unused))
+            settle_heap()  # last thing before serving: everything made so far lives as long as we do
             self.log.info("mcp-notebook: one MCP endpoint for every user at %smcp", self.service.resolved_public_url())
             try:
                 await asyncio.Event().wait()

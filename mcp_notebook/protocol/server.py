@@ -293,6 +293,8 @@ class McpServer:
 
     def on_change(self, kind: str, uris: tuple[str, ...]) -> None:
         """Fan a change of the resources out to the streams of both eras that asked for it."""
+        if not (self.handshake._sessions or self.stateless._listens):  # most cells: nobody connected, no call
+            return
         self.handshake.notify(kind, uris)
         self.stateless.notify(kind, uris)
 

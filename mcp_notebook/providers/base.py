@@ -183,8 +183,8 @@ class _Unchanged(ChangeSet):
 
     __slots__ = ()
 
-    def __init__(self) -> None:
-        object.__setattr__(self, "list_changed", False)
+    def __init__(self, list_changed: bool = False) -> None:
+        object.__setattr__(self, "list_changed", list_changed)
         object.__setattr__(self, "updated", frozenset())
         object.__setattr__(self, "maybe", frozenset())
 
@@ -192,10 +192,11 @@ class _Unchanged(ChangeSet):
         raise AttributeError("NO_CHANGE is shared: return a new ChangeSet to report a change")
 
     def __repr__(self) -> str:
-        return "NO_CHANGE"
+        return "LIST_CHANGED_ONLY" if self.list_changed else "NO_CHANGE"
 
 
 NO_CHANGE: ChangeSet = _Unchanged()
+LIST_CHANGED_ONLY: ChangeSet = _Unchanged(True)  # the listing changed, nothing else: shared as NO_CHANGE (issue #48)
 
 
 class Delta:
@@ -259,6 +260,10 @@ class Provider:
     def complete(self, template: str, argument: str, value: str, context: dict[str, str]) -> list[str] | None:
         """Completion values for one template argument; None when the template is not ours."""
         return None
+
+    # False: ``snapshot`` reports nothing (and keeps no state) while nothing is watched, so the hub
+    # does not call it then (issue #48: one call a cell less for each such provider).
+    snapshot_unwatched = True
 
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         """Called on the kernel's main thread after every cell; must cost O(names). ``NO_CHANGE``

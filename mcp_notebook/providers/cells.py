@@ -19,6 +19,7 @@ from ..redact import mask_secrets
 from ..types import Annotations, Contents, Resource, ResourceTemplate
 from ..uri import compile_template
 from .base import (
+    LIST_CHANGED_ONLY,
     NO_CHANGE,
     ChangeSet,
     InvalidResourceParams,
@@ -506,11 +507,11 @@ class CellsProvider(Provider):
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
         """Main thread, after each cell: O(watched URIs)."""
         new, changed = self.capture.take_changes()
+        if not watched:  # most cells: no ChangeSet made (a new cell only moves the listing)
+            return LIST_CHANGED_ONLY if new else NO_CHANGE
         if not (new or changed):
             return NO_CHANGE
         changes = ChangeSet(list_changed=new)
-        if not watched:
-            return changes
         prefixes = tuple(cell_uri(seq) for seq in changed)
         for uri in watched:
             if not self.owns(uri):

@@ -21,6 +21,7 @@ class KernelProvider(Provider):
     what a front serving many kernels compares for ``changes_since``."""
 
     uri_prefixes = (KERNEL_URI,)
+    snapshot_unwatched = False  # reports only watched URIs of its own
 
     def __init__(
         self,

@@ -80,6 +80,7 @@ class NotebookProvider(Provider):
     """Serves the notebook document, from disk or as pushed by a frontend."""
 
     uri_prefixes = (PREFIX,)
+    snapshot_unwatched = False  # reports only watched URIs of its own
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable, Hashable, MutableMapping
 from functools import lru_cache, partial
 from importlib import import_module
+from time import time as _time
 from typing import Any, Generic, TypeVar
 
 from ..guard import RenderTimeout, bounded_repr, call_guarded, callable_info, cheap_shape, safe_str, type_name
@@ -81,9 +82,8 @@ E = TypeVar("E")
 
 
 class Serves:
-    """The types an extension serves, told from the type alone, without a call into the extension:
-    exact types, libraries (the root module of the type or of a base), or a class attribute a base
-    defines (``__dataclass_fields__``); ``every`` type."""
+    """The types an extension serves, told from the type alone (no call into the extension): exact types,
+    libraries (the root module of the type or a base), a class attribute a base defines, or ``every``."""
 
     __slots__ = ("every", "libraries", "markers", "types")
 
@@ -111,8 +111,7 @@ class Serves:
 
 
 EVERY_TYPE = Serves(every=True)
-# What providers/structured.py reads (models, dataclasses, attrs, lists/tuples of them, TypedDict dicts).
-STRUCTURED = Serves(
+STRUCTURED = Serves(  # what providers/structured.py reads: models, dataclasses, attrs, lists of them, TypedDicts
     frozenset({list, tuple, dict}), frozenset({"pydantic"}), ("__dataclass_fields__", "__attrs_attrs__")
 )
 _structured = partial(import_module, f"{__package__}.structured")  # imported at first use (Loading, seventh cut)
@@ -147,7 +146,7 @@ def var_uri(name: str) -> str:
     return f"{PREFIX}/{name}"
 
 
-_now = base.now_stamp
+_now, _STAMP = base.now_stamp, base._STAMP  # _STAMP: [second, its stamp], now_stamp's cache
 
 
 class VariablesProvider(base.ModifiedStamps, Provider):
@@ -257,7 +256,8 @@ class VariablesProvider(base.ModifiedStamps, Provider):
     def _apply(self, rebound: list[str], removed: list[str], changes: ChangeSet, delta: base.Delta) -> None:
         # In-place updates are safe: readers on other threads copy with one C-level list()/dict().
         exposed = self._exposed
-        stamp = _now()
+        second = int(_time())
+        stamp = _STAMP[1] if _STAMP[0] == second else _now()  # now_stamp's cache, read here: no call a cell
         touched = False
         for name in removed:
             if exposed.pop(name, None) is not None:
@@ -277,7 +277,7 @@ class VariablesProvider(base.ModifiedStamps, Provider):
                 (delta.rebound if name in exposed else delta.added).append(name)
                 exposed[name] = type(value)
                 self._modified[name] = stamp
-                changes.updated.add(var_uri(name))
+                changes.updated.add(f"{PREFIX}/{name}")  # var_uri, inlined
                 touched = True
             else:
                 rules.remember_hidden(name, value)

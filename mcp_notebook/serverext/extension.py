@@ -67,6 +67,13 @@ class MCPNotebookExtension(ExtensionApp):
     snippet_seconds = Float(
         2.0, help="The longest a variable snippet may run inside the kernel (R's setTimeLimit), in seconds."
     ).tag(config=True)
+    settle_heap = Bool(
+        True,
+        help="Once the server runs, collect once and freeze what survived (gc.freeze), so the collector's full "
+        "passes stop walking the server's start-up heap (~280,000 objects with JupyterLab: 200-340 ms each, every "
+        "request waiting, every few seconds of steady reads). Nothing is left uncollected that reference counting "
+        "frees; False leaves the collector alone.",
+    ).tag(config=True)
 
     finder: HubFinder
     pool: ConnectionPool
@@ -201,6 +208,23 @@ class MCPNotebookExtension(ExtensionApp):
             "mcp-notebook: MCP for every kernel of this server at %smcp-notebook/mcp (one kernel: kernels/<id>/mcp)",
             base,
         )
+        if self.settle_heap:  # once the loop runs: every extension loaded, the server listening
+            from tornado.ioloop import IOLoop
+
+            (getattr(self.serverapp, "io_loop", None) or IOLoop.current()).add_callback(self._settle_heap)
+
+    def _settle_heap(self) -> None:
+        import gc
+        import time
+
+        from ..heap import settle_heap
+
+        if not gc.isenabled():
+            return  # someone runs without the collector: nothing walks the heap
+        started = time.perf_counter()
+        frozen = settle_heap()
+        ms = 1000.0 * (time.perf_counter() - started)
+        self.log.info("mcp-notebook: the server's start-up heap is settled (%d objects frozen, %.0f ms)", frozen, ms)
 
     async def stop_extension(self) -> None:
         """End the piped requests, close the front (its listens end at the hubs), the connections to

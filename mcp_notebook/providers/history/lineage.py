@@ -51,10 +51,12 @@ MAX_EVENTS = 8  # changes kept per variable
 RECENT = 3  # of them, shown in nb://vars/{name}
 MAX_CELL_CHANGES = 200  # changes kept in detail per cell (the rest are counted)
 MAX_MENTIONED = 50  # names a cell's source mentions, kept per cell
+MAX_PENDING = 64  # cells recorded and not settled yet (settled on the next read, or at this many)
 MAX_ROW_NAMES = 20  # names per kind in a nb://lineage row
 MAX_CELL_DOC = 30  # changes per kind in nb://cells/{seq} (a cell read stays within its budget)
 SCAN_CHARS = 100_000  # of a cell's source, looked at for the names it mentions
 _MISSING = object()
+_NO_SHAPE = frozenset({int, float, complex, bool, type(None)})  # cheap_shape says None for these
 _IDENT = LazyPatterns(ident=r"[^\W\d]\w*")  # at the first cell's end, not at import
 _IMMUTABLE = frozenset({"int", "float", "complex", "str", "bytes", "bool", "NoneType", "tuple", "frozenset"})
 NOTE = (
@@ -183,33 +185,67 @@ class Lineage(Provider):
         # OrderedDict: popping the oldest is O(1) (a dict walks past the holes its deletions left)
         self.cells: OrderedDict[int, CellLineage] = OrderedDict()  # oldest first
         self.vars: OrderedDict[str, VarLineage] = OrderedDict()  # least recently changed first
+        self._pending: list[tuple[CellRecord | None, list[Any], list[Any] | None]] = []  # record's, not settled yet
+        self._scanned: int | None = None  # the last cell whose source was scanned
+        self._scan: tuple[str | None, tuple[str, ...]] = (None, ())  # a source and the names it mentions
 
     # -- recording (main thread, after each cell) ---------------------------------------------
     def record(self, delta: Delta) -> None:
-        """What the post-cell snapshot saw, attributed to the cell that just finished."""
+        """What the post-cell snapshot saw, attributed to the cell that just finished.
+
+        Only what cannot be had later is taken now (the facts of the changed and mentioned names);
+        the bookkeeping is a flat tuple appended to ``_pending``, replayed in order (``_settle``) on
+        the next read or once ``MAX_PENDING`` cells wait: the same records, fewer calls a cell."""
         cell = self.capture.last
+        get = self._ns.get
+        notes: list[tuple[str, str, Seen | None, str | None]] = [(name, REMOVED, None, None) for name in delta.removed]
+        for kind, names in ((ADDED, delta.added), (REBOUND, delta.rebound)):
+            for name in names:
+                value = get(name, _MISSING)
+                if value is _MISSING:
+                    notes.append((name, kind, None, None))
+                    continue
+                cls = type(value)
+                try:  # facts_of, inlined (every cell); a number has no shape: no call
+                    shape = None if cls in _NO_SHAPE else cheap_shape(value)
+                except Exception:
+                    shape = None
+                notes.append((name, kind, _new_seen((cls.__name__, shape, id(value))), None))
+        done = {note[0] for note in notes}
+        for name in delta.in_place:
+            if name not in done:
+                notes.append((name, IN_PLACE, self._facts(name), "shape"))
+                done.add(name)
+        mentions: list[tuple[str, Seen | None]] | None = None
+        if cell is not None and cell.seq != self._scanned:
+            self._scanned = cell.seq  # a cell recorded again is not scanned again (as before)
+            source, exposed = cell.source, self.variables.is_exposed
+            if source != self._scan[0]:  # scanned once per source text: one pointer compare for a cell run again
+                self._scan = (source, tuple(dict.fromkeys(_IDENT.ident.findall(source[:SCAN_CHARS]))))
+            mentions = [(n, self._facts(n)) for n in self._scan[1] if n not in done and exposed(n)]
         with self._lock:
+            self._pending.append((cell, notes, mentions))
+            if len(self._pending) >= MAX_PENDING:
+                self._settle()
+
+    def _settle(self) -> None:
+        """Replay the pending records in order (under ``_lock``): what ``record`` did at once before."""
+        pending, self._pending = self._pending, []
+        for cell, notes, mentions in pending:
             rec = self._cell(cell)
             seq = rec.seq if rec is not None else None
-            done: set[str] = set()
-            get = self._ns.get
-            for kind, names in ((REMOVED, delta.removed), (ADDED, delta.added), (REBOUND, delta.rebound)):
-                for name in names:
-                    value = _MISSING if kind == REMOVED else get(name, _MISSING)  # _facts, inlined (every cell)
-                    self._note(rec, name, kind, seq, None if value is _MISSING else facts_of(value))
-                    done.add(name)
-            for name in delta.in_place:
-                if name not in done:
-                    self._note(rec, name, IN_PLACE, seq, self._facts(name), "shape")
-                    done.add(name)
-            if rec is not None and not rec.scanned and cell is not None:
+            for name, kind, after, how in notes:
+                self._note(rec, name, kind, seq, after, how)
+            if rec is not None and mentions is not None and not rec.scanned:
                 rec.scanned = True
-                self._mentions(rec, cell.source, done)
+                self._mentions(rec, mentions)
 
     def in_place(self, uris: tuple[str, ...], seq: int | None) -> None:
         """Watched URIs whose exact digest moved after cell ``seq`` (the hub's worker thread)."""
         names = {n for n in map(self._variable_name, uris) if n is not None and self.variables.is_exposed(n)}
         with self._lock:
+            if self._pending:
+                self._settle()
             rec = self.cells.get(seq) if seq is not None else None
             seen = {c.name for c in rec.changes} if rec is not None else set()
             for name in sorted(names - seen):
@@ -261,14 +297,10 @@ class Lineage(Provider):
             vars_.move_to_end(name)
         return var
 
-    def _mentions(self, rec: CellLineage, source: str, done: set[str]) -> None:
-        """Names the source mentions: an in-place change when type or len/shape moved on the same
-        object since the last record; else only "mentioned". O(mentioned names)."""
-        is_exposed = self.variables.is_exposed
-        for name in dict.fromkeys(_IDENT.ident.findall(source[:SCAN_CHARS])):
-            if name in done or not is_exposed(name):
-                continue
-            now = self._facts(name)
+    def _mentions(self, rec: CellLineage, mentions: list[tuple[str, Seen | None]]) -> None:
+        """Names the source mentioned (facts as taken after the cell): an in-place change when type or
+        len/shape moved on the same object since the last record; else only "mentioned"."""
+        for name, now in mentions:
             var = self.vars.get(name)
             before = var.facts if var is not None else None
             if now is not None and before is not None and before.ident == now.ident and before != now:
@@ -282,6 +314,8 @@ class Lineage(Provider):
     def cell_fields(self, cell: CellRecord) -> dict[str, Any]:
         """For nb://cells/{seq}: the names this cell changed, with facts and links."""
         with self._lock:
+            if self._pending:
+                self._settle()
             rec = self.cells.get(cell.seq)
             changes = list(rec.changes) if rec is not None else []
             counts = dict(rec.counts) if rec is not None else {}
@@ -310,6 +344,8 @@ class Lineage(Provider):
     def var_fields(self, name: str) -> dict[str, Any]:
         """For nb://vars/{name}: the cell that last set or changed it, and where its history is."""
         with self._lock:
+            if self._pending:
+                self._settle()
             var = self.vars.get(name)
             events = list(var.events) if var is not None else []
         if not events:
@@ -325,6 +361,8 @@ class Lineage(Provider):
     def recorded(self) -> list[tuple[int, list[Change], int]]:
         """(seq, detailed changes, count of all changes) of every recorded cell, oldest first."""
         with self._lock:
+            if self._pending:
+                self._settle()
             return [(r.seq, list(r.changes), sum(r.counts.values())) for r in self.cells.values()]
 
     # -- Provider -------------------------------------------------------------------------------
@@ -365,6 +403,8 @@ class Lineage(Provider):
         if argument != "name":
             return []
         with self._lock:
+            if self._pending:
+                self._settle()
             names = list(reversed(self.vars))
         visible = self.variables.name_visible
         return [n for n in rank_completions(names, value) if visible(n)][:100]
@@ -380,6 +420,8 @@ class Lineage(Provider):
 
     def _index(self, params: dict[str, str]) -> dict[str, Any]:
         with self._lock:
+            if self._pending:
+                self._settle()
             rows = [
                 (r.seq, r.cell_id, r.origin, list(r.changes), dict(r.counts), list(r.mentioned))
                 for r in reversed(self.cells.values())
@@ -422,6 +464,8 @@ class Lineage(Provider):
         if not self.variables.name_visible(name):
             raise ResourceNotFound(uri)
         with self._lock:
+            if self._pending:
+                self._settle()
             var = self.vars.get(name)
             events = list(var.events) if var is not None else []
         exists = self.variables.is_exposed(name)
