@@ -34,6 +34,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,17 +128,23 @@ def _steps(rows: list[list[Any]]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def run_steps(kernels: int) -> dict[str, Any]:
+def in_fresh_kernels(kernels: int, one: Callable[[S.BenchKernel, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``one(kernel, its runtime dir)`` in each of ``kernels`` fresh kernels, the bytecode written first."""
     S.compile_package()
     rows: list[dict[str, Any]] = []
-    start = os.getloadavg()
     for _ in range(kernels):
         with tempfile.TemporaryDirectory(prefix="mcpnb-load-") as runtime:
             k = S.BenchKernel(runtime)
             try:
-                rows.append(k.json(STEPS))
+                rows.append(one(k, runtime))
             finally:
                 k.shutdown()
+    return rows
+
+
+def run_steps(kernels: int) -> dict[str, Any]:
+    start = os.getloadavg()
+    rows = in_fresh_kernels(kernels, lambda k, _runtime: k.json(STEPS))
     per_kernel = [_steps(r["rows"]) for r in rows]
     steps = {}
     for key in per_kernel[0]:
@@ -198,20 +205,14 @@ def _client_read(runtime: str) -> dict[str, float]:
 
 
 def run(kernels: int, read: str = "cell") -> dict[str, Any]:
-    S.compile_package()
-    rows: list[dict[str, float]] = []
+    def one(k: S.BenchKernel, runtime: str) -> dict[str, Any]:
+        if read == "cell":
+            return k.json(f"HEAD, BODY = {HEAD!r}, {BODY!r}\n" + CELL)
+        row = k.json(LOAD_ONLY)  # returns when the cell's idle status has arrived
+        return {**row, **_client_read(runtime)}
+
     start = os.getloadavg()
-    for _ in range(kernels):
-        with tempfile.TemporaryDirectory(prefix="mcpnb-load-") as runtime:
-            k = S.BenchKernel(runtime)
-            try:
-                if read == "cell":
-                    rows.append(k.json(f"HEAD, BODY = {HEAD!r}, {BODY!r}\n" + CELL))
-                else:
-                    row = k.json(LOAD_ONLY)  # returns when the cell's idle status has arrived
-                    rows.append({**row, **_client_read(runtime)})
-            finally:
-                k.shutdown()
+    rows = in_fresh_kernels(kernels, one)
     after = "after_load_ext" if read == "cell" else "after_the_loading_cell"
     return {
         "kernels": kernels,
