@@ -229,7 +229,10 @@ class Lineage(Provider):
                 self._settle()
 
     def _settle(self) -> None:
-        """Replay the pending records in order (under ``_lock``): what ``record`` did at once before."""
+        """Replay the pending records in order (under ``_lock``): what ``record`` did at once before.
+        Every reader of the records calls it first; with nothing pending it does nothing."""
+        if not self._pending:
+            return
         pending, self._pending = self._pending, []
         for cell, notes, mentions in pending:
             rec = self._cell(cell)
@@ -244,8 +247,7 @@ class Lineage(Provider):
         """Watched URIs whose exact digest moved after cell ``seq`` (the hub's worker thread)."""
         names = {n for n in map(self._variable_name, uris) if n is not None and self.variables.is_exposed(n)}
         with self._lock:
-            if self._pending:
-                self._settle()
+            self._settle()
             rec = self.cells.get(seq) if seq is not None else None
             seen = {c.name for c in rec.changes} if rec is not None else set()
             for name in sorted(names - seen):
@@ -314,8 +316,7 @@ class Lineage(Provider):
     def cell_fields(self, cell: CellRecord) -> dict[str, Any]:
         """For nb://cells/{seq}: the names this cell changed, with facts and links."""
         with self._lock:
-            if self._pending:
-                self._settle()
+            self._settle()
             rec = self.cells.get(cell.seq)
             changes = list(rec.changes) if rec is not None else []
             counts = dict(rec.counts) if rec is not None else {}
@@ -344,8 +345,7 @@ class Lineage(Provider):
     def var_fields(self, name: str) -> dict[str, Any]:
         """For nb://vars/{name}: the cell that last set or changed it, and where its history is."""
         with self._lock:
-            if self._pending:
-                self._settle()
+            self._settle()
             var = self.vars.get(name)
             events = list(var.events) if var is not None else []
         if not events:
@@ -361,8 +361,7 @@ class Lineage(Provider):
     def recorded(self) -> list[tuple[int, list[Change], int]]:
         """(seq, detailed changes, count of all changes) of every recorded cell, oldest first."""
         with self._lock:
-            if self._pending:
-                self._settle()
+            self._settle()
             return [(r.seq, list(r.changes), sum(r.counts.values())) for r in self.cells.values()]
 
     # -- Provider -------------------------------------------------------------------------------
@@ -403,8 +402,7 @@ class Lineage(Provider):
         if argument != "name":
             return []
         with self._lock:
-            if self._pending:
-                self._settle()
+            self._settle()
             names = list(reversed(self.vars))
         visible = self.variables.name_visible
         return [n for n in rank_completions(names, value) if visible(n)][:100]
@@ -420,8 +418,7 @@ class Lineage(Provider):
 
     def _index(self, params: dict[str, str]) -> dict[str, Any]:
         with self._lock:
-            if self._pending:
-                self._settle()
+            self._settle()
             rows = [
                 (r.seq, r.cell_id, r.origin, list(r.changes), dict(r.counts), list(r.mentioned))
                 for r in reversed(self.cells.values())
@@ -464,8 +461,7 @@ class Lineage(Provider):
         if not self.variables.name_visible(name):
             raise ResourceNotFound(uri)
         with self._lock:
-            if self._pending:
-                self._settle()
+            self._settle()
             var = self.vars.get(name)
             events = list(var.events) if var is not None else []
         exists = self.variables.is_exposed(name)
