@@ -12,6 +12,8 @@ and what a reading assistant costs the cell.
    and the load average: quote a figure with them.
 2. The cell's own speed (a fixed pure-Python workload, timed inside the kernel) with nobody
    reading, and while the SDK client reads at 20 requests/s; blocks alternate so drift hits both.
+   ``--readers sdk,one-write`` times it again with the one-write client reading instead (its own
+   CPU is near nothing, so its slowdown is what the hub costs the cell, not what the client does).
    With ``--control``, a third arm: the same client reading a second, idle kernel's hub at the same
    rate while the cell runs, which is what the client and a serving hub cost this machine apart from
    the cell's own process (its GIL). Subtract it to see what the hub costs its own cell.
@@ -83,11 +85,14 @@ async def _sdk_reads(info: dict[str, Any], seconds: float, rate: float = 0.0, st
     return _pcts(lat, errors) | {"client_cpu_ms_per_read": round(cpu_ms / max(1, len(lat)), 3)}
 
 
-def _raw_reads(info: dict[str, Any], seconds: float, gap_s: float = 0.001) -> dict[str, Any]:
+def _raw_reads(
+    info: dict[str, Any], seconds: float, gap_s: float = 0.001, rate: float = 0.0, stop: Any = None
+) -> dict[str, Any]:
     """Sequential reads from a client that writes each request (head and body) in one send, pausing
     ``gap_s`` between them (as a client does some work of its own: without it, a client that sends
     the next request within microseconds keeps the hub thread holding the GIL, which starves the
-    cell rather than measuring a read)."""
+    cell rather than measuring a read); ``rate`` > 0 paces them instead (requests/s), until
+    ``seconds`` pass or ``stop`` is set."""
     headers, body = loadgen.stateless_request("resources/read", {"uri": "nb://vars/x"})
     headers["Authorization"] = f"Bearer {info['token']}"
     host, port = "127.0.0.1", int(info["url"].split(":")[2].split("/")[0])
@@ -99,8 +104,13 @@ def _raw_reads(info: dict[str, Any], seconds: float, gap_s: float = 0.001) -> di
     with socket.create_connection((host, port), timeout=30) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         deadline = time.perf_counter() + seconds
-        while time.perf_counter() < deadline and len(lat) < 200_000:
-            time.sleep(gap_s)
+        nxt = time.perf_counter()
+        while time.perf_counter() < deadline and len(lat) < 200_000 and not (stop and stop.is_set()):
+            if rate:
+                nxt += 1 / rate
+                time.sleep(max(0.0, nxt - time.perf_counter()))
+            else:
+                time.sleep(gap_s)
             t0 = time.perf_counter()
             sock.sendall(request)
             data = b""
@@ -142,12 +152,18 @@ def _work_size(k: S.BenchKernel, target_s: float) -> int:
     return max(10_000, int(n * target_s / max(took, 1e-3)))
 
 
-def _read_during(k: S.BenchKernel, info: dict[str, Any], rate: float, n: int, cell_s: float, out: dict) -> float:
-    """One timed cell while an SDK client (a thread of this process) reads ``info``'s hub at ``rate``/s."""
+def _read_during(
+    k: S.BenchKernel, info: dict[str, Any], rate: float, n: int, cell_s: float, out: dict, reader: str = "sdk"
+) -> float:
+    """One timed cell while a client (a thread of this process: the SDK's, or the one-write client)
+    reads ``info``'s hub at ``rate``/s."""
     stop = threading.Event()
-    th = threading.Thread(
-        target=lambda: out.update(asyncio.run(_sdk_reads(info, cell_s * 4 + 30, rate, stop))), daemon=True
-    )
+    seconds = cell_s * 4 + 30
+    if reader == "sdk":
+        target = lambda: out.update(asyncio.run(_sdk_reads(info, seconds, rate, stop)))  # noqa: E731
+    else:
+        target = lambda: out.update(_raw_reads(info, seconds, rate=rate, stop=stop))  # noqa: E731
+    th = threading.Thread(target=target, daemon=True)
     th.start()
     time.sleep(1.0)  # connected and reading before the cell starts
     took = k.json(WORK.format(n=n))
@@ -160,9 +176,16 @@ ORDERS = [("alone", "own", "other"), ("own", "other", "alone"), ("other", "alone
 
 
 def cell_slowdown(
-    k: S.BenchKernel, info: dict[str, Any], rate: float, blocks: int, cell_s: float, other: dict[str, Any] | None = None
+    k: S.BenchKernel,
+    info: dict[str, Any],
+    rate: float,
+    blocks: int,
+    cell_s: float,
+    other: dict[str, Any] | None = None,
+    reader: str = "sdk",
 ) -> dict[str, Any]:
-    """The same pure-Python cell with nobody reading and while the SDK client reads at ``rate``/s.
+    """The same pure-Python cell with nobody reading and while a client (``reader``: the official
+    SDK's, or the one-write client, whose own cost is near nothing) reads at ``rate``/s.
 
     With ``other`` (the runtime info of a second kernel's hub, idle), a control arm: the same client
     reads that hub at the same rate while this kernel's cell runs. Its slowdown is what the client
@@ -170,7 +193,7 @@ def cell_slowdown(
     difference is the hub's own cost to its cell."""
     n = _work_size(k, cell_s)
     times: dict[str, list[float]] = {"alone": [], "own": [], "other": []}
-    reader: dict[str, Any] = {}
+    reads: dict[str, Any] = {}
     control: dict[str, Any] = {}
     for block in range(blocks):
         # The arms in turn (every order of the rotation, reversed on odd blocks), so a drift of the
@@ -182,14 +205,15 @@ def cell_slowdown(
             if arm == "alone":
                 times["alone"].append(k.json(WORK.format(n=n)))
             elif arm == "own":
-                times["own"].append(_read_during(k, info, rate, n, cell_s, reader))
+                times["own"].append(_read_during(k, info, rate, n, cell_s, reads, reader))
             else:
-                times["other"].append(_read_during(k, other, rate, n, cell_s, control))
+                times["other"].append(_read_during(k, other, rate, n, cell_s, control, reader))
     alone, read = times["alone"], times["own"]
     a, r = sorted(alone), sorted(read)
     med = lambda v: v[len(v) // 2]  # noqa: E731
     paired = sorted((x / y - 1) * 100 for x, y in zip(read, alone, strict=True))  # each pair ran back to back
     res = {
+        "reader": reader,
         "rate_per_s": rate,
         "work_iterations": n,
         "alone_s": [round(x, 4) for x in alone],
@@ -198,7 +222,7 @@ def cell_slowdown(
         "slowdown_pct_min": round((r[0] / a[0] - 1) * 100, 2),
         "slowdown_pct_paired_median": round(med(paired), 2),
         "spread_pct": {"alone": round((a[-1] / a[0] - 1) * 100, 2), "reading": round((r[-1] / r[0] - 1) * 100, 2)},
-        "reads_during": reader,
+        "reads_during": reads,
     }
     if other:
         o = sorted(times["other"])
@@ -225,9 +249,18 @@ def run(prof: dict[str, Any], config: str = "") -> dict[str, Any]:
             res = {"busy": busy_reads(k, info, prof["busy_s"])}
             other = _other_hub(runtime) if prof.get("control") else None
             try:
-                res["cell_slowdown"] = S.guarded(
-                    cell_slowdown, k, info, 20.0, prof["slow_blocks"], prof["slow_cell_s"], other and other[1]
-                )
+                for reader in prof.get("readers", ("sdk",)):
+                    key = "cell_slowdown" if reader == "sdk" else f"cell_slowdown_{reader.replace('-', '_')}"
+                    res[key] = S.guarded(
+                        cell_slowdown,
+                        k,
+                        info,
+                        20.0,
+                        prof["slow_blocks"],
+                        prof["slow_cell_s"],
+                        other and other[1],
+                        reader,
+                    )
             finally:
                 if other:
                     other[0].shutdown()
@@ -255,8 +288,18 @@ def main() -> None:
         help="also time the cell while the same client reads a second, idle kernel's hub (what the client and "
         "a serving hub cost the machine, apart from the cell's process)",
     )
+    ap.add_argument(
+        "--readers",
+        default="sdk",
+        help="comma-separated clients reading during the timed cell: sdk (the official SDK client), one-write "
+        "(a raw-socket client whose own CPU is near nothing, so the slowdown is the hub's); default sdk",
+    )
     args = ap.parse_args()
+    readers = tuple(r.strip() for r in args.readers.split(",") if r.strip())
+    if not readers or set(readers) - {"sdk", "one-write"}:
+        ap.error("--readers takes sdk and/or one-write")
     prof = {
+        "readers": readers,
         "busy_s": args.seconds,
         "slow_blocks": args.blocks,
         "slow_cell_s": args.cell_seconds,
