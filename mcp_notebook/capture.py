@@ -94,7 +94,7 @@ class CellRecord:
 
     def __init__(
         self, seq: int, source: str, cell_id: str | None, store_history: bool, started: float, t0: float,
-        execution_count: int | None = None, origin: dict[str, str] | None = None,
+        execution_count: int | None = None, origin: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         self.seq, self.source, self.cell_id, self.store_history = seq, source, cell_id, store_history
         self.started, self.t0, self.execution_count, self.origin = started, t0, execution_count, origin
@@ -128,12 +128,15 @@ class CellCapture:
         self.annotate: Callable[[dict[str, Any]], Any] | None = None
 
     # -- install / uninstall ------------------------------------------------------------
-    def install(self) -> None:
-        """Register the hooks; main thread. ``uninstall`` removes every one of them."""
+    def install(self, cell_hooks: bool = True) -> None:
+        """Register the hooks; main thread. ``uninstall`` removes every one of them. The caller calls
+        :meth:`post_run_cell` (before its change detection); with ``cell_hooks=False`` it calls
+        :meth:`pre_run_cell` from its own hook too (the hub: one IPython callback each way, issue #48)."""
         shell = self.shell
         self._active = True
-        shell.events.register("pre_run_cell", self.pre_run_cell)
-        self._undo.append(lambda: _unregister(shell, "pre_run_cell", self.pre_run_cell))
+        if cell_hooks:
+            shell.events.register("pre_run_cell", self.pre_run_cell)
+            self._undo.append(lambda: _unregister(shell, "pre_run_cell", self.pre_run_cell))
         pub = getattr(shell, "display_pub", None)
         if pub is not None:
             if hasattr(pub, "register_hook"):
@@ -524,7 +527,7 @@ def _unregister(shell: Any, event: str, callback: Callable[..., Any]) -> None:
         pass
 
 
-def request_origin(shell: Any) -> dict[str, str] | None:
+def request_origin(shell: Any) -> dict[str, Any] | None:
     """Who sent the execute request being run (its header's session, username, msg_id, date); None
     outside a kernel. Read, never executed: the kernel's own parent message."""
     parent = getattr(shell, "parent_header", None)
@@ -532,11 +535,25 @@ def request_origin(shell: Any) -> dict[str, str] | None:
     if not isinstance(header, dict) or header.get("msg_type") != "execute_request":
         return None
     out = {}
-    for key in ("session", "username", "msg_id", "date"):
+    for key in ("session", "username", "msg_id"):
         value = header.get(key)
         if value is not None:
-            out[key] = (value.isoformat() if hasattr(value, "isoformat") else str(value))[:200]
+            out[key] = (value if type(value) is str else str(value))[:200]
+    date = header.get("date")
+    if date is not None:  # jupyter_client's datetime kept as it is: formatted when read (origin_date)
+        out["date"] = date if hasattr(date, "isoformat") else str(date)[:200]
     return out
+
+
+def origin_date(origin: dict[str, Any]) -> dict[str, Any]:
+    """``origin`` with its date as text (ISO 8601), as readers show it; the cell hook keeps the object."""
+    date = origin.get("date")
+    if date is not None and type(date) is not str:
+        try:
+            origin["date"] = date.isoformat()[:200]
+        except Exception:
+            origin["date"] = str(date)[:200]
+    return origin
 
 
 class Origins:
@@ -559,7 +576,7 @@ class Origins:
         """The cell's origin, with ``frontend`` when its session is a known one."""
         if cell.origin is None:
             return None
-        out = dict(cell.origin)
+        out = origin_date(dict(cell.origin))
         kind = self.frontends.get(out.get("session", ""))
         if kind is not None:
             out["frontend"] = kind
