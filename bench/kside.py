@@ -131,6 +131,17 @@ def time_cells(cells: int, budget_s: float) -> None:
     emit(samples)
 
 
+def after_load(timeout: float = 60) -> None:
+    """Wait until the hub's after-load work (patterns, history sidecar, the rooms left for later)
+    is done, so that it does not run inside a timed block; prints whether it finished."""
+    import mcp_notebook
+
+    later = getattr(mcp_notebook.hub(), "_later", None)
+    if later is not None and later.ident is not None:
+        later.join(timeout)
+    emit({"done": later is None or not later.is_alive()})
+
+
 def hook_calls(cells: int, top: int = 0) -> None:
     """Function calls (Python and C) made on the main thread inside mcp_notebook's code per cell of
     ``bench_tick = bench_tick + 1`` (everything our cell hooks call, however deep); a figure that
