@@ -24,9 +24,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
-from .cell_streams import CellStreams
+from .cell_streams import MAIN, CellStreams, divert, on_hub_thread
 from .cell_streams import unpatch as _unpatch
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -419,6 +420,8 @@ class CellCapture:
     # -- hooks and wrappers -------------------------------------------------------------
     def _make_write(self, original: Callable[[str], Any], name: str) -> Callable[[str], Any]:
         def write(text: str) -> Any:
+            if get_ident() != MAIN and on_hub_thread():  # the hub's own threads: never in a cell
+                return divert(text)
             n = original(text)
             if self.current is not None and not self._quiet:
                 try:
@@ -427,6 +430,7 @@ class CellCapture:
                     pass
             return n
 
+        write.mcp_hub_guard = "capture"  # type: ignore[attr-defined]  # a guard itself (cell_streams.is_guard)
         return write
 
     def _display_hook(self, msg: Any) -> Any:
