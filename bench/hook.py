@@ -1,12 +1,14 @@
 """The post-cell hook alone (issue #48): what the extension adds to a whole cell, trees alternated.
 
-    .venv/bin/python bench/hook.py [--trees PATH,PATH] [--names 10,10000,100000] [--rounds 2] [--portable]
+    .venv/bin/python bench/hook.py [--trees PATH,PATH] [--names 10,10000,100000] [--rounds 2] [--blocks 6] [--portable]
 
 For each round, each tree (a checkout of this package, put first on the kernel's PYTHONPATH) and
 each namespace size: a fresh kernel times ``bench_tick = bench_tick + 1`` cells with history
 stored (``kside.time_cells``, as bench/run.py's hook section: IPython's whole run_cell, every
 post_run_cell hook, no ZMQ) without the extension, with it, and with three variables watched, in
-alternating blocks; the added time is the median with it minus the median without. It also counts
+alternating blocks (``--blocks``, each after the hub's after-load work is done); the added time is
+taken per block (its median with minus its median without), a round's figure is the median of its
+blocks, and the summary gives the median of the rounds with the rounds' and blocks' spread. It also counts
 the function calls our hooks make per cell (``kside.hook_calls``), a figure a busy machine does not
 move. ``--portable`` adds the same with MCP_NOTEBOOK_PORTABLE=1 (the listing instead of the
 dict's table) beside each. Prints a table and one JSON line; all local, every loop bounded.
@@ -49,8 +51,17 @@ def _kernel(runtime: str, tree: str, portable: bool) -> S.BenchKernel:
                 os.environ[key] = value
 
 
+def _load(k: S.BenchKernel) -> None:
+    k.run("%load_ext mcp_notebook")
+    k.json("kside.after_load()")  # the after-load thread's work is not in any timed block
+
+
 def one(runtime: str, tree: str, names: int, portable: bool, cells: int, blocks: int) -> dict[str, Any]:
-    """Medians (µs) of whole cells without the extension, with it, with 3 watches; calls per cell."""
+    """Medians (µs) of whole cells without the extension, with it, with 3 watches; calls per cell.
+
+    Each block times ``cells`` cells without, with, and with watches, one after the other; the added
+    time is taken per block (its median with minus its median without: drift between blocks cancels)
+    and the figure is the median of the blocks' figures, with their spread (lowest, highest)."""
     k = _kernel(runtime, tree, portable)
     try:
         k.run(f"kside.define_vars({names})", timeout=300)
@@ -58,20 +69,27 @@ def one(runtime: str, tree: str, names: int, portable: bool, cells: int, blocks:
         if not where.startswith(tree):
             raise RuntimeError(f"the kernel imported {where}, not the tree {tree}")
         got: dict[str, list[float]] = {"without": [], "nosubs": [], "subs": []}
+        per_block: dict[str, list[float]] = {"nosubs": [], "subs": []}
         for _ in range(blocks):
-            got["without"] += k.json(f"kside.time_cells({cells}, 5)")
-            k.run("%load_ext mcp_notebook")
-            got["nosubs"] += k.json(f"kside.time_cells({cells}, 5)")
+            without = statistics.median(k.json(f"kside.time_cells({cells}, 5)"))
+            _load(k)
+            nosubs = statistics.median(k.json(f"kside.time_cells({cells}, 5)"))
             k.run(f"kside.watch({WATCHED!r})", timeout=120)
-            got["subs"] += k.json(f"kside.time_cells({cells}, 5)")
+            subs = statistics.median(k.json(f"kside.time_cells({cells}, 5)"))
             k.run("%unload_ext mcp_notebook")
-        k.run("%load_ext mcp_notebook")
+            got["without"].append(without)
+            got["nosubs"].append(nosubs)
+            got["subs"].append(subs)
+            per_block["nosubs"].append(nosubs - without)
+            per_block["subs"].append(subs - without)
+        _load(k)
         calls = k.json("kside.hook_calls(30)")
-        med = {key: statistics.median(v) for key, v in got.items()}
         return {
-            "without_us": med["without"],
-            "added_us": med["nosubs"] - med["without"],
-            "added_subs_us": med["subs"] - med["without"],
+            "without_us": statistics.median(got["without"]),
+            "added_us": statistics.median(per_block["nosubs"]),
+            "added_spread_us": [min(per_block["nosubs"]), max(per_block["nosubs"])],
+            "added_subs_us": statistics.median(per_block["subs"]),
+            "added_blocks_us": per_block["nosubs"],
             "calls_per_cell": calls["calls"],
             "python_calls_per_cell": calls["python"],
         }
@@ -97,7 +115,7 @@ def main() -> None:
     ap.add_argument("--names", default="10,10000,100000")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--cells", type=int, default=60)
-    ap.add_argument("--blocks", type=int, default=3)
+    ap.add_argument("--blocks", type=int, default=6)
     ap.add_argument("--portable", action="store_true", help="also MCP_NOTEBOOK_PORTABLE=1")
     ap.add_argument("--notify", type=int, default=0, help="also notification latency over this many cells")
     args = ap.parse_args()
@@ -122,6 +140,8 @@ def main() -> None:
                 print(
                     f"round {rnd} {Path(tree).name:>12} notification ms: {row['notify']}", file=sys.stderr, flush=True
                 )
+    for line in summary(rows):
+        print(line, file=sys.stderr, flush=True)
     print("BENCHJSON " + json.dumps({"load": os.getloadavg(), "rows": rows}))
 
 
@@ -129,9 +149,31 @@ def _line(r: dict[str, Any]) -> str:
     path = "portable" if r["portable"] else "table"
     return (
         f"round {r['round']} {Path(r['tree']).name:>12} {r['names']:>7,} names {path:>8}: added "
-        f"{r['added_us']:6.1f} µs, {r['added_subs_us']:6.1f} with 3 watches (cell alone "
-        f"{r['without_us']:6.1f}); {r['calls_per_cell']:.0f} calls/cell, {r['python_calls_per_cell']:.0f} Python"
+        f"{r['added_us']:6.1f} µs (blocks {r['added_spread_us'][0]:.0f}-{r['added_spread_us'][1]:.0f}), "
+        f"{r['added_subs_us']:6.1f} with 3 watches (cell alone {r['without_us']:6.1f}); "
+        f"{r['calls_per_cell']:.0f} calls/cell, {r['python_calls_per_cell']:.1f} Python"
     )
+
+
+def summary(rows: list[dict[str, Any]]) -> list[str]:
+    """Per tree, size and path: the median of the rounds' figures (each a median of blocks) and the
+    rounds' spread, so that 0.09 and 0.11 ms can be told apart (or seen not to be)."""
+    groups: dict[tuple[str, int, bool], list[dict[str, Any]]] = {}
+    for r in rows:
+        if "added_us" in r:
+            groups.setdefault((r["tree"], r["names"], r["portable"]), []).append(r)
+    out = []
+    for (tree, names, portable), rs in groups.items():
+        added = sorted(r["added_us"] for r in rs)
+        blocks = sorted(b for r in rs for b in r["added_blocks_us"])
+        q1, q3 = blocks[len(blocks) // 4], blocks[(3 * len(blocks)) // 4]
+        out.append(
+            f"{Path(tree).name:>12} {names:>7,} names {'portable' if portable else 'table':>8}: added "
+            f"{statistics.median(added):6.1f} µs median of {len(added)} rounds (rounds {added[0]:.0f}-{added[-1]:.0f}; "
+            f"all {len(blocks)} blocks: median {statistics.median(blocks):.0f}, quartiles {q1:.0f}-{q3:.0f}); "
+            f"{rs[-1]['python_calls_per_cell']:.1f} Python calls/cell"
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -131,17 +131,29 @@ def time_cells(cells: int, budget_s: float) -> None:
     emit(samples)
 
 
-def hook_calls(cells: int) -> None:
+def after_load(timeout: float = 60) -> None:
+    """Wait until the hub's after-load work (patterns, history sidecar, the rooms left for later)
+    is done, so that it does not run inside a timed block; prints whether it finished."""
+    import mcp_notebook
+
+    later = getattr(mcp_notebook.hub(), "_later", None)
+    if later is not None and later.ident is not None:
+        later.join(timeout)
+    emit({"done": later is None or not later.is_alive()})
+
+
+def hook_calls(cells: int, top: int = 0) -> None:
     """Function calls (Python and C) made on the main thread inside mcp_notebook's code per cell of
     ``bench_tick = bench_tick + 1`` (everything our cell hooks call, however deep); a figure that
-    does not move with the machine's load."""
+    does not move with the machine's load. ``top``: also the Python functions called most, per cell."""
     import sys
     import threading
+    from collections import Counter
 
     ip = _ip()
     if not isinstance(ip.user_ns.get("bench_tick"), int):
         ip.user_ns["bench_tick"] = 0
-    main, depth, counts = threading.get_ident(), [0], {"py": 0, "c": 0}
+    main, depth, counts, where = threading.get_ident(), [0], {"py": 0, "c": 0}, Counter()
 
     def count(frame: Any, event: str, arg: Any) -> None:
         if threading.get_ident() != main:
@@ -149,6 +161,9 @@ def hook_calls(cells: int) -> None:
         if event == "call" and (depth[0] or "mcp_notebook" in frame.f_code.co_filename):
             depth[0] += 1
             counts["py"] += 1
+            if top:
+                code = frame.f_code
+                where[f"{code.co_filename.rsplit('/', 2)[-2:][-1]}:{code.co_qualname}"] += 1
         elif event == "return" and depth[0]:
             depth[0] -= 1
         elif event == "c_call" and depth[0]:
@@ -162,7 +177,10 @@ def hook_calls(cells: int) -> None:
             ip.run_cell("bench_tick = bench_tick + 1", store_history=True)
     finally:
         sys.setprofile(None)
-    emit({"calls": (counts["py"] + counts["c"]) / cells, "python": counts["py"] / cells})
+    got: dict[str, Any] = {"calls": (counts["py"] + counts["c"]) / cells, "python": counts["py"] / cells}
+    if top:
+        got["top"] = [(name, n / cells) for name, n in where.most_common(top)]
+    emit(got)
 
 
 def profile_after_cell(calls: int, top: int = 15) -> None:

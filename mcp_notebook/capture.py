@@ -24,9 +24,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
-from .cell_streams import CellStreams
+from .cell_streams import MAIN, CellStreams, divert, on_hub_thread
 from .cell_streams import unpatch as _unpatch
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -94,7 +95,7 @@ class CellRecord:
 
     def __init__(
         self, seq: int, source: str, cell_id: str | None, store_history: bool, started: float, t0: float,
-        execution_count: int | None = None, origin: dict[str, str] | None = None,
+        execution_count: int | None = None, origin: dict[str, Any] | None = None,
     ) -> None:  # fmt: skip
         self.seq, self.source, self.cell_id, self.store_history = seq, source, cell_id, store_history
         self.started, self.t0, self.execution_count, self.origin = started, t0, execution_count, origin
@@ -128,12 +129,15 @@ class CellCapture:
         self.annotate: Callable[[dict[str, Any]], Any] | None = None
 
     # -- install / uninstall ------------------------------------------------------------
-    def install(self) -> None:
-        """Register the hooks; main thread. ``uninstall`` removes every one of them."""
+    def install(self, cell_hooks: bool = True) -> None:
+        """Register the hooks; main thread. ``uninstall`` removes every one of them. The caller calls
+        :meth:`post_run_cell` (before its change detection); with ``cell_hooks=False`` it calls
+        :meth:`pre_run_cell` from its own hook too (the hub: one IPython callback each way, issue #48)."""
         shell = self.shell
         self._active = True
-        shell.events.register("pre_run_cell", self.pre_run_cell)
-        self._undo.append(lambda: _unregister(shell, "pre_run_cell", self.pre_run_cell))
+        if cell_hooks:
+            shell.events.register("pre_run_cell", self.pre_run_cell)
+            self._undo.append(lambda: _unregister(shell, "pre_run_cell", self.pre_run_cell))
         pub = getattr(shell, "display_pub", None)
         if pub is not None:
             if hasattr(pub, "register_hook"):
@@ -416,6 +420,8 @@ class CellCapture:
     # -- hooks and wrappers -------------------------------------------------------------
     def _make_write(self, original: Callable[[str], Any], name: str) -> Callable[[str], Any]:
         def write(text: str) -> Any:
+            if get_ident() != MAIN and on_hub_thread():  # the hub's own threads: never in a cell
+                return divert(text)
             n = original(text)
             if self.current is not None and not self._quiet:
                 try:
@@ -424,6 +430,7 @@ class CellCapture:
                     pass
             return n
 
+        write.mcp_hub_guard = "capture"  # type: ignore[attr-defined]  # a guard itself (cell_streams.is_guard)
         return write
 
     def _display_hook(self, msg: Any) -> Any:
@@ -524,7 +531,7 @@ def _unregister(shell: Any, event: str, callback: Callable[..., Any]) -> None:
         pass
 
 
-def request_origin(shell: Any) -> dict[str, str] | None:
+def request_origin(shell: Any) -> dict[str, Any] | None:
     """Who sent the execute request being run (its header's session, username, msg_id, date); None
     outside a kernel. Read, never executed: the kernel's own parent message."""
     parent = getattr(shell, "parent_header", None)
@@ -532,11 +539,25 @@ def request_origin(shell: Any) -> dict[str, str] | None:
     if not isinstance(header, dict) or header.get("msg_type") != "execute_request":
         return None
     out = {}
-    for key in ("session", "username", "msg_id", "date"):
+    for key in ("session", "username", "msg_id"):
         value = header.get(key)
         if value is not None:
-            out[key] = (value.isoformat() if hasattr(value, "isoformat") else str(value))[:200]
+            out[key] = (value if type(value) is str else str(value))[:200]
+    date = header.get("date")
+    if date is not None:  # jupyter_client's datetime kept as it is: formatted when read (origin_date)
+        out["date"] = date if hasattr(date, "isoformat") else str(date)[:200]
     return out
+
+
+def origin_date(origin: dict[str, Any]) -> dict[str, Any]:
+    """``origin`` with its date as text (ISO 8601), as readers show it; the cell hook keeps the object."""
+    date = origin.get("date")
+    if date is not None and type(date) is not str:
+        try:
+            origin["date"] = date.isoformat()[:200]
+        except Exception:
+            origin["date"] = str(date)[:200]
+    return origin
 
 
 class Origins:
@@ -559,7 +580,7 @@ class Origins:
         """The cell's origin, with ``frontend`` when its session is a known one."""
         if cell.origin is None:
             return None
-        out = dict(cell.origin)
+        out = origin_date(dict(cell.origin))
         kind = self.frontends.get(out.get("session", ""))
         if kind is not None:
             out["frontend"] = kind

@@ -6,13 +6,57 @@ nothing; IPython 9 sets its own per-cell tee on the instance before pre_run_cell
 it found after post_run_cell, so ours goes on the tee each cell and comes off with it, never taken
 off by us. A stream that stops being sys.stdout/stderr is let go after the outermost cell; all of
 them at uninstall. Ours records only while a cell runs (the capture's ``current``).
+
+Also here, the hub-thread guard of a stream's ``write`` (issue #48, logs.py puts it on): text that
+user code run by the hub prints on the hub's own threads goes to the hub's log, never to a cell.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
+
+THREAD_PREFIX = "mcp-notebook"  # every thread of the hub is named so
+MAIN = threading.main_thread().ident  # never one of the hub's threads
+_log = logging.getLogger("mcp_notebook")  # logs.py gives it its file
+NEW_STREAM: list[Callable[[Any], None]] = []  # told of a stream the capture meets for the first time
+
+
+def on_hub_thread() -> bool:
+    """Whether the caller runs on one of the hub's threads (server loop, request pool, guarded calls)."""
+    if get_ident() == MAIN:  # the kernel's own thread: one call, not three (every write)
+        return False
+    return threading.current_thread().name.startswith(THREAD_PREFIX)
+
+
+def divert(string: Any) -> Any:
+    """A write on a hub thread: into the hub's log (bounded), as a stream's write answers."""
+    _log.info("output of user code on %s: %.500r", threading.current_thread().name, string)
+    return len(string) if isinstance(string, str) else None
+
+
+def guard_write(inner: Callable[..., Any]) -> Callable[..., Any]:
+    """``inner`` behind the hub-thread check: what a hub thread writes is diverted (one compare on
+    the main thread)."""
+
+    def write(string: Any, *args: Any, **kwargs: Any) -> Any:
+        if get_ident() != MAIN and on_hub_thread():
+            return divert(string)
+        return inner(string, *args, **kwargs)
+
+    write.mcp_hub_guard = "stream"  # type: ignore[attr-defined]
+    return write
+
+
+def is_guard(write: Any, between_cells: bool = False) -> bool:
+    """Whether ``write`` diverts the hub threads' text itself: a guard, or the capture's write (which
+    IPython 9's tee takes off after a cell: not ``between_cells``)."""
+    mark = getattr(write, "mcp_hub_guard", None)
+    return mark == "stream" or (mark == "capture" and not between_cells)
 
 
 class CellStreams:
@@ -32,6 +76,9 @@ class CellStreams:
             if stream is None or id(stream) in this_cell:
                 continue
             entry = streams.get(id(stream))
+            if entry is None:
+                for tell in NEW_STREAM:  # logs.py: guard it between cells too
+                    tell(stream)
             try:
                 current = vars(stream).get("write")
                 if entry is None or current is not entry[1]:

@@ -21,23 +21,15 @@ from pathlib import Path
 from threading import get_ident
 from typing import Any
 
+from .cell_streams import MAIN, NEW_STREAM, THREAD_PREFIX, divert, guard_write, is_guard, on_hub_thread
+
 LOGGER = "mcp_notebook"
-THREAD_PREFIX = "mcp-notebook"
 MAX_BYTES = 1_000_000
 BACKUPS = 1
+__all__ = ["THREAD_PREFIX", "HubLog", "log", "loop_exception_handler", "on_hub_thread"]
 
 log = logging.getLogger(LOGGER)
 log.addHandler(logging.NullHandler())  # no handler at all would mean Python's last resort: sys.stderr
-
-
-_MAIN = threading.main_thread().ident  # never one of the hub's threads
-
-
-def on_hub_thread() -> bool:
-    """Whether the caller runs on one of the hub's threads (server loop, request pool, guarded calls)."""
-    if threading.get_ident() == _MAIN:  # the kernel's own thread: one call, not three (every write)
-        return False
-    return threading.current_thread().name.startswith(THREAD_PREFIX)
 
 
 class _HubThreadsOnly(logging.Filter):
@@ -68,7 +60,7 @@ class HubLog:
         self._showwarning: Any = None
         self._ours: Any = None
         self._previous_propagate = True
-        self._outstream: tuple[Any, Any, Any] | None = None
+        self._outstream: _StreamGuards | None = None
         self._excepthook: Any = None
         self._previous_excepthook: Any = None
 
@@ -123,21 +115,17 @@ class HubLog:
     def _wrap_outstream(self) -> None:
         iostream = sys.modules.get("ipykernel.iostream")
         cls = getattr(iostream, "OutStream", None)
-        if cls is None or isinstance(cls.__dict__.get("write"), _HubThreadWrite):
-            return
-        guard = _HubThreadWrite(cls.__dict__["write"])
-        cls.write = guard
-        self._outstream = (cls, guard.original, guard)
+        if cls is not None:
+            self._outstream = _StreamGuards(cls)
+            self._outstream.install()
 
     def uninstall(self) -> None:
         from .guard import stuck_count
 
         # A __repr__ still stuck on a hub thread may print when it finally returns: while one is
-        # stuck, the guard stays (it hands every other thread the real write, so it is inert).
-        if self._outstream is not None and stuck_count() == 0:
-            cls, original, ours = self._outstream
-            if cls.__dict__.get("write") is ours:
-                cls.write = original
+        # stuck, the guards stay (they hand every other thread the real write, so they are inert).
+        if self._outstream is not None:
+            self._outstream.uninstall(keep=stuck_count() > 0)
             self._outstream = None
         if self._filter is not None:
             logging.getLogger("asyncio").removeFilter(self._filter)
@@ -159,35 +147,113 @@ class HubLog:
                 pass
 
 
-class _HubThreadWrite:
-    """``OutStream.write`` as a data descriptor: text written on a hub thread goes to our log.
+class _StreamGuards:
+    """The hub-thread guard on ipykernel's streams (``sys.stdout``/``stderr``, instances of ``OutStream``).
 
-    IPython 9 and our own cell capture set ``stream.write`` on the instance per cell; a data
-    descriptor on the class still wins over the instance's ``__dict__``, so the setter stores their
-    function there and the getter wraps whatever is current. Other threads are not affected.
+    What a stream's instance holds as ``write`` between cells is made a guard (cell_streams.guard_write),
+    and the capture's own write diverts too while a cell runs, so neither the user's cell nor IPython 9's
+    per-cell tee ever sees a hub thread's text. Where nothing is on the instance (IPython 8, or a load
+    outside a cell) the guard is put there at once. Where something is (IPython 9: its tee, set on the
+    instance for the cell that loads us and put back after it), a data descriptor on the class
+    (``_HubThreadWrite``) guards every lookup until that cell's end, and turns the plain write the tee
+    puts back into a guard; then it takes itself off, so a cell's tee sets and reads a plain instance
+    attribute (issue #48: the descriptor cost six Python calls a cell). A stream the capture meets for
+    the first time (sys.stdout replaced) brings the descriptor back until it is guarded too.
     """
 
-    def __init__(self, original: Any):
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.original = cls.__dict__["write"]
+        self.descriptor: _HubThreadWrite | None = None
+        self.guarded: dict[int, Any] = {}  # id: stream, whose write between cells is a guard (held: ids stay)
+        self.placed: list[tuple[Any, Any]] = []  # (stream, guard) put on an empty instance here
+
+    def install(self) -> None:
+        NEW_STREAM.append(self.new_stream)
+        for stream in (sys.stdout, sys.stderr):
+            self.new_stream(stream)
+
+    def new_stream(self, stream: Any) -> None:
+        """Guard ``stream`` between cells: at once if its instance holds no write, else through the class."""
+        if not isinstance(stream, self.cls) or id(stream) in self.guarded:
+            return
+        try:
+            own = vars(stream).get("write")
+            if own is None:
+                guard = guard_write(self.original.__get__(stream, self.cls))
+                vars(stream)["write"] = guard
+                self.placed.append((stream, guard))
+                self.guarded[id(stream)] = stream
+                return
+            if is_guard(own, between_cells=True):  # left by an earlier load (kept while a call was stuck)
+                self.guarded[id(stream)] = stream
+                return
+        except Exception:
+            pass
+        if self.descriptor is None and not isinstance(self.cls.__dict__.get("write"), _HubThreadWrite):
+            self.descriptor = _HubThreadWrite(self.original, self)
+            self.cls.write = self.descriptor  # type: ignore[attr-defined]
+
+    def stored(self, obj: Any, value: Any) -> Any:
+        """What the descriptor stores on ``obj`` for ``value`` (any thread): the plain write made a guard."""
+        if getattr(value, "__self__", None) is obj and getattr(value, "__func__", None) is self.original:
+            value = guard_write(value)
+        if is_guard(value, between_cells=True):
+            self.guarded[id(obj)] = obj
+        return value
+
+    def settled(self) -> None:
+        """After a store: the descriptor goes once the current streams are guarded between cells."""
+        current = [s for s in (sys.stdout, sys.stderr) if isinstance(s, self.cls)]
+        if self.descriptor is not None and all(id(s) in self.guarded for s in current):
+            if self.cls.__dict__.get("write") is self.descriptor:
+                self.cls.write = self.original  # type: ignore[attr-defined]
+            self.descriptor = None
+
+    def uninstall(self, keep: bool) -> None:
+        """Take the guards off where they are on top; ``keep``: a hub thread is stuck in user code."""
+        if self.new_stream in NEW_STREAM:
+            NEW_STREAM.remove(self.new_stream)
+        if keep:
+            return
+        if self.descriptor is not None and self.cls.__dict__.get("write") is self.descriptor:
+            self.cls.write = self.original  # type: ignore[attr-defined]
+        self.descriptor = None
+        for stream, guard in self.placed:
+            try:
+                if vars(stream).get("write") is guard:
+                    del vars(stream)["write"]
+            except Exception:
+                pass
+        # A guard the tee keeps putting back (IPython 9) stays: it passes every write through once no
+        # hub thread runs, and a later load finds it guarded already.
+        self.placed.clear()
+        self.guarded.clear()
+
+
+class _HubThreadWrite:
+    """``OutStream.write`` as a data descriptor, while a stream is not yet guarded between cells: a
+    hub thread's lookup gets the diverting write; a set stores on the instance (the plain write as a
+    guard). It wins over the instance's ``__dict__``, so it guards whatever is set there meanwhile."""
+
+    def __init__(self, original: Any, guards: _StreamGuards):
         self.original = original
+        self.guards = guards
 
     def __get__(self, obj: Any, cls: Any = None) -> Any:
         if obj is None:
             return self.original
-        if get_ident() == _MAIN or not on_hub_thread():  # looked up on the thread that will call it
+        if get_ident() == MAIN or not on_hub_thread():  # looked up on the thread that will call it
             return obj.__dict__.get("write") or self.original.__get__(obj, cls)
-        return _divert
+        return divert
 
     def __set__(self, obj: Any, value: Any) -> None:
-        obj.__dict__["write"] = value
+        obj.__dict__["write"] = self.guards.stored(obj, value)
+        self.guards.settled()
 
     def __delete__(self, obj: Any) -> None:
         if obj.__dict__.pop("write", None) is None:
             raise AttributeError("write")
-
-
-def _divert(string: Any) -> Any:
-    log.info("output of user code on %s: %.500r", threading.current_thread().name, string)
-    return len(string) if isinstance(string, str) else None
 
 
 def loop_exception_handler(loop: Any, context: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from .guard import guarding
 from .providers.base import (
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 LIST_CHANGED = "list_changed"
 UPDATED = "updated"
+_ASK: Any = object()  # after_cell(): no cell number given, ask cell_of()
 Listener = Callable[[str, tuple[str, ...]], None]
 JournalEntry = tuple[int, float, str, tuple[str, ...], int | None]  # (seq, unix time, kind, uris, cell seq)
 
@@ -320,13 +322,52 @@ class Resources:
         return now
 
     # -- change detection ---------------------------------------------------------------
-    def after_cell(self) -> None:
-        """Main thread, after each cell: cheap snapshots, then exact checks off-thread."""
+    def after_cell(self, seq: Any = _ASK) -> None:
+        """Main thread, after each cell: cheap snapshots, then exact checks off-thread. ``seq``: the
+        hub's number of the cell that ran, when the caller has it (else ``cell_of()`` is asked).
+        One call a cell: the cheap part and the settle count in one function (issue #48)."""
         with self._settle_lock:
             self._unsettled += 1
         queued = False
         try:
-            queued = self._after_cell()
+            self.cells_seen += 1
+            if seq is _ASK:
+                try:
+                    seq = self.cell_of()
+                except Exception:
+                    seq = None
+            watched = self._watched_now
+            if watched is None:
+                watched = self.watched()
+            list_changed = False  # the providers' changes merged here: no ChangeSet made
+            all_updated: set[str] = set()
+            maybe: set[str] = set()
+            for provider in self._snapshots if watched else self._snapshots_unwatched:
+                try:
+                    changes = provider.snapshot(watched)
+                except Exception:  # a provider must never break the user's cell
+                    log.exception("snapshot of %r failed", provider)
+                    continue
+                if changes is NO_CHANGE:  # most providers, most cells: nothing to merge
+                    continue
+                list_changed |= changes.list_changed
+                all_updated |= changes.updated
+                maybe |= changes.maybe
+            self.generation = next(self._generations)  # after the snapshots changed provider state
+            if list_changed:
+                self._emit(LIST_CHANGED, (), seq)
+            updated = tuple(sorted(all_updated & watched))
+            cell = self.cells_seen
+            if updated:
+                for uri in updated:
+                    self._announced[uri] = cell
+                self._emit(UPDATED, updated, seq)
+            if all_updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
+                self.journal.append(UPDATED, tuple(sorted(all_updated - watched)), seq)
+            recheck = (maybe & watched) - all_updated
+            if updated or recheck:
+                self._submit(lambda: self._exact_check(updated, recheck, cell, seq))
+                queued = True
         finally:
             if queued:
                 self._submit(self._settle_one)  # runs after the exact checks this cell queued
@@ -350,47 +391,6 @@ class Resources:
                 return self._settled.wait_for(lambda: self._unsettled <= 0, timeout=max(0.0, timeout))
             finally:
                 self._settle_waiting -= 1
-
-    def _after_cell(self) -> bool:
-        """The cheap part; True when exact checks were queued for the worker."""
-        self.cells_seen += 1
-        try:
-            seq = self.cell_of()
-        except Exception:
-            seq = None
-        watched = self._watched_now
-        if watched is None:
-            watched = self.watched()
-        list_changed = False  # the providers' changes merged here: no ChangeSet made
-        all_updated: set[str] = set()
-        maybe: set[str] = set()
-        for provider in self._snapshots if watched else self._snapshots_unwatched:
-            try:
-                changes = provider.snapshot(watched)
-            except Exception:  # a provider must never break the user's cell
-                log.exception("snapshot of %r failed", provider)
-                continue
-            if changes is NO_CHANGE:  # most providers, most cells: nothing to merge
-                continue
-            list_changed |= changes.list_changed
-            all_updated |= changes.updated
-            maybe |= changes.maybe
-        self.generation = next(self._generations)  # after the snapshots changed provider state
-        if list_changed:
-            self._emit(LIST_CHANGED, (), seq)
-        updated = tuple(sorted(all_updated & watched))
-        cell = self.cells_seen
-        if updated:
-            for uri in updated:
-                self._announced[uri] = cell
-            self._emit(UPDATED, updated, seq)
-        if all_updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
-            self.journal.append(UPDATED, tuple(sorted(all_updated - watched)), seq)
-        recheck = (maybe & watched) - all_updated
-        if updated or recheck:
-            self._submit(lambda: self._exact_check(updated, recheck, cell, seq))
-            return True
-        return False
 
     def changed(self, uris: Iterable[str] = (), list_changed: bool = False) -> None:
         """Report changes from outside a cell (custom resources, settings)."""

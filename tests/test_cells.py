@@ -251,8 +251,9 @@ def test_unload_leaves_no_hook():
         before = json.loads(k.run(probe).stdout)
         k.load_hub()
         loaded = json.loads(k.run(probe).stdout)
-        # pre_run_cell: the capture's, and the hub's (busy polling off while a cell runs)
-        assert loaded["pre"] == before["pre"] + 2 and loaded["dp"] == before["dp"] + 1
+        # one pre_run_cell and one post_run_cell callback: the hub's, which calls the capture's (issue #48)
+        assert loaded["pre"] == before["pre"] + 1 and loaded["post"] == before["post"] + 1
+        assert loaded["dp"] == before["dp"] + 1
         assert loaded["out"] == loaded["err"] == "mcp_notebook.capture" != before["out"]
         k.run("%unload_ext mcp_notebook")
         after = json.loads(k.run(probe).stdout)

@@ -144,6 +144,69 @@ def test_server_errors_never_reach_cell_output_or_cells(tmp_path: Path) -> None:
         k.shutdown()
 
 
+HUB_PRINTS = """
+import sys, threading, time
+def _hub_print(tag, delay=0.0):
+    def run():
+        time.sleep(delay)
+        print(f"MARKER-{tag}-out")
+        sys.stderr.write(f"MARKER-{tag}-err\\n")
+    t = threading.Thread(target=run, name="mcp-notebook-test-" + tag, daemon=True)
+    t.start()
+    return t
+"""
+
+STREAM_STATE = (
+    "import sys, json, ipykernel.iostream as _io\n"
+    "print(json.dumps({'class': type(_io.OutStream.__dict__['write']).__name__,"
+    " 'mark': [getattr(vars(s).get('write'), 'mcp_hub_guard', None) for s in (sys.stdout, sys.stderr)]}))"
+)
+
+
+def test_a_hub_thread_writes_to_the_log_during_and_between_cells_and_the_class_stays_plain(tmp_path: Path) -> None:
+    """Text printed on a hub thread while a cell runs and between cells goes to the hub's log: not to
+    the cell's output, not to nb://cells, not to IPython 9's history of outputs; a user's own thread
+    still prints into the cell. Once loaded, ``OutStream.write`` is the plain function again (no data
+    descriptor a cell's tee goes through, issue #48), and unloading leaves no guard on an instance."""
+    k = Kernel(env={"JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    mcp = None
+    try:
+        before = json.loads(k.run(STREAM_STATE).stdout)
+        info = k.load_hub()
+        seen = run_all(k, HUB_PRINTS)
+        loaded = json.loads(k.run(STREAM_STATE).stdout)
+        assert loaded["class"] == "function", loaded  # the descriptor took itself off after the loading cell
+        seen += run_all(k, "_hub_print('during').join(5)")
+        seen += run_all(k, "_late = _hub_print('between', 0.3)")  # prints after its cell has ended
+        seen += drain(k, 1.5)
+        mine = run_all(
+            k, "import threading\n_t = threading.Thread(target=print, args=('MINE-thread',)); _t.start(); _t.join(5)"
+        )
+        assert any("MINE-thread" in s["text"] for s in mine), mine
+        leaked = [s for s in seen + mine if "MARKER" in s["text"]]
+        assert leaked == [], leaked
+        history = k.run("print(repr(dict(getattr(get_ipython().history_manager, 'outputs', {}))))").stdout
+        assert "MARKER" not in history
+        mcp = Mcp(info)
+        mcp.initialize()
+        index = json.loads(mcp.result("resources/read", {"uri": "nb://cells"})["contents"][0]["text"])
+        docs = [mcp.result("resources/read", {"uri": c["uri"]})["contents"][0]["text"] for c in index["cells"]]
+        outputs = json.dumps([json.loads(doc)["outputs"] for doc in docs])  # the sources name the markers
+        assert "MARKER" not in outputs and "MINE-thread" in outputs
+        text = "".join(p.read_text() for p in tmp_path.glob("mcp-notebook-*.log"))
+        for marker in ("during-out", "during-err", "between-out", "between-err"):
+            assert f"MARKER-{marker}" in text, marker
+        mcp.close()
+        mcp = None
+        k.run("%unload_ext mcp_notebook")
+        assert json.loads(k.run(STREAM_STATE).stdout) == before
+        assert k.run("print('users own output')").stdout == "users own output\n"
+    finally:
+        if mcp is not None:
+            mcp.close()
+        k.shutdown()
+
+
 STUCK = """
 import threading
 import mcp_notebook

@@ -10,6 +10,7 @@ diffs must match what was run.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +219,8 @@ async def _check_origins(client: Any, seqs: dict[str, int]) -> None:
     mine = (await read(client, f"nb://cells/{seqs['data']}"))["origin"]
     theirs = (await read(client, f"nb://cells/{seqs['other']}"))["origin"]
     assert mine["session"] != theirs["session"] and mine["msg_id"] != theirs["msg_id"]
-    assert set(mine) >= {"session", "username", "msg_id"}
+    assert set(mine) >= {"session", "username", "msg_id", "date"}
+    assert isinstance(mine["date"], str) and datetime.fromisoformat(mine["date"])  # formatted when read (#48)
     rows = {r["seq"]: r for r in (await read(client, "nb://lineage"))["cells"]}
     assert rows[seqs["other"]]["origin"]["session"] == theirs["session"]
 

@@ -103,6 +103,7 @@ class KernelHub:
         self.runtime_file: Path | None = None
         self._hook_registered = False
         self._later: threading.Thread | None = None
+        self._later_due = False
         self.log: HubLog | None = None
         self._sigterm: Any = None  # our SIGTERM handler while installed
         self._previous_sigterm: Any = None
@@ -201,11 +202,12 @@ class KernelHub:
         self.shell.events.register("pre_run_cell", self._pre_run_cell)
         self.shell.events.register("post_run_cell", self._post_run_cell)
         self._hook_registered = True
-        self.capture.install()
+        self.capture.install(cell_hooks=False)  # its cell start and end called from the hub's two hooks
         self.figures.install()
         self.notebook.watched, self.notebook.changed = self.resources.watched, self.resources.changed
         # After the loading cell: the history sidecar's write and the rooms left for later (_after_load).
         self._later = threading.Thread(target=self._after_load, name="mcp-notebook-later", daemon=True)
+        self._later_due = True  # started once, at the end of the loading cell (a flag: no Thread.ident a cell)
         self.runtime_file = write_runtime_file(self.connection_info(), self._file_key())
         atexit.register(self.stop)
         self._install_sigterm()
@@ -236,7 +238,7 @@ class KernelHub:
             self._hook_registered = False
         self.capture.uninstall()
         self.figures.uninstall()
-        later, self._later = self._later, None
+        later, self._later, self._later_due = self._later, None, False
         if later is not None and later.ident is None:  # stopped before the loading cell ended
             self.history.remember()
         elif later is not None:
@@ -380,24 +382,38 @@ class KernelHub:
 
     # -- the hot path -------------------------------------------------------------------
     def _pre_run_cell(self, info: Any = None) -> None:
+        """The one pre_run_cell callback of the hub (issue #48: one IPython callback, not three)."""
         self.cell_started = time.time()
-        if self.transport is not None:
-            self.transport.busy_poll.enabled = False  # the cell gets the GIL; the server sleeps between requests
-            switch = self.transport.switch
+        transport = self.transport
+        if transport is not None:
+            transport.busy_poll.enabled = False  # the cell gets the GIL; the server sleeps between requests
+            switch = transport.switch
             switch.seconds = max(0, self.limits.switch_interval_us) * 1e-6  # %config after loading applies
-            switch.cell(True)  # a shorter GIL switch interval while a client is connected
+            switch.cell_running = True  # switch.cell(True), inlined: first, as there (latency.py)
+            if switch.clients or switch.saved is not None:
+                switch.update()  # a shorter GIL switch interval while a client is connected
+        self.capture.pre_run_cell(info)
 
     def _post_run_cell(self, result: Any = None) -> None:
+        """The one post_run_cell callback: the switch interval back, the cell's record, then the changes."""
         self.cell_started, self.last_execution = None, time.time()
-        if self._later is not None and self._later.ident is None:  # the loading cell ended
-            self._later.start()
-        if self.transport is not None:
-            self.transport.switch.cell(False)  # the user's switch interval, exactly as it was
-            poll = self.transport.busy_poll
+        if self._later_due:  # the loading cell ended
+            self._later_due = False
+            if self._later is not None:
+                self._later.start()
+        transport = self.transport
+        if transport is not None:
+            switch = transport.switch
+            switch.cell_running = False  # switch.cell(False), inlined: the user's interval, exactly as it was
+            if switch.clients or switch.saved is not None:
+                switch.update()
+            poll = transport.busy_poll
             poll.window = max(0, self.limits.busy_poll_us) * 1e-6  # %config after loading applies from here
             poll.enabled = True
-        self.capture.post_run_cell(result)  # finish the cell record before change detection
-        self.resources.after_cell()
+        capture = self.capture
+        capture.post_run_cell(result)  # finish the cell record before change detection
+        last = capture.last
+        self.resources.after_cell(last.seq if last is not None else None)
 
     def _after_load(self) -> None:
         """Once the loading cell has ended, off the main thread: record this session in the history

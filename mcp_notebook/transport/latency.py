@@ -222,41 +222,43 @@ class CellSwitchInterval:
         self.cell_running = False
         self.clients = 0
         self._lock = threading.Lock()
-        self._saved: float | None = None  # the user's interval, while ours is in force
+        self.saved: float | None = None  # the user's interval, while ours is in force (read by the hub's hooks)
         self._ours = 0.0  # what the interpreter reported after we set ours
 
     @property
     def lowered(self) -> bool:
-        return self._saved is not None
+        return self.saved is not None
 
     def cell(self, running: bool) -> None:
         """The kernel's main thread starts (True) or ends (False) a cell (``cell_running`` is also
-        read by held_stream.py: socket calls that keep the GIL while a cell runs)."""
+        read by held_stream.py: socket calls that keep the GIL while a cell runs). The hub's cell
+        hooks inline these three lines (no call a cell): keep them in step."""
         self.cell_running = running  # first: a client arriving after the check below sees it
-        if not self.clients and self._saved is None:
+        if not self.clients and self.saved is None:
             return  # no client, nothing lowered: nothing to do (every cell, no lock)
-        self._update()
+        self.update()
 
     def client(self, delta: int) -> None:
         """A client connection passed admission (+1) or closed (-1) (on the hub thread)."""
         with self._lock:
             self.clients = max(0, self.clients + delta)
-        self._update()
+        self.update()
 
     def restore(self) -> None:
         """Put the user's interval back (the hub stops); nothing is lowered again until a new cell."""
         self.cell_running = False
-        self._update()
+        self.update()
 
-    def _update(self) -> None:
+    def update(self) -> None:
+        """Lower or restore the interval to fit (cell running, clients); any thread."""
         with self._lock:
             want = self.cell_running and self.clients > 0 and self.seconds > 0
-            if want and self._saved is None:
+            if want and self.saved is None:
                 saved = sys.getswitchinterval()
                 if self.seconds < saved:
                     sys.setswitchinterval(self.seconds)
-                    self._saved, self._ours = saved, sys.getswitchinterval()
-            elif not want and self._saved is not None:
+                    self.saved, self._ours = saved, sys.getswitchinterval()
+            elif not want and self.saved is not None:
                 if sys.getswitchinterval() == self._ours:  # else the user set another one meanwhile
-                    sys.setswitchinterval(self._saved)
-                self._saved = None
+                    sys.setswitchinterval(self.saved)
+                self.saved = None

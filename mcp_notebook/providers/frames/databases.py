@@ -15,7 +15,7 @@ from typing import Any
 from ...redact import mask_secrets
 from ...types import Contents, Resource, ResourceTemplate
 from ...uri import compile_template
-from ..base import NO_CHANGE, ChangeSet, Provider, ResourceNotFound, ResourceReadError, rank_completions
+from ..base import Provider, ResourceNotFound, ResourceReadError, rank_completions
 from ..variables import Serves
 from .engines import CONNECTION_LIBRARIES, EngineFrame, db_objects, db_relation, is_connection_type
 from .pages import page_contents
@@ -186,6 +186,5 @@ class DatabasesProvider(Provider):
             raise ResourceReadError(f"opening {table} in {name} failed: {type(exc).__name__}: {exc}") from None
         return EngineFrame(relation, "duckdb", self._limits.engine_timeout, lambda: [cursor])
 
-    # -- change detection: catalog changes are not tracked per cell (that would query the engine) --
-    def snapshot(self, watched: frozenset[str]) -> ChangeSet:
-        return NO_CHANGE
+    # -- change detection: catalog changes are not tracked per cell (that would query the engine);
+    # the base's snapshot is kept, so the hub does not call it after a cell (issue #48) --

@@ -57,29 +57,32 @@ class OrderCache:
     def __init__(self, entries: int = 8, max_rows: int = 40_000_000):
         self.entries, self.max_rows = entries, max_rows
         self.epoch = 0
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self.items: OrderedDict[Hashable, Any] = OrderedDict()  # read without the lock only to see it is empty
         self._lock = threading.Lock()
 
     def next_epoch(self) -> None:
-        """A cell ran: what was cached may be stale."""
-        with self._lock:
-            self.epoch += 1
-            self._items.clear()
+        """A cell ran: what was cached may be stale. Main thread only (the one writer of ``epoch``):
+        a key of an older epoch is never read again, so the permutations are let go only when there
+        are some (after a cell: no call, no lock for an empty cache, issue #48)."""
+        self.epoch += 1
+        if self.items:
+            with self._lock:
+                self.items.clear()
 
     def get(self, key: Hashable) -> Any:
         with self._lock:
-            found = self._items.get(key)
+            found = self.items.get(key)
             if found is not None:
-                self._items.move_to_end(key)
+                self.items.move_to_end(key)
             return found
 
     def put(self, key: Hashable, order: Any) -> None:
         with self._lock:
             if key[0] != self.epoch or len(order) > self.max_rows:
                 return
-            self._items[key] = order
-            while len(self._items) > self.entries or sum(len(v) for v in self._items.values()) > self.max_rows:
-                self._items.popitem(last=False)
+            self.items[key] = order
+            while len(self.items) > self.entries or sum(len(v) for v in self.items.values()) > self.max_rows:
+                self.items.popitem(last=False)
 
 
 def capabilities(table: Table) -> tuple[bool, bool, str]:

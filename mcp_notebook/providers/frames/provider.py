@@ -324,7 +324,11 @@ class FramesProvider(Provider):
         return table.fingerprint(), table.mutable
 
     def snapshot(self, watched: frozenset[str]) -> ChangeSet:
-        self.orders.next_epoch()  # a cell ran: a frame may have changed in place
+        orders = self.orders  # a cell ran: a frame may have changed in place
+        if orders.items:
+            orders.next_epoch()
+        else:  # next_epoch's empty case inlined (most cells: no call)
+            orders.epoch += 1
         mine = [uri for uri in watched if uri.startswith(PREFIX)]
         if not mine and not self._fingerprints:
             return NO_CHANGE
