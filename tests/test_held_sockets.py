@@ -246,6 +246,13 @@ def test_a_half_closed_client_gets_its_replies_then_the_close(served):
     assert wait_for(lambda: not server.connections)
 
 
+HUB_TIMER_SLACK = (
+    "import mcp_notebook as _m, concurrent.futures as _cf, threading as _th\n_f = _cf.Future()\n"
+    "_m.hub().transport.loop.call_soon_threadsafe(lambda: _f.set_result(_th.get_native_id()))\n"
+    "print(open(f'/proc/{_f.result(5)}/timerslack_ns').read().strip(), open('/proc/self/timerslack_ns').read().strip())"
+)
+
+
 def test_a_kernel_serves_held_sockets_unless_told_not_to(tmp_path):
     """In a real kernel: reads during a busy pure-Python cell are answered on the held path (the
     libc calls, the cell running), and ``%config MCPHub.held_sockets = False`` serves the loop's."""
@@ -259,6 +266,10 @@ def test_a_kernel_serves_held_sockets_unless_told_not_to(tmp_path):
             info = k.load_hub()
             out = k.run("import mcp_notebook as _m; print(_m.hub().fast_paths()['held_sockets'])")
             assert out.stdout.strip() == str(held)
+            # The hub thread's timer slack (its GIL waits end on time): 1 ns on the held path only,
+            # the kernel's main thread keeps its own.
+            hub_slack, main_slack = k.run(HUB_TIMER_SLACK).stdout.split()[-2:]
+            assert hub_slack == ("1" if held else main_slack) and main_slack != "1", (hub_slack, main_slack)
             k.run("x = 41")
             spin = k.execute_nowait("import time as _t\n_d = _t.time() + 2\nwhile _t.time() < _d:\n    pass")
             with httpx.Client(timeout=30) as http:

@@ -82,6 +82,7 @@ class HttpTransport:
         # Client sockets read and written with calls that keep the GIL (held_stream.py), where they
         # can be had (Linux, not the portable path); else the loop's own transports.
         self._libc = load_libc_socket() if held_sockets else None
+        self.precise_timers = False  # the hub thread's timer slack is 1 ns (set on the thread, held path)
 
     @property
     def held_sockets(self) -> bool:
@@ -205,6 +206,8 @@ class HttpTransport:
 
     def _run(self, on_ready: Callable[[], None] | None) -> None:
         self._go.wait(HOLD_LIMIT)  # a caller that never releases (an error) delays serving, no more
+        if self._libc is not None:  # its GIL waits end on time (libc_socket.py, precise_timers)
+            self.precise_timers = self._libc.precise_timers()
         try:
             loop = self._make_loop()
         except BaseException:
