@@ -186,7 +186,9 @@ class HttpTransport:
         try:
             for sock in self._sockets:
                 if self._libc is not None:  # add_reader: no need for the loop to run
-                    self._servers.append(HeldListener(loop, sock, lambda: Connection(self), self._libc, self.switch))
+                    self._servers.append(
+                        HeldListener(loop, sock, lambda: Connection(self), self._libc, self.switch, self.driver)
+                    )
                 else:  # the loop's own server: made by its first turn
                     loop.create_task(self._serve(sock))
         except BaseException:
