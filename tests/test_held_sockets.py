@@ -235,7 +235,7 @@ class CountingLibc(libc_socket.LibcSocket):
 
             return call_counted
 
-        super().__init__(counted(real.recv), counted(real.send), real.errno)
+        super().__init__(counted(real.recv), counted(real.send), real.errno, real._prctl)
 
 
 def test_the_held_transport_keeps_the_gil_while_the_pool_answers():
@@ -263,6 +263,12 @@ def test_the_held_transport_keeps_the_gil_while_the_pool_answers():
                 assert libc.calls >= 3  # each read (and the writes of those answered inline) kept the GIL
                 gate.opened.set()
                 assert result(read_response(waiting)[2]) == (2, "through")
+            # The pool's threads wait for the GIL on time too (timer slack 1 ns, as the hub thread's).
+            workers = [t.native_id for t in threading.enumerate() if t.name.startswith("mcp-notebook-req")]
+            assert workers
+            for tid in workers:
+                with open(f"/proc/{tid}/timerslack_ns") as f:
+                    assert f.read().strip() == "1", tid
             assert wait_for(lambda: server.driver.in_pool == 0)
             before = libc.calls
             s.sendall(read("test://hello", 7))

@@ -64,7 +64,9 @@ class HttpTransport:
         self.streams: set[Stream] = set()
         self.connections: dict[Connection, None] = {}  # oldest first
         self.stopping = False
-        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
+        self.executor = ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="mcp-notebook-req", initializer=self._worker_started
+        )
         self.driver = ExchangeDriver(mcp, self.executor)  # the connections' exchanges
         self._sockets = [bind_socket(host, port)]
         self.host = host
@@ -83,6 +85,11 @@ class HttpTransport:
         # can be had (Linux, not the portable path); else the loop's own transports.
         self._libc = load_libc_socket() if held_sockets else None
         self.precise_timers = False  # the hub thread's timer slack is 1 ns (set on the thread, held path)
+
+    def _worker_started(self) -> None:
+        """A worker thread of the pool starts: its GIL waits end on time too (held path)."""
+        if self._libc is not None:
+            self._libc.precise_timers()
 
     @property
     def held_sockets(self) -> bool:
