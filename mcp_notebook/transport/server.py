@@ -64,9 +64,8 @@ class HttpTransport:
         self.streams: set[Stream] = set()
         self.connections: dict[Connection, None] = {}  # oldest first
         self.stopping = False
-        self.executor = ThreadPoolExecutor(
-            max_workers=4, thread_name_prefix="mcp-notebook-req", initializer=self._worker_started
-        )
+        # four workers; each thread runs _worker_started first
+        self.executor = ThreadPoolExecutor(4, "mcp-notebook-req", self._worker_started)
         self.driver = ExchangeDriver(mcp, self.executor)  # the connections' exchanges
         self._sockets = [bind_socket(host, port)]
         self.host = host
