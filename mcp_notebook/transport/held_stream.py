@@ -124,14 +124,17 @@ class HeldTransport(asyncio.Transport):
         while reads:
             reads -= 1
             handed = pool.in_pool
-            if self._cell.cell_running or handed:
-                n = self._recv_now()
+            if self._cell.cell_running or handed:  # libc's recv, keeping the GIL (see _recv_failed)
+                buf = self._in
+                n = self._recv(self._fd, buf.pointer, buf.size, MSG_DONTWAIT)
                 if n <= 0:
                     if n == 0:
                         self._read_eof()
+                    else:
+                        self._recv_failed()
                     return
-                data = self._in.view[:n].tobytes()  # copied out before the GIL can go
-            else:  # between cells: the socket's own recv (see _recv_now), inlined
+                data = buf.view[:n].tobytes()  # copied out before the GIL can go
+            else:  # no other thread of ours waits for the GIL: the socket's own recv
                 try:
                     data = self._sock.recv(IDLE_READ_BYTES)
                 except (BlockingIOError, InterruptedError):
@@ -153,18 +156,13 @@ class HeldTransport(asyncio.Transport):
             if self._writes != writes or pool.in_pool != handed or not self._reading:
                 return
 
-    def _recv_now(self) -> int:
-        """While a cell runs, read what is there into the buffer with libc's recv, keeping the GIL:
-        its length; 0: the peer's EOF; -1: nothing now (or an error, handled). Between cells
-        :meth:`_read_ready` takes the socket's own ``recv`` (cheaper than a ctypes call; letting go
-        of a GIL nobody waits for costs nothing)."""
-        buf = self._in
-        n = self._recv(self._fd, buf.pointer, buf.size, MSG_DONTWAIT)
-        if n < 0:
-            err = self._errno()
-            if err not in AGAIN:
-                self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
-        return n
+    def _recv_failed(self) -> None:
+        """libc's recv (called inline by :meth:`_read_ready` while a cell runs or the pool answers:
+        it keeps the GIL; otherwise the socket's own ``recv``, cheaper than a ctypes call when
+        nobody waits for the GIL) returned -1: nothing now, or an error that ends the connection."""
+        err = self._errno()
+        if err not in AGAIN:
+            self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
 
     def _read_eof(self) -> None:
         self._eof_in = True
@@ -203,9 +201,11 @@ class HeldTransport(asyncio.Transport):
             and len(data) < MAX_CALL_BYTES
         ):
             self._writes += 1  # the hot path: nothing buffered, sent now
-            if self._cell.cell_running or self._pool.in_pool:
-                n = self._send_now(data)
-            else:  # between cells: the socket's own send (see _send_now), inlined
+            if self._cell.cell_running or self._pool.in_pool:  # libc's send, keeping the GIL
+                n = self._send(self._fd, data, len(data), SEND_FLAGS)
+                if n < 0:
+                    n = self._send_failed()
+            else:  # no other thread of ours waits for the GIL: the socket's own send
                 try:
                     n = self._sock.send(data)
                 except (BlockingIOError, InterruptedError):
@@ -229,12 +229,10 @@ class HeldTransport(asyncio.Transport):
         else:
             self._buffer_rest(data, 0)
 
-    def _send_now(self, data: bytes) -> int:
-        """While a cell runs, send what the socket takes with libc's send, keeping the GIL: how
-        much; -1: an error (handled). Between cells :meth:`write` takes the socket's own ``send``."""
-        n = self._send(self._fd, data, len(data), SEND_FLAGS)
-        if n >= 0:
-            return n
+    def _send_failed(self) -> int:
+        """libc's send (called inline by :meth:`write` while a cell runs or the pool answers)
+        returned -1: 0 when the socket takes nothing now, -1 on an error (handled: the connection
+        ends)."""
         err = self._errno()
         if err in AGAIN:
             return 0
