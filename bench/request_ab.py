@@ -4,6 +4,9 @@ one connection and on sixteen.
 
     .venv/bin/python bench/request_ab.py --trees BEFORE,AFTER [--rounds 3] [--seconds 2]
 
+A tree may carry ``%config`` lines run before loading after a ``#``, so one tree is compared with
+itself under another setting: ``--trees .,.#MCPHub.held_sockets=False`` (the loop's transport).
+
 Each round loads a fresh kernel per tree (its PYTHONPATH the tree) and runs the same loads in the
 same order; the trees take turns, so a drift of the machine's speed hits both. The CPU figure is
 the hub thread's own time (``time.thread_time`` read on the hub's loop) over the load divided by
@@ -41,7 +44,9 @@ def hub_cpu(k: S.BenchKernel) -> float:
     return float(k.run(THREAD_TIME).stdout.strip().splitlines()[-1])
 
 
-def one_tree(k: S.BenchKernel, seconds: float, connections: tuple[int, ...]) -> dict[str, dict[str, float]]:
+def one_tree(
+    k: S.BenchKernel, seconds: float, connections: tuple[int, ...], ops: tuple[str, ...] = ("read", "list")
+) -> dict[str, dict[str, float]]:
     """Every load against one loaded kernel: {"era/op/cN": {"cpu_us": .., "rps": ..}}."""
     info = k.info()
     auth = {"Authorization": f"Bearer {info['token']}"}
@@ -49,6 +54,8 @@ def one_tree(k: S.BenchKernel, seconds: float, connections: tuple[int, ...]) -> 
     for era in ("stateless", "handshake"):
         session = loadgen.handshake_session(info["url"], auth) if era == "handshake" else None
         for op, method, params in OPS:
+            if op not in ops:
+                continue
             if session is None:
                 headers, body = loadgen.stateless_request(method, params)
                 headers.update(auth)
@@ -65,35 +72,50 @@ def one_tree(k: S.BenchKernel, seconds: float, connections: tuple[int, ...]) -> 
     return out
 
 
+def _arm(spec: str) -> str:
+    """A tree, resolved, with its ``#config`` (if any) kept."""
+    path, sep, config = spec.partition("#")
+    return str(Path(path).resolve()) + sep + config
+
+
+def _label(tree: str) -> str:
+    """How a tree is named in the figures: its directory, and its ``#config``."""
+    path, sep, config = tree.partition("#")
+    return Path(path).name + sep + config
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trees", required=True, help="two or more source trees, comma-separated (each a checkout)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0, help="each load's length")
     ap.add_argument("--connections", default="1,16")
+    ap.add_argument("--ops", default="read,list", help="which loads: read, list or both")
     args = ap.parse_args()
-    trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
+    trees = [_arm(t) for t in args.trees.split(",")]
     conns = tuple(int(c) for c in args.connections.split(","))
     start = os.getloadavg()
     runs: dict[str, dict[str, list[dict[str, float]]]] = {}
     with tempfile.TemporaryDirectory(prefix="mcpnb-request-ab-") as runtime:
         for rnd in range(max(1, args.rounds)):
             for tree in trees if rnd % 2 == 0 else trees[::-1]:
-                os.environ["PYTHONPATH"] = tree
+                path, _, config = tree.partition("#")
+                os.environ["PYTHONPATH"] = path
                 k = S.BenchKernel(runtime)
                 try:
                     k.run("%config MCPHub.page_size = 2000")
+                    if config:
+                        k.run(f"%config {config}")
                     k.run("%load_ext mcp_notebook")
                     k.run("x = 1\nkside.define_vars(1000)")
-                    for key, fig in one_tree(k, args.seconds, conns).items():
+                    for key, fig in one_tree(k, args.seconds, conns, tuple(args.ops.split(","))).items():
                         runs.setdefault(key, {}).setdefault(tree, []).append(fig)
-                        print(rnd, Path(tree).name, key, fig, flush=True)
+                        print(rnd, _label(tree), key, fig, flush=True)
                 finally:
                     k.shutdown()
     medians = {
         key: {
-            Path(t).name: {f: statistics.median(x[f] for x in figs) for f in ("cpu_us", "rps")}
-            for t, figs in by.items()
+            _label(t): {f: statistics.median(x[f] for x in figs) for f in ("cpu_us", "rps")} for t, figs in by.items()
         }
         for key, by in runs.items()
     }

@@ -206,6 +206,80 @@ def test_a_client_resetting_mid_request_is_released_at_once(served):
     assert wait_for(lambda: not server.connections, 5)
 
 
+def test_a_client_resetting_after_a_request_for_the_pool_is_released_once_answered(served):
+    """A whole request handed to the worker pool is not followed by a second read (held path): the
+    reset that came with it is found when its reply is written, and the connection ends then."""
+    server, gate = served
+    for i in range(10):
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.sendall(read("test://gate", i))
+        s.close()
+    gate.opened.set()
+    assert wait_for(lambda: not server.connections and server.driver.in_pool == 0, 10)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        s.sendall(read("test://hello", 99))
+        assert result(read_response(s)[2]) == (99, "hello")
+
+
+class CountingLibc(libc_socket.LibcSocket):
+    """libc's calls that keep the GIL, each counted (the real calls: nothing is faked)."""
+
+    def __init__(self, real: libc_socket.LibcSocket) -> None:
+        self.calls = 0
+
+        def counted(call):
+            def call_counted(*args):
+                self.calls += 1
+                return call(*args)
+
+            return call_counted
+
+        super().__init__(counted(real.recv), counted(real.send), real.errno, real._prctl)
+
+
+def test_the_held_transport_keeps_the_gil_while_the_pool_answers():
+    """Between cells the socket's own calls serve (nobody waits for the GIL), but while the worker
+    pool answers a request its thread waits for the GIL whenever ours lets go of it: the held path
+    then reads and writes with the calls that keep it, as during a cell."""
+    if not HELD_HERE:
+        pytest.skip("held sockets exist on Linux, off the portable path")
+    gate = Gate()
+    hub = Resources([_provider(gate)])
+    server = HttpTransport(McpServer(hub, ServerSettings(token=TOKEN)), "127.0.0.1", 0, LIMIT)
+    libc = server._libc = CountingLibc(libc_socket.load())
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(read("test://hello", 1))
+            assert result(read_response(s)[2]) == (1, "hello")
+            assert libc.calls == 0  # idle: the socket's own calls
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as waiting:
+                waiting.sendall(read("test://gate", 2))  # stays on the pool until the gate opens
+                assert wait_for(lambda: server.driver.in_pool == 1)
+                for i in range(3, 6):
+                    s.sendall(read("test://hello", i))
+                    assert result(read_response(s)[2]) == (i, "hello")
+                assert libc.calls >= 3  # each read (and the writes of those answered inline) kept the GIL
+                gate.opened.set()
+                assert result(read_response(waiting)[2]) == (2, "through")
+            # The pool's threads wait for the GIL on time too (timer slack 1 ns, as the hub thread's).
+            workers = [t.native_id for t in threading.enumerate() if t.name.startswith("mcp-notebook-req")]
+            assert workers
+            for tid in workers:
+                with open(f"/proc/{tid}/timerslack_ns") as f:
+                    assert f.read().strip() == "1", tid
+            assert wait_for(lambda: server.driver.in_pool == 0)
+            before = libc.calls
+            s.sendall(read("test://hello", 7))
+            assert result(read_response(s)[2]) == (7, "hello")
+            assert libc.calls == before  # nothing on the pool any more: the socket's own calls again
+    finally:
+        gate.opened.set()
+        server.stop()
+        hub.close()
+
+
 def test_pipelined_requests_are_answered_in_order(served):
     server, _gate = served
     uris = ["test://hello", "test://gate", "test://hello"] * 10
@@ -246,6 +320,13 @@ def test_a_half_closed_client_gets_its_replies_then_the_close(served):
     assert wait_for(lambda: not server.connections)
 
 
+HUB_TIMER_SLACK = (
+    "import mcp_notebook as _m, concurrent.futures as _cf, threading as _th\n_f = _cf.Future()\n"
+    "_m.hub().transport.loop.call_soon_threadsafe(lambda: _f.set_result(_th.get_native_id()))\n"
+    "print(open(f'/proc/{_f.result(5)}/timerslack_ns').read().strip(), open('/proc/self/timerslack_ns').read().strip())"
+)
+
+
 def test_a_kernel_serves_held_sockets_unless_told_not_to(tmp_path):
     """In a real kernel: reads during a busy pure-Python cell are answered on the held path (the
     libc calls, the cell running), and ``%config MCPHub.held_sockets = False`` serves the loop's."""
@@ -259,6 +340,10 @@ def test_a_kernel_serves_held_sockets_unless_told_not_to(tmp_path):
             info = k.load_hub()
             out = k.run("import mcp_notebook as _m; print(_m.hub().fast_paths()['held_sockets'])")
             assert out.stdout.strip() == str(held)
+            # The hub thread's timer slack (its GIL waits end on time): 1 ns on the held path only,
+            # the kernel's main thread keeps its own.
+            hub_slack, main_slack = k.run(HUB_TIMER_SLACK).stdout.split()[-2:]
+            assert hub_slack == ("1" if held else main_slack) and main_slack != "1", (hub_slack, main_slack)
             k.run("x = 41")
             spin = k.execute_nowait("import time as _t\n_d = _t.time() + 2\nwhile _t.time() < _d:\n    pass")
             with httpx.Client(timeout=30) as http:

@@ -54,7 +54,7 @@ def test_the_switch_turns_every_fast_path_off_in_a_real_kernel(tmp_path):
         k.run("a = 1\nb = [1, 2]")
         doc = anyio.run(_read_kernel, info)
         assert doc["fast_paths"] == {"portable": True, "loop": "asyncio", "namespace_table_reads": False,
-                                     "busy_poll": False, "held_sockets": False}, doc  # fmt: skip
+                                     "busy_poll": False, "held_sockets": False, "precise_timers": False}, doc  # fmt: skip
         spins = k.run("import mcp_notebook as m; print(m.hub().transport.busy_poll.spins)").stdout.strip()
         assert spins == "0"
         # The listing way still finds what a cell changed: a rebinding and a new name.
@@ -80,6 +80,7 @@ def test_without_the_switch_linux_takes_the_fast_paths(tmp_path):
         paths = doc["fast_paths"]
         assert paths["portable"] is False and paths["busy_poll"] is True, paths
         assert paths["namespace_table_reads"] is True and paths["held_sockets"] is True, paths
+        assert paths["precise_timers"] is True, paths
         has_uvloop = k.run("import importlib.util as u; print(u.find_spec('uvloop') is not None)").stdout.strip()
         assert paths["loop"] == ("uvloop" if has_uvloop == "True" else "asyncio"), paths
     finally:

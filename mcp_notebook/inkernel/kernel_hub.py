@@ -479,6 +479,7 @@ class KernelHub:
             "namespace_table_reads": self.variables.reads_table(),
             "busy_poll": bool(self.transport and self.transport.busy_poll.window > 0 and not portable.ON),
             "held_sockets": bool(self.transport and self.transport.held_sockets),
+            "precise_timers": bool(self.transport and self.transport.precise_timers),
         }
 
     def notebook_path(self) -> str | None:

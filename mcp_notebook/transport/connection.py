@@ -411,9 +411,17 @@ class Connection(asyncio.Protocol, Port):
             self.close()
 
     def _next_cycle(self) -> None:
-        """Both sides IDLE after a reply: wait for the next request, or read it if it is here."""
-        self._wait_for_request()
-        self.owner.busy_poll.touch(self)
+        """Both sides IDLE after a reply: wait for the next request, or read it if it is here.
+        (Every read pays this: the usual case, a trusted connection with nothing buffered, arms the
+        idle deadline inline, and a busy poll turned off for a running cell is not called.)"""
+        if self.trusted and not self.buf:
+            self._timer_kind = "idle"  # (_wait_for_request's usual case, inlined)
+            self._deadline = self.loop.time() + IDLE_SECONDS
+        else:
+            self._wait_for_request()
+        poll = self.owner.busy_poll
+        if poll.enabled:
+            poll.touch(self)
         if self.buf or self.paused_reading or self.http.eof:
             self._process()
 

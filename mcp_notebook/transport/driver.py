@@ -117,6 +117,7 @@ class ExchangeDriver:
         # like the fronts, must not answer even a cheap method on the carrier's loop).
         self.inline = inline
         self.tasks: set[asyncio.Task[None]] = set()  # the stream pumps running
+        self.in_pool = 0  # requests handed to the worker pool and not yet back (held_stream.py reads it)
 
     def _answer_first(self, req: HttpRequest, remember: bool) -> HttpReply | None:
         """Admission (unless the carrier did it) and the inline answer; None: the pool answers."""
@@ -151,6 +152,7 @@ class ExchangeDriver:
         except RuntimeError:  # the pool is shut down: the server is stopping
             self._final(ex, lambda: self._whole(port, carrier_error(503, STOPPING)))
             return None
+        self.in_pool += 1
         future.add_done_callback(lambda f: self._handled(ex, f))
         return ex
 
@@ -164,6 +166,7 @@ class ExchangeDriver:
         await ex.done
 
     def _handled(self, ex: Exchange, future: asyncio.Future[HttpReply]) -> None:
+        self.in_pool -= 1
         if future.cancelled():  # the pool was shut down before it ran: the server is stopping
             self._final(ex, lambda: self._whole(ex.port, carrier_error(503, STOPPING)))
             return

@@ -9,8 +9,9 @@ the same protocol object every transport feeds (transport/connection.py: every r
 admission and hardening is shared), and a reply written inline is sent the same way, before the
 GIL is let go. Only what does not fit at once (a reply of megabytes, a slow reader) is buffered
 and written when the socket is writable, through the socket's own ``send``. The libc calls are
-made only while a cell runs: between cells nobody waits for the GIL, and the socket's own
-``recv_into``/``send`` cost less than a ctypes call.
+made while a cell runs or the worker pool answers requests (another thread of ours then waits for
+the GIL, and letting go of it in a socket call means waiting for it again); otherwise nobody waits
+for the GIL, and the socket's own ``recv``/``send`` cost less than a ctypes call.
 
 :class:`HeldTransport` is the part of ``asyncio.Transport`` the connection uses (write, close,
 abort, write_eof, pause/resume reading, flow control with ``pause_writing``/``resume_writing``,
@@ -50,6 +51,11 @@ if TYPE_CHECKING:  # a type only: not made at import (DESIGN, "Loading, eighth c
 
         cell_running: bool
 
+    class PoolState(Protocol):
+        """How many requests the worker pool is answering (transport/driver.py's ExchangeDriver)."""
+
+        in_pool: int
+
 
 class HeldTransport(asyncio.Transport):
     """One accepted client socket (see the module docstring)."""
@@ -62,6 +68,7 @@ class HeldTransport(asyncio.Transport):
         libc: LibcSocket,
         buffer: ReadBuffer,
         cell: CellState,
+        pool: PoolState,
     ) -> None:
         super().__init__(
             {"socket": sock, "peername": _address(sock.getpeername), "sockname": _address(sock.getsockname)}
@@ -72,7 +79,8 @@ class HeldTransport(asyncio.Transport):
         self._protocol = protocol
         self._recv, self._send, self._errno = libc.recv, libc.send, libc.errno
         self._in = buffer
-        self._cell = cell  # cell.cell_running: keep the GIL in socket calls
+        self._cell = cell  # cell.cell_running or pool.in_pool: keep the GIL in socket calls
+        self._pool = pool
         self._out: collections.deque[memoryview] = collections.deque()
         self._out_size = 0
         self._high, self._low = HIGH_WATER, LOW_WATER
@@ -109,18 +117,24 @@ class HeldTransport(asyncio.Transport):
         A read that wrote no reply (part of a request, or one answered later) reads again: uvloop
         stops a reader for good when the poll reports an error (a reset that arrived with the last
         bytes) after running it once, and the next read finds the reset (or EAGAIN, the usual
-        case), so such a connection ends now, not at its deadline."""
+        case), so such a connection ends now, not at its deadline. A read that handed a request to
+        the worker pool does not: its reply, written later, finds a reset."""
+        pool = self._pool
         reads = 1 + READS_PER_WAKE
         while reads:
             reads -= 1
-            if self._cell.cell_running:
-                n = self._recv_now()
+            handed = pool.in_pool
+            if self._cell.cell_running or handed:  # libc's recv, keeping the GIL (see _recv_failed)
+                buf = self._in
+                n = self._recv(self._fd, buf.pointer, buf.size, MSG_DONTWAIT)
                 if n <= 0:
                     if n == 0:
                         self._read_eof()
+                    else:
+                        self._recv_failed()
                     return
-                data = self._in.view[:n].tobytes()  # copied out before the GIL can go
-            else:  # between cells: the socket's own recv (see _recv_now), inlined
+                data = buf.view[:n].tobytes()  # copied out before the GIL can go
+            else:  # no other thread of ours waits for the GIL: the socket's own recv
                 try:
                     data = self._sock.recv(IDLE_READ_BYTES)
                 except (BlockingIOError, InterruptedError):
@@ -139,21 +153,16 @@ class HeldTransport(asyncio.Transport):
             except BaseException as exc:
                 self._fatal_error(exc, "data_received failed")
                 return
-            if self._writes != writes or not self._reading:
+            if self._writes != writes or pool.in_pool != handed or not self._reading:
                 return
 
-    def _recv_now(self) -> int:
-        """While a cell runs, read what is there into the buffer with libc's recv, keeping the GIL:
-        its length; 0: the peer's EOF; -1: nothing now (or an error, handled). Between cells
-        :meth:`_read_ready` takes the socket's own ``recv`` (cheaper than a ctypes call; letting go
-        of a GIL nobody waits for costs nothing)."""
-        buf = self._in
-        n = self._recv(self._fd, buf.pointer, buf.size, MSG_DONTWAIT)
-        if n < 0:
-            err = self._errno()
-            if err not in AGAIN:
-                self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
-        return n
+    def _recv_failed(self) -> None:
+        """libc's recv (called inline by :meth:`_read_ready` while a cell runs or the pool answers:
+        it keeps the GIL; otherwise the socket's own ``recv``, cheaper than a ctypes call when
+        nobody waits for the GIL) returned -1: nothing now, or an error that ends the connection."""
+        err = self._errno()
+        if err not in AGAIN:
+            self._fatal_error(OSError(err, os.strerror(err)), "recv failed")
 
     def _read_eof(self) -> None:
         self._eof_in = True
@@ -192,9 +201,11 @@ class HeldTransport(asyncio.Transport):
             and len(data) < MAX_CALL_BYTES
         ):
             self._writes += 1  # the hot path: nothing buffered, sent now
-            if self._cell.cell_running:
-                n = self._send_now(data)
-            else:  # between cells: the socket's own send (see _send_now), inlined
+            if self._cell.cell_running or self._pool.in_pool:  # libc's send, keeping the GIL
+                n = self._send(self._fd, data, len(data), SEND_FLAGS)
+                if n < 0:
+                    n = self._send_failed()
+            else:  # no other thread of ours waits for the GIL: the socket's own send
                 try:
                     n = self._sock.send(data)
                 except (BlockingIOError, InterruptedError):
@@ -218,12 +229,10 @@ class HeldTransport(asyncio.Transport):
         else:
             self._buffer_rest(data, 0)
 
-    def _send_now(self, data: bytes) -> int:
-        """While a cell runs, send what the socket takes with libc's send, keeping the GIL: how
-        much; -1: an error (handled). Between cells :meth:`write` takes the socket's own ``send``."""
-        n = self._send(self._fd, data, len(data), SEND_FLAGS)
-        if n >= 0:
-            return n
+    def _send_failed(self) -> int:
+        """libc's send (called inline by :meth:`write` while a cell runs or the pool answers)
+        returned -1: 0 when the socket takes nothing now, -1 on an error (handled: the connection
+        ends)."""
         err = self._errno()
         if err in AGAIN:
             return 0
@@ -390,9 +399,11 @@ class HeldListener:
         factory: Callable[[], asyncio.Protocol],
         libc: LibcSocket,
         cell: CellState,
+        pool: PoolState,
     ) -> None:
         self._loop = loop
         self._cell = cell
+        self._pool = pool
         self._sock = sock
         self._factory = factory
         self._libc = libc
@@ -423,7 +434,9 @@ class HeldListener:
                 return
             try:
                 conn.setblocking(False)
-                HeldTransport(self._loop, conn, self._factory(), self._libc, self._buffer, self._cell).start()
+                HeldTransport(
+                    self._loop, conn, self._factory(), self._libc, self._buffer, self._cell, self._pool
+                ).start()
             except Exception:
                 log.exception("serving an accepted connection failed")
                 conn.close()

@@ -64,7 +64,8 @@ class HttpTransport:
         self.streams: set[Stream] = set()
         self.connections: dict[Connection, None] = {}  # oldest first
         self.stopping = False
-        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-notebook-req")
+        # four workers; each thread runs _worker_started first
+        self.executor = ThreadPoolExecutor(4, "mcp-notebook-req", self._worker_started)
         self.driver = ExchangeDriver(mcp, self.executor)  # the connections' exchanges
         self._sockets = [bind_socket(host, port)]
         self.host = host
@@ -82,6 +83,12 @@ class HttpTransport:
         # Client sockets read and written with calls that keep the GIL (held_stream.py), where they
         # can be had (Linux, not the portable path); else the loop's own transports.
         self._libc = load_libc_socket() if held_sockets else None
+        self.precise_timers = False  # the hub thread's timer slack is 1 ns (set on the thread, held path)
+
+    def _worker_started(self) -> None:
+        """A worker thread of the pool starts: its GIL waits end on time too (held path)."""
+        if self._libc is not None:
+            self._libc.precise_timers()
 
     @property
     def held_sockets(self) -> bool:
@@ -185,7 +192,9 @@ class HttpTransport:
         try:
             for sock in self._sockets:
                 if self._libc is not None:  # add_reader: no need for the loop to run
-                    self._servers.append(HeldListener(loop, sock, lambda: Connection(self), self._libc, self.switch))
+                    self._servers.append(
+                        HeldListener(loop, sock, lambda: Connection(self), self._libc, self.switch, self.driver)
+                    )
                 else:  # the loop's own server: made by its first turn
                     loop.create_task(self._serve(sock))
         except BaseException:
@@ -205,6 +214,8 @@ class HttpTransport:
 
     def _run(self, on_ready: Callable[[], None] | None) -> None:
         self._go.wait(HOLD_LIMIT)  # a caller that never releases (an error) delays serving, no more
+        if self._libc is not None:  # its GIL waits end on time (libc_socket.py, precise_timers)
+            self.precise_timers = self._libc.precise_timers()
         try:
             loop = self._make_loop()
         except BaseException:
