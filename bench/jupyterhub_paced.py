@@ -161,7 +161,9 @@ def measured(targets: list[tuple[str, str]], seconds: float, kernel: Any, info: 
     reads = threading.Thread(target=lambda: box.update(reads=paced(targets, seconds)))
     reads.start()
     time.sleep(1.5)  # the readers are on their pace
+    kernel.json("kside.listen_events()")  # counted from here
     notes = notification_latency(kernel, info, cells)
+    notes["upstream"] = kernel.json("kside.listen_events()")
     reads.join(seconds + 180)
     return box["reads"], notes
 
@@ -213,6 +215,14 @@ def _pair(a: dict[str, Any], p50: str, p99: str) -> str:
     return f"{x:.1f} / {y:.1f}" if isinstance(x, (int, float)) and isinstance(y, (int, float)) else "error"
 
 
+def _per_change(notes: dict[str, Any]) -> str:
+    """The kernel's listen events per cell while notifications were timed (bench/kside.py)."""
+    up = notes.get("upstream") or {}
+    if not up.get("cells"):
+        return "?"
+    return f"{up['events'] / up['cells']:.1f} ({up['most_listens']})"
+
+
 def print_table(out: dict[str, Any]) -> None:
     """One markdown table, ready for docs/start/jupyterhub.md (all figures in ms, p50 / p99)."""
     print(
@@ -248,6 +258,12 @@ def print_table(out: dict[str, Any]) -> None:
     print(
         f"\ncold reads through the service (a grant's first at each replica, and the first {WARM_SECONDS:.0f} s of reads; not in the table), p50 / max: {'; '.join(colds)}"
     )
+    fanout = [
+        f"{replicas} replica(s), {n} users: {_per_change(run['notify_direct'])} → {_per_change(run['notify_service'])}"
+        for replicas, runs in out["deployments"].items()
+        for n, run in runs.items()
+    ]
+    print(f"\nlisten events per cell at the kernel, user's server → service (most listens): {'; '.join(fanout)}")
     print(
         f"\n{errors} read(s) failed{f' (the first: {first[:200]})' if first else ''}; each read p50/p99 over {out['seconds'] - WARM_SECONDS:.0f} s per user (after {WARM_SECONDS:.0f} s of warm-up), notifications over {out['cells']} cells per era"
     )

@@ -220,3 +220,28 @@ def test_a_revoked_grant_hears_nothing_more_and_the_others_keep_hearing(jupyterh
     anyio.run(go)
     assert heard["second"].uris() == {c}
     assert heard["third"].uris() == {d}
+
+
+def test_a_kernel_started_later_is_listened_to_once_for_all_grants_and_heard(jupyterhub):
+    """A kernel alice starts after her grants' fronts are open is picked up (each front's tick) and
+    served one shared listen of nb://kernel for all of them; a subscription to it is heard."""
+    grants = [sign_in(jupyterhub, "alice")[1]["access_token"] for _ in range(2)]
+    for token in grants:
+        assert read(jupyterhub, token, "nb://kernels").status_code == 200
+    _, kc = jupyterhub.kernel("alice", "later.ipynb", "z = 0")
+    jupyterhub.kcs["later"] = kc
+    until(lambda: hub_listens(jupyterhub, "later") == [["nb://kernel"]], "the new kernel: one shared listen")
+    z = "nb://kernels/later/vars/z"
+    heard = Heard()
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tg:
+            ready = anyio.Event()
+            tg.start_soon(listening, jupyterhub, grants[1], [z], heard, ready)
+            await ready.wait()
+            await cell(jupyterhub, "later", "z = 1")
+            await heard_of(heard, z)
+            tg.cancel_scope.cancel()
+
+    anyio.run(go)
+    until(lambda: hub_listens(jupyterhub, "later") == [["nb://kernel"]], "the subscription's listen goes with it")
