@@ -28,6 +28,7 @@ pytestmark = [
 pytest.importorskip("jupyterhub")
 pytest.importorskip("authlib")
 
+END_LISTENS = "import mcp_notebook as _m\nwith _m.hub().server.core.lock:\n    _m.hub().server.stateless.end()"  # the hub ends every listen stream it serves (as at its shutdown)
 QUIET_SECONDS = 1.5  # after the last expected event: time for any event that should not come
 
 
@@ -224,6 +225,15 @@ def test_a_revoked_grant_hears_nothing_more_and_the_others_keep_hearing(jupyterh
             revoked = time.monotonic()
             heard["second"].events.clear()
             await cell(jupyterhub, "alice", "c = 2")
+            await heard_of(heard["second"], c)
+            # the hub ends every listen: the service reopens the shared ones with a token of a grant
+            # still alive (the revoked one's JupyterHub token is gone), and the second still hears
+            await cell(jupyterhub, "alice", END_LISTENS)
+            await anyio.to_thread.run_sync(
+                until_listens, jupyterhub, "alice", [["nb://kernel"], ["nb://vars/c"]], "the listens reopened"
+            )
+            heard["second"].events.clear()
+            await cell(jupyterhub, "alice", "c = 3")
             await heard_of(heard["second"], c)
             tg.start_soon(listening, jupyterhub, third, [d], heard["third"], ready["third"])
             await ready["third"].wait()

@@ -258,6 +258,9 @@ class Listens:
         if self._wanted.get(key) != wish:
             resp.close()
             return  # the set changed while this one was opening
+        if resp.status != 200:  # refused: never counted as open (wait_covering), tried again later
+            resp.close()
+            raise UpstreamError(f"listen answered {resp.status}")
         # The reading runs as its own task: a new set cancels it (and closes the reply), whatever
         # the carrier, since not every carrier's reader wakes up when its reply is closed.
         reader = self._loop.create_task(self._read(key, resp))
@@ -276,8 +279,6 @@ class Listens:
             reader.result()  # how it ended (an error: the caller waits a little, then reopens)
 
     async def _read(self, key: str, resp: Any) -> None:
-        if resp.status != 200:
-            raise UpstreamError(f"listen answered {resp.status}")
         pending = b""
         async for piece in resp.chunks():
             pending += piece
