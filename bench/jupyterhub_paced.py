@@ -154,6 +154,17 @@ class TwoReplicas:
         shutil.rmtree(self.pg_dir, ignore_errors=True)
 
 
+def proxy_cpu(hub: LocalJupyterHub) -> float:
+    """CPU seconds configurable-http-proxy has used (every read and stream crosses it)."""
+    import psutil
+
+    for proc in psutil.Process(hub.proc.pid).children(recursive=True):
+        if "configurable-http-proxy" in " ".join(proc.cmdline()):
+            t = proc.cpu_times()
+            return t.user + t.system
+    return float("nan")
+
+
 def measured(targets: list[tuple[str, str]], seconds: float, kernel: Any, info: dict[str, Any], cells: int) -> tuple:
     """The paced reads of ``targets`` and, while they run, notification latency (both eras) of one
     SDK client at ``info`` (``cells`` cells each)."""
@@ -161,7 +172,9 @@ def measured(targets: list[tuple[str, str]], seconds: float, kernel: Any, info: 
     reads = threading.Thread(target=lambda: box.update(reads=paced(targets, seconds)))
     reads.start()
     time.sleep(1.5)  # the readers are on their pace
+    kernel.json("kside.listen_events()")  # counted from here
     notes = notification_latency(kernel, info, cells)
+    notes["upstream"] = kernel.json("kside.listen_events()")
     reads.join(seconds + 180)
     return box["reads"], notes
 
@@ -190,14 +203,16 @@ def deployment(n_replicas: int, users: list[int], seconds: float, cells: int, tm
         for n in users:
             targets = [(pipe[names[i]], f"token {hub_tokens[names[i]]}") for i in range(n)]
             direct, notify_direct = measured(targets, seconds, kernels["alice"], direct_info, cells)
-            cpu0 = cpu_of()
+            cpu0, proxy0 = cpu_of(), proxy_cpu(hub)
             targets = [(hub.mcp_url, f"Bearer {grants[i]}") for i in range(n)]
             service, notify_service = measured(targets, seconds, kernels["alice"], service_info, cells)
             cpu = (cpu_of() - cpu0) / max(1, service["n"] + service["cold_n"]) * 1e3
+            proxy = (proxy_cpu(hub) - proxy0) / max(1, service["n"] + service["cold_n"]) * 1e3
             runs[str(n)] = {
                 "direct": direct,
                 "service": service,
                 "service_cpu_ms_per_read": cpu,
+                "proxy_cpu_ms_per_read": proxy,
                 "notify_direct": notify_direct,
                 "notify_service": notify_service,
             }
@@ -211,6 +226,14 @@ def deployment(n_replicas: int, users: list[int], seconds: float, cells: int, tm
 def _pair(a: dict[str, Any], p50: str, p99: str) -> str:
     x, y = a.get(p50), a.get(p99)
     return f"{x:.1f} / {y:.1f}" if isinstance(x, (int, float)) and isinstance(y, (int, float)) else "error"
+
+
+def _per_change(notes: dict[str, Any]) -> str:
+    """The kernel's listen events per cell while notifications were timed (bench/kside.py)."""
+    up = notes.get("upstream") or {}
+    if not up.get("cells"):
+        return "?"
+    return f"{up['events'] / up['cells']:.1f} ({up['most_listens']})"
 
 
 def print_table(out: dict[str, Any]) -> None:
@@ -248,6 +271,18 @@ def print_table(out: dict[str, Any]) -> None:
     print(
         f"\ncold reads through the service (a grant's first at each replica, and the first {WARM_SECONDS:.0f} s of reads; not in the table), p50 / max: {'; '.join(colds)}"
     )
+    fanout = [
+        f"{replicas} replica(s), {n} users: {_per_change(run['notify_direct'])} → {_per_change(run['notify_service'])}"
+        for replicas, runs in out["deployments"].items()
+        for n, run in runs.items()
+    ]
+    proxies = [
+        f"{replicas} replica(s), {n} users: {run.get('proxy_cpu_ms_per_read', float('nan')):.2f}"
+        for replicas, runs in out["deployments"].items()
+        for n, run in runs.items()
+    ]
+    print(f"\nconfigurable-http-proxy CPU per read through the service (ms): {'; '.join(proxies)}")
+    print(f"\nlisten events per cell at the kernel, user's server → service (most listens): {'; '.join(fanout)}")
     print(
         f"\n{errors} read(s) failed{f' (the first: {first[:200]})' if first else ''}; each read p50/p99 over {out['seconds'] - WARM_SECONDS:.0f} s per user (after {WARM_SECONDS:.0f} s of warm-up), notifications over {out['cells']} cells per era"
     )

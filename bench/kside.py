@@ -39,6 +39,7 @@ def install_stamp_hook() -> None:
     def stamp(result: Any = None) -> None:
         raw = getattr(getattr(result, "info", None), "raw_cell", "") or ""
         STAMPS.append((raw, time.time()))
+        LISTEN_EVENTS["cells"] += 1
         del STAMPS[:-500]
 
     _ip().events.register("post_run_cell", stamp)
@@ -46,6 +47,35 @@ def install_stamp_hook() -> None:
 
 def stamps_for(marker: str) -> None:
     emit({raw.split(marker, 1)[1].split()[0]: t for raw, t in STAMPS if marker in raw})
+
+
+LISTEN_EVENTS = {"cells": 0, "changes": 0, "events": 0, "most_listens": 0}
+
+
+def listen_events() -> None:
+    """Emit what the kernel's hub wrote to listen streams since the last call (and start counting at
+    the first): ``events``, one per listen and changed URI it watches (a list change: one per listen
+    that asked for them), over the ``cells`` run and the ``changes`` the hub told its listens, and
+    the most listens it served at a change (bench/jupyterhub_paced.py: upstream events per change)."""
+    import mcp_notebook
+
+    era = mcp_notebook.hub().server.stateless
+    if not getattr(era, "bench_counted", False):
+        told = era.notify
+
+        def notify(kind: str, uris: tuple[str, ...]) -> None:
+            listens = era.listens()
+            changed = frozenset(uris)
+            LISTEN_EVENTS["changes"] += 1
+            LISTEN_EVENTS["most_listens"] = max(LISTEN_EVENTS["most_listens"], len(listens))
+            for listen in listens:
+                LISTEN_EVENTS["events"] += len(listen.uris & changed) if kind == "updated" else int(listen.list_changed)
+            told(kind, uris)
+
+        era.notify = notify
+        era.bench_counted = True
+    emit(dict(LISTEN_EVENTS))
+    LISTEN_EVENTS.update(cells=0, changes=0, events=0, most_listens=0)
 
 
 def rss() -> int:

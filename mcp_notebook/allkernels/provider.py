@@ -28,6 +28,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from .directory import Directory, KernelEntry
 from .links import Linker, schemes_of, unqualify, unqualify_inside
 from .naming import KERNEL_VAR, KERNELS_URI, labels, notebook_stem, qualify, qualify_template, split
+from .shared_listens import SharedListens, Tap
 from .upstream import HubError, HubGone, Listens, call
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,11 @@ class UnknownKernel(ResourceNotFound):
 class KernelsProvider(Provider):
     """All resources of all kernels (see the module docstring)."""
 
-    def __init__(self, directory: Directory):
+    def __init__(self, directory: Directory, shared: SharedListens | None = None, scope: str = ""):
+        """``shared``: listen through streams shared with the other fronts of ``scope`` in this
+        process (the JupyterHub service's grants of one user), else through streams of our own."""
         self.directory = directory
+        self._muted = False
         self.changed: Callable[[list[str], bool], None] = lambda uris, list_changed: None
         self._lock = threading.Lock()
         self._watched: set[str] = set()
@@ -91,7 +95,10 @@ class KernelsProvider(Provider):
         self._facts_cache: dict[str, tuple[float, dict[str, Any]]] = {}
         self._schemes: dict[str, frozenset[str]] = {}  # kernel id -> the URI schemes it serves
         self._schemes_fresh: set[str] = set()  # kernel ids whose templates were read since their last list change
-        self._listens = Listens(self._upstream, self._wanted)
+        if shared is not None:
+            self._listens: Listens = shared.tap(scope, frozenset([EXECUTION_URI]), self._upstream, self._wanted)
+        else:
+            self._listens = Listens(self._upstream, self._wanted)
         self._listens.every(TICK_SECONDS, self.refresh)
 
     # -- kernels ----------------------------------------------------------------------------
@@ -182,6 +189,8 @@ class KernelsProvider(Provider):
 
     def _upstream(self, kernel_id: str, kind: str, uri: str | None) -> None:
         """A hub's notification, as changes of the URIs watched here."""
+        if self._muted:
+            return
         if kind == "list_changed":
             self._schemes_fresh.discard(kernel_id)  # a custom template may have come: look again on use
             self.changed([], True)
@@ -477,7 +486,15 @@ class KernelsProvider(Provider):
         self._facts_cache[uri] = (time.monotonic(), doc)
         return doc
 
+    def mute(self) -> None:
+        """No upstream event reaches this provider from now on (any thread, at once: a grant
+        revoked); :meth:`close` ends the rest."""
+        self._muted = True
+        if isinstance(self._listens, Tap):
+            self._listens.mute()
+
     def close(self) -> None:
+        self.mute()
         self._listens.close()
 
 

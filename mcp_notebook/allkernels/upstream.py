@@ -106,9 +106,10 @@ class Listens:
     second stream behind; a hub sees at most one listen from a front (plus, for a moment, one it
     has not yet noticed closing)."""
 
-    def __init__(self, notify: Notify, wanted: Wanted | None = None):
+    def __init__(self, notify: Notify, wanted: Wanted | None = None, lists: Callable[[str], bool] | None = None):
         self.notify = notify
         self._wanted_now = wanted or dict
+        self._lists = lists or (lambda key: True)  # which keys' streams ask for list changes
         self._loop = asyncio.new_event_loop()
         self._wanted: dict[str, tuple[HubAddress, frozenset[str]]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -156,13 +157,22 @@ class Listens:
             self._close_open(key)
         for key, wish in wanted.items():
             opened = self._open.get(key)
-            if opened is not None and opened[0] != wish:
+            if opened is not None and not self.same(opened[0], wish):
                 self._close_open(key)  # its task reopens with the new set
             if key in self._wake:
                 self._wake[key].set()
             if key not in self._tasks:
                 self._tasks[key] = task = self._loop.create_task(self._run(key))
                 task.add_done_callback(lambda t, k=key: self._tasks.pop(k, None) if self._tasks.get(k) is t else None)
+
+    def same(self, open_wish: tuple[HubAddress, frozenset[str]], wish: tuple[HubAddress, frozenset[str]]) -> bool:
+        """Whether an open stream can stay for ``wish`` (here: the very same wish)."""
+        return open_wish == wish
+
+    def post(self, wanted: dict[str, tuple[HubAddress, frozenset[str]]]) -> None:
+        """:meth:`apply` on the loop thread, soon (any thread; posts run in their order)."""
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to listen for
+            self._loop.call_soon_threadsafe(self.apply, wanted)
 
     def want(self, key: str, hub: HubAddress | None, uris: frozenset[str]) -> None:
         """Listen on ``hub`` (None: stop) for ``uris`` under ``key``, the other keys unchanged (any thread)."""
@@ -184,12 +194,24 @@ class Listens:
         if threading.current_thread() is self._thread:
             return False
 
-        def covering() -> bool:
-            opened = self._open.get(key)
-            return opened is not None and uri in opened[0][1]
+        return self.wait(lambda: self.covers(key, uri), timeout)
 
+    def covers(self, key: str, uri: str) -> bool:
+        """The open stream of ``key`` carries ``uri``."""
+        opened = self._open.get(key)
+        return opened is not None and uri in opened[0][1]
+
+    def wait(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait (bounded) until ``done()``, looked at again each time a stream opens or :meth:`told`."""
+        if threading.current_thread() is self._thread:
+            return done()
         with self._opened:
-            return self._opened.wait_for(covering, timeout)
+            return self._opened.wait_for(done, timeout)
+
+    def told(self) -> None:
+        """Something a waiter of :meth:`wait` looks at changed (any thread)."""
+        with self._opened:
+            self._opened.notify_all()
 
     def listening(self) -> dict[str, frozenset[str]]:
         """The URIs of each open upstream stream (tests and views)."""
@@ -223,7 +245,7 @@ class Listens:
 
     async def _stream(self, key: str, wish: tuple[HubAddress, frozenset[str]]) -> None:
         hub, uris = wish
-        params = {"notifications": {"resourcesListChanged": True, "resourceSubscriptions": sorted(uris)}}
+        params = {"notifications": {"resourcesListChanged": self._lists(key), "resourceSubscriptions": sorted(uris)}}
         body = json.dumps(message("subscriptions/listen", params)).encode()
         headers = hub.headers("subscriptions/listen", params)
         if hub.route is not None:
@@ -236,6 +258,9 @@ class Listens:
         if self._wanted.get(key) != wish:
             resp.close()
             return  # the set changed while this one was opening
+        if resp.status != 200:  # refused: never counted as open (wait_covering), tried again later
+            resp.close()
+            raise UpstreamError(f"listen answered {resp.status}")
         # The reading runs as its own task: a new set cancels it (and closes the reply), whatever
         # the carrier, since not every carrier's reader wakes up when its reply is closed.
         reader = self._loop.create_task(self._read(key, resp))
@@ -254,8 +279,6 @@ class Listens:
             reader.result()  # how it ended (an error: the caller waits a little, then reopens)
 
     async def _read(self, key: str, resp: Any) -> None:
-        if resp.status != 200:
-            raise UpstreamError(f"listen answered {resp.status}")
         pending = b""
         async for piece in resp.chunks():
             pending += piece

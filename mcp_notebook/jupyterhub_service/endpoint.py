@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from tornado import web
 
 from ..allkernels.front import KernelsFront
+from ..allkernels.shared_listens import SharedListens
 from ..allkernels.sse_replies import SseReplies
 from ..instructions import SERVICE
 from ..protocol.exchange import HttpRequest
@@ -76,6 +77,7 @@ class Fronts:
         self._lock = threading.Lock()
         self._renewing = threading.Lock()
         self.listings = Listings()
+        self.listens = SharedListens()  # one listen per kernel and URI set, shared by a user's grants
         self.sessions = SharedSessions(server.store)
         server.on_revoke.append(self.close_family)
 
@@ -115,7 +117,9 @@ class Fronts:
             if found is None:
                 link = JupyterHubLink(self.api_url, access.user, access.jupyterhub_token, self.check_seconds)
                 directory = UserServers(link, self.upstream, self.jupyterhub_home, self.listings)
-                front = KernelsFront(directory, provider=UserKernels(directory), instructions=SERVICE)
+                front = KernelsFront(
+                    directory, provider=UserKernels(directory, self.listens, access.user), instructions=SERVICE
+                )
                 self.sessions.attach(front, access.family)
                 found = self._fronts[access.family] = GrantFront(front, link, time.monotonic())
             found.used = time.monotonic()
@@ -139,6 +143,7 @@ class Fronts:
             for key in [k for k, a in self._access.items() if a.family == family]:
                 del self._access[key]
         if found is not None:
+            found.front.provider.mute()  # its client hears nothing more, from now on
             found.link.jupyterhub_token = ""  # the grant's JupyterHub token is never used again
             threading.Thread(target=found.front.close, daemon=True).start()  # streams get their end
 
@@ -198,6 +203,7 @@ class Fronts:
             self._fronts.clear()
         for gf in fronts:
             gf.front.close()
+        self.listens.close()
 
 
 class McpHandler(SseReplies, web.RequestHandler):

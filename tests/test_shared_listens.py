@@ -1,0 +1,133 @@
+"""Listen streams shared by the fronts of one user (allkernels/shared_listens.py) against a real hub
+on 127.0.0.1 (an McpServer behind the loopback HTTP carrier): fronts with equal wishes share one
+stream, another user never does, each front hears only its own sets, a muted front hears nothing
+more, and a stream whose opener left is reopened with a remaining front's token."""
+
+from __future__ import annotations
+
+import queue
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from mcp_notebook.allkernels.shared_listens import SharedListens, Tap
+from mcp_notebook.hubclient.address import HubAddress
+from mcp_notebook.protocol.server import McpServer, ServerSettings
+from mcp_notebook.providers.custom import CustomProvider, make_registration
+from mcp_notebook.resources import Resources
+from mcp_notebook.transport.server import HttpTransport
+
+COMMON = frozenset({"test://common"})
+URIS = ("test://common", "test://mine", "test://theirs")
+
+
+class Hub:
+    """A real hub: three resources, one token."""
+
+    def __init__(self, token: str):
+        custom = CustomProvider()
+        for uri in URIS:
+            custom.register(
+                make_registration(
+                    uri, lambda: "v", name=uri[7:], title=None, description=None, mime_type=None, annotations=None
+                )
+            )
+        self.resources = Resources([custom])
+        self.server = McpServer(self.resources, ServerSettings(token=token))
+        self.transport = HttpTransport(self.server, "127.0.0.1", 0, 100_000)
+        self.transport.start()
+        self.url = self.transport.url
+
+    def listens(self) -> list[frozenset[str]]:
+        return sorted((frozenset(listen.uris) for listen in self.server.listens()), key=sorted)
+
+    def stop(self) -> None:
+        self.transport.stop()
+        self.resources.close()
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[Hub, SharedListens, Callable[..., tuple[Tap, queue.Queue[Any]]]]]:
+    hub = Hub("good")
+    shared = SharedListens()
+    taps: list[Tap] = []
+
+    def tap(scope: str, uris: set[str], token: str = "good") -> tuple[Tap, queue.Queue[Any]]:
+        heard: queue.Queue[Any] = queue.Queue()
+        wish = {"k": (HubAddress(hub.url, token), frozenset(uris))}
+        t = shared.tap(scope, COMMON, lambda key, kind, uri: heard.put((key, kind, uri)), lambda: wish)
+        taps.append(t)
+        t.poke()
+        return t, heard
+
+    try:
+        yield hub, shared, tap
+    finally:
+        for t in taps:
+            t.close()
+        shared.close()
+        hub.stop()
+
+
+def until(done: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def drained(heard: queue.Queue[Any], seconds: float = 1.0) -> set[str]:
+    """The URIs heard within ``seconds`` more (updates only)."""
+    out: set[str] = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            _, kind, uri = heard.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if kind == "updated":
+            out.add(uri)
+    return out
+
+
+def test_equal_wishes_share_a_stream_and_each_front_hears_only_its_own(world):
+    hub, shared, tap = world
+    a1, heard_a1 = tap("alice", {"test://common"})
+    a2, heard_a2 = tap("alice", {"test://common", "test://mine"})
+    b, heard_b = tap("bob", {"test://common", "test://theirs"})  # another user, the same hub URL
+    for t, uris in ((a1, {"test://common"}), (a2, {"test://common", "test://mine"}), (b, {"test://theirs"})):
+        for uri in uris:
+            assert t.wait_covering("k", uri, 30)
+    # alice's two fronts share the common stream; bob has his own; each own set is a stream
+    until(
+        lambda: hub.listens() == sorted(map(frozenset, (URIS[:1], URIS[:1], URIS[1:2], URIS[2:])), key=sorted),
+        f"streams: {hub.listens()}",
+    )
+    assert shared.counts() == (4, 5)
+    hub.resources.changed(["test://mine"])
+    assert heard_a2.get(timeout=30) == ("k", "updated", "test://mine")
+    hub.resources.changed(["test://theirs"])
+    assert heard_b.get(timeout=30) == ("k", "updated", "test://theirs")
+    hub.resources.changed(["test://common"])
+    assert drained(heard_a1) == {"test://common"}  # never mine, never bob's
+    assert drained(heard_a2) == {"test://common"}
+    assert drained(heard_b) == {"test://common"}
+
+
+def test_a_muted_front_hears_nothing_more_and_its_stream_reopens_with_another_token(world):
+    hub, shared, tap = world
+    opener, heard_opener = tap("alice", {"test://common"}, token="revoked")  # refused by the hub: retried
+    time.sleep(0.2)
+    other, heard_other = tap("alice", {"test://common"})
+    assert not other.wait_covering("k", "test://common", 1.5)  # still opened with the first front's token
+    opener.mute()
+    assert other.wait_covering("k", "test://common", 30)  # reopened with the remaining front's
+    assert hub.listens() == [frozenset(COMMON)]
+    hub.resources.changed(["test://common"])
+    assert heard_other.get(timeout=30) == ("k", "updated", "test://common")
+    assert drained(heard_opener, 0.5) == set()
+    other.mute()
+    until(lambda: hub.listens() == [], "the last front gone, the stream closes")
+    assert shared.counts() == (0, 0)
