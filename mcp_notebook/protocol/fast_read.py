@@ -152,9 +152,11 @@ class FlatReads:
         again with another integer id; None: take the usual path. Its ``after_send`` does the
         bookkeeping once the reply is written. The reply object is the shape's own, reused: the
         carrier writes it before it replays the next request of this head (it does, on its loop)."""
+        if shape.others is not None:  # a session's head: the learnt URI is one of the others
+            return self.replay_other(shape, body)
         digits = id_between(body, shape.prefix, shape.suffix)
         if digits is None:
-            return None if shape.others is None else self.replay_other(shape, body)
+            return None
         if shape.still_open is not None and not shape.still_open():
             return None
         tail = self.core.cached_read(shape.key)
@@ -185,7 +187,14 @@ class FlatReads:
             return None
         if len(digits) > MAX_ID_DIGITS or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):
             return None  # a JSON integer: ASCII digits, no leading zero (empty: isdigit is False)
-        return self.replay_uri(shape, uri.decode("ascii"), digits)
+        if len(uri) > MAX_URI or (shape.still_open is not None and not shape.still_open()):
+            return None  # (replay_uri, inlined: the URI is plain and has no "=" first already)
+        tail = self.core.cached_read((shape.key[0], uri.decode("ascii")))
+        if tail is None:
+            return None
+        reply = shape.reply
+        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        return reply
 
     def body_family(self, shape: ReadShape) -> BodyFamily | None:
         """The bytes of the body ``shape`` was learnt on around its URI and its id, when its URI is
