@@ -195,16 +195,25 @@ class Connection(asyncio.Protocol, Port):
                 reply.headers if origin is None else {**reply.headers, **cors_headers(origin)}
             )
         payload = reply.body or b""
-        self._write(  # http11.whole_reply_bytes, inlined: this runs for every replayed read
-            http11.REPLY_200 % (http11.Date.now(), head.reply_block, len(payload), payload)
-            if reply.status == 200
-            else http11.REPLY_ANY
-            % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
-        )
+        io = self.io
+        if io is not None and self.http.client != CLOSED:  # (_write, inlined: this runs for every replayed read)
+            io.write(  # http11.whole_reply_bytes, inlined
+                http11.REPLY_200 % (http11.Date.now(), head.reply_block, len(payload), payload)
+                if reply.status == 200
+                else http11.REPLY_ANY
+                % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
+            )
         after = reply.after_send
         if after is not None:
             after()
-        self._next_cycle()
+        if self.trusted and not self.buf:  # _next_cycle with _wait_for_request's usual case, inlined
+            self._timer_kind = "idle"
+            self._deadline = self.loop.time() + IDLE_SECONDS
+            self.owner.busy_poll.touch(self)
+            if self.paused_reading or self.http.eof:
+                self._process()
+        else:
+            self._next_cycle()
 
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
