@@ -114,7 +114,7 @@ class Connection(asyncio.Protocol, Port):
             # The usual case: one whole request in one read, nothing else pending, and a head
             # byte-for-byte equal to one admitted before under the same settings (a client repeats
             # its head); parsing and admission are pure functions of those bytes and settings.
-            settings = self.owner.mcp.settings
+            settings = self.owner.mcp.core.settings  # (McpServer.settings, without its property call)
             memos = self.memos
             head = memos.last_head
             if head is None or head.settings is not settings or not data.startswith(head.block):
