@@ -206,14 +206,7 @@ class Connection(asyncio.Protocol, Port):
         after = reply.after_send
         if after is not None:
             after()
-        if self.trusted and not self.buf:  # _next_cycle with _wait_for_request's usual case, inlined
-            self._timer_kind = "idle"
-            self._deadline = self.loop.time() + IDLE_SECONDS
-            self.owner.busy_poll.touch(self)
-            if self.paused_reading or self.http.eof:
-                self._process()
-        else:
-            self._next_cycle()
+        self._next_cycle()
 
     def eof_received(self) -> bool:
         """The client will send no more: answer the complete requests already read, then close."""
