@@ -464,6 +464,7 @@ def _session_memo(sid: str, uri: str = "nb://vars/v9", msg_id: int = 12345, form
 
 _OTHER_URIS = [
     *URIS[:5],
+    "nb://vars/v9",  # the URI the memo was learnt on: answered in the same form as the others (issue #48)
     "nb://vars/n",
     "nb://vars/obj",
     "nb://vars/missing",
@@ -542,6 +543,44 @@ def test_a_session_heads_memo_answers_other_uris_and_only_while_everything_holds
     finally:
         NS["v11"], NS["v12"] = 11 * 7 + 1000, 12 * 7 + 1000
         SERVER.core.resources.after_cell()
+
+
+def test_a_session_heads_memo_answers_its_own_uri_like_the_others_and_only_while_the_session_lives():
+    """A session head's memo answers the URI it was learnt on in the other URIs' form (issue #48: no
+    second matching first): any id, byte for byte the general path's reply; once the session ended
+    (its lookup takes no lock), nothing: the general path answers 404."""
+    other = open_session(SERVER)
+    for form in (0, 1):
+        memo = _session_memo(other, "nb://vars/v9", 12345, form)
+        for msg_id in (b"7", b"12345", b"0", b"999999999999999"):
+            body = _body(form, msg_id, b"nb://vars/v9")
+            reply = SERVER.replay(memo, body)
+            assert reply is not None
+            want = general(session_head(other), body)
+            assert (reply.status, reply.body) == (want[0], want[2])
+            assert {k.lower(): v for k, v in reply.headers.items()} == want[1]
+    SERVER.handle(HttpRequest("DELETE", {k.lower(): v for k, v in session_head(other).items()}))
+    body = _body(0, b"8", b"nb://vars/v9")
+    assert SERVER.replay(memo, body) is None
+    assert general(session_head(other), body)[0] == 404
+
+
+def test_a_cached_read_keeps_its_provider_only_while_the_providers_hold():
+    """A cached read asks the provider kept in its entry for the value's token (issue #48); a provider
+    added since moves the resources' generation, so the entry is stale: no replay answers until the
+    general path has read it again, and then the replay equals the general path's reply."""
+    from mcp_notebook.providers.custom import CustomProvider
+
+    memo = _session_memo(SESSION, "nb://vars/v9")
+    body = _body(0, b"31", b"nb://vars/v9")
+    assert SERVER.replay(memo, body) is not None
+    SERVER.core.resources.add_provider(CustomProvider())  # serves nothing here; the generation moves
+    assert SERVER.replay(memo, body) is None
+    assert SERVER.core.cached_read(memo.key) is None
+    want = general(session_head(SESSION), body)  # the general path reads and caches it again
+    reply = SERVER.replay(memo, _body(0, b"32", b"nb://vars/v9"))
+    assert reply is not None and reply.status == want[0] == 200
+    assert reply.body == want[2].replace(b'"id":31', b'"id":32')
 
 
 def test_a_stateless_head_learns_no_other_uris():

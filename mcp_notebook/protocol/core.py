@@ -91,7 +91,10 @@ class Core:
             "tools/list": lambda ctx, params: self.tools.list_tools(ctx, params),
             "tools/call": lambda ctx, params: self.tools.call_tool(ctx, params),
         }
-        self._read_cache: dict[ReadKey, tuple[Any, bytes]] = {}
+        # (revision, URI) -> (stamp, encoded result tail, the URI's provider): the provider is kept
+        # so a hit asks it for its token without looking it up again (a provider added since
+        # moves the resources' generation, which is in the stamp)
+        self._read_cache: dict[ReadKey, tuple[Any, bytes, Provider]] = {}
         # (method, revision, id(provider)) -> (token, items when untokened, encoded items)
         self._listings: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]] = {}
 
@@ -242,7 +245,7 @@ class Core:
                 return self.answer(ctx, reply, session_id)
             if len(self._read_cache) >= READ_CACHE_SIZE:
                 self._read_cache.clear()
-            entry = (stamp, b',"result":' + rpc.dumps(reply["result"]) + b"}")
+            entry = (stamp, b',"result":' + rpc.dumps(reply["result"]) + b"}", provider)
             self._read_cache[key] = entry
         else:
             try:
@@ -266,12 +269,8 @@ class Core:
         entry = self._read_cache.get(key)
         if entry is None:
             return None
-        uri = key[1]
-        provider = self.resources.owner(uri)
-        if provider is None:
-            return None
-        try:  # read_stamp, inlined: this runs for every cached read
-            token = provider.read_token(uri)
+        try:  # read_stamp, inlined: this runs for every cached read (the entry's own provider)
+            token = entry[2].read_token(key[1])
         except Exception:
             return None
         if token is None or entry[0] != (token, self.resources.generation, REDACTOR.version):

@@ -23,6 +23,8 @@ from .exchange import SESSION_NOT_FOUND, Answer, Context, Ctx, session_key
 from .jsonrpc import LOG_LEVELS, RpcError, check_params, dumps
 from .streams import Stream, updated_messages
 
+_monotonic = time.monotonic
+
 
 class Session:
     """A handshake-era session: what initialize said, and what the client holds under it."""
@@ -159,11 +161,13 @@ class HandshakeEra:
         return session, None
 
     def _touch_session(self, sid: str) -> Session | None:
-        """The live session ``sid``, marked as used now; None when it ended or never existed."""
-        with self.core.lock:
-            session = self._sessions.get(sid)
-            if session is not None:
-                session.last_used = time.monotonic()
+        """The live session ``sid``, marked as used now; None when it ended or never existed.
+        No lock: one dict lookup and one attribute store are atomic, and a session is ended by
+        taking it out of the dict (under the lock) before its DELETE is answered, so a read after
+        that finds nothing (this runs for every replayed read of a session)."""
+        session = self._sessions.get(sid)
+        if session is not None:
+            session.last_used = _monotonic()
         return session
 
     def _initialize(self, msg: rpc.Message) -> Answer:

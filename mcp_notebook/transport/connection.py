@@ -114,7 +114,7 @@ class Connection(asyncio.Protocol, Port):
             # The usual case: one whole request in one read, nothing else pending, and a head
             # byte-for-byte equal to one admitted before under the same settings (a client repeats
             # its head); parsing and admission are pure functions of those bytes and settings.
-            settings = self.owner.mcp.settings
+            settings = self.owner.mcp.core.settings  # (McpServer.settings, without its property call)
             memos = self.memos
             head = memos.last_head
             if head is None or head.settings is not settings or not data.startswith(head.block):
@@ -195,12 +195,14 @@ class Connection(asyncio.Protocol, Port):
                 reply.headers if origin is None else {**reply.headers, **cors_headers(origin)}
             )
         payload = reply.body or b""
-        self._write(  # http11.whole_reply_bytes, inlined: this runs for every replayed read
-            http11.REPLY_200 % (http11.Date.now(), head.reply_block, len(payload), payload)
-            if reply.status == 200
-            else http11.REPLY_ANY
-            % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
-        )
+        io = self.io
+        if io is not None and self.http.client != CLOSED:  # (_write, inlined: this runs for every replayed read)
+            io.write(  # http11.whole_reply_bytes, inlined
+                http11.REPLY_200 % (http11.Date.now(), head.reply_block, len(payload), payload)
+                if reply.status == 200
+                else http11.REPLY_ANY
+                % (http11.status_line(reply.status), http11.Date.now(), head.reply_block, len(payload), payload)
+            )
         after = reply.after_send
         if after is not None:
             after()
