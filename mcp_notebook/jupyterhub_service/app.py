@@ -105,12 +105,17 @@ def _log_failure(future: Future[object]) -> None:
 
 
 def log_request(handler: web.RequestHandler) -> None:
-    """Refusals and failures only: a line per read would cost the service more than the read."""
+    """Refusals and failures only, one line each with the handler's reason if it gave one (a line
+    per read would cost the service more than the read)."""
     status = handler.get_status()
     if status >= 400:
         level = logging.WARNING if status < 500 else logging.ERROR
         ms = 1000.0 * handler.request.request_time()
-        access_log.log(level, "%d %s %s %.1fms", status, handler.request.method, handler.request.path, ms)
+        detail = getattr(handler, "log_detail", "")
+        request = handler.request
+        access_log.log(
+            level, "%d %s %s %.1fms%s", status, request.method, request.path, ms, f": {detail}" * bool(detail)
+        )
 
 
 def _server(settings: JupyterHubService, resource: str, issuer: str) -> AuthorizationServer:

@@ -1,5 +1,6 @@
-"""What one caller may ask of the service: registration's size, rate and total, and sign-ins
-pending at once (bounded and expiring), each per calling address.
+"""What one caller may ask of the service: registration's size, rate and total, sign-ins pending
+at once (bounded and expiring), each per calling address; and the turns unauthenticated requests
+take on the event loop.
 
 The address is the one the last proxy saw: the last ``X-Forwarded-For`` entry (configurable-http-
 proxy appends the address it received the request from), else the connection's peer. An entry a
@@ -8,6 +9,8 @@ caller writes itself comes before it and is never read.
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
 from typing import Any
 
 from .store import Store
@@ -76,3 +79,40 @@ class PendingSignIns:
 
     def pop(self, pending: str) -> None:
         self.store.drop_pending(pending)
+
+
+class Turns:
+    """The unauthenticated endpoints' handlers take turns on the event loop: one at a time, each
+    in a loop iteration of its own, so a burst of them (a hundred at once) runs interleaved with
+    the signed-in users' reads instead of ahead of them. At most ``waiting`` wait; past that a
+    request is refused at once (``take`` returns False)."""
+
+    def __init__(self, waiting: int = 512):
+        self.waiting = waiting
+        self._queue: deque[asyncio.Future[None]] = deque()
+        self._handing = False
+
+    async def take(self) -> bool:
+        """Wait for this request's turn (False: too many wait, refuse it). The turn is the rest of
+        the caller's synchronous step: the next is handed over in the following loop iteration."""
+        if len(self._queue) >= self.waiting:
+            return False
+        loop = asyncio.get_running_loop()
+        turn = loop.create_future()
+        self._queue.append(turn)
+        if not self._handing:
+            self._handing = True
+            loop.call_soon(self._hand_over)
+        await turn
+        return True
+
+    def _hand_over(self) -> None:
+        """Wake the first waiter (its step runs in the next iteration, with whatever I/O became
+        ready), and come back after it for the next one."""
+        while self._queue:
+            turn = self._queue.popleft()
+            if not turn.done():  # a caller that went away (its connection closed)
+                turn.set_result(None)
+                asyncio.get_running_loop().call_soon(self._hand_over)
+                return
+        self._handing = False

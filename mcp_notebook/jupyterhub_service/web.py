@@ -33,7 +33,7 @@ from ..protocol.security import JUPYTERHUB_SCOPE
 from .browser import PAGE_HEADERS, answer_problem, consent_cookie, page_problem
 from .config import SCOPE
 from .endpoint import Fronts
-from .limits import MAX_BODY, PendingSignIns, RateLimit, caller_address, registration_problem
+from .limits import MAX_BODY, PendingSignIns, RateLimit, Turns, caller_address, registration_problem
 from .oauth import AuthorizationServer, Client, FormRequest, JsonBodyRequest, JupyterHubUser, Response
 
 TOKEN_HEADER = re.compile(r"(?:token|bearer)\s+(\S+)\s*$", re.IGNORECASE)
@@ -58,6 +58,8 @@ class Site:
     oauth_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(4, thread_name_prefix="mcp-notebook-oauth")
     )
+    # the unauthenticated endpoints' handlers, one per loop iteration (a burst never runs ahead of reads)
+    turns: Turns = field(default_factory=Turns)
 
     @property
     def secure(self) -> bool:
@@ -99,6 +101,7 @@ class QuietSummary:
 
 class _ServiceHandler(QuietSummary, web.RequestHandler):
     site: Site
+    log_detail = ""  # why a request was refused, for its one log line (never for the caller)
 
     def initialize(self, site: Site) -> None:
         self.site = site
@@ -156,15 +159,21 @@ class KeysHandler(_ServiceHandler):
 class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
     """The authorization endpoint: validate, remember, and send the browser through JupyterHub."""
 
+    async def prepare(self) -> None:  # type: ignore[override]
+        if not await self.site.turns.take():
+            self.refuse_page(503, "Too many sign-ins are being started: try again in a minute.")
+
     async def get(self) -> None:
         site = self.site
         problem = page_problem(self.request.headers, site.secure)
         if problem:
             return self.refuse_page(403, problem)
         req = FormRequest("GET", site.public + "oauth/authorize", dict(self.request.headers), self.request.query)
-        problem = await site.server.fetch_client_metadata(req.payload.client_id)
-        if problem:
-            return self.refuse_page(400, f"This client cannot sign in here: {problem}.")
+        refused = await site.server.fetch_client_metadata(req.payload.client_id)
+        await site.turns.take()  # the answer takes its turn too (a full queue: answer anyway)
+        if refused:
+            self.log_detail = refused[1]
+            return self.refuse_page(400, f"This client cannot sign in here: {refused[0]}.")
         try:
             site.server.get_consent_grant(req)
         except OAuth2Error as error:
@@ -320,6 +329,13 @@ class TokenHandler(_ServiceHandler):
     def check_xsrf_cookie(self) -> None:
         """Client credentials or PKCE, never cookies."""
 
+    async def prepare(self) -> None:  # type: ignore[override]
+        if self.request.method == "POST" and not await self.site.turns.take():
+            self._cors()
+            self.set_header("Retry-After", "5")
+            error = {"error": "temporarily_unavailable", "error_description": "too many requests: try again"}
+            _send(self, Response(503, error, {}))
+
     def options(self) -> None:
         self._cors()
         self.set_status(204)
@@ -337,6 +353,7 @@ class TokenHandler(_ServiceHandler):
             resp = Response(400, {"error": "invalid_grant", "error_description": "the JupyterHub sign-in ended"}, {})
         else:
             resp = await site.off_loop(site.server.create_token_response, req)
+            await site.turns.take()  # the answer takes its turn too (a full queue: answer anyway)
         self._cors()
         _send(self, resp)
 
@@ -357,8 +374,10 @@ class RevokeHandler(TokenHandler):
 
     async def post(self) -> None:
         req = FormRequest("POST", self.site.public + "oauth/revoke", dict(self.request.headers), "", self.request.body)
+        resp = await self.site.off_loop(self.site.server.create_endpoint_response, "revocation", req)
+        await self.site.turns.take()
         self._cors()
-        _send(self, await self.site.off_loop(self.site.server.create_endpoint_response, "revocation", req))
+        _send(self, resp)
 
 
 class RegisterHandler(TokenHandler):
