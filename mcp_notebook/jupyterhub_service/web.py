@@ -170,7 +170,9 @@ class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
             return self.refuse_page(403, problem)
         req = FormRequest("GET", site.public + "oauth/authorize", dict(self.request.headers), self.request.query)
         refused = await site.server.fetch_client_metadata(req.payload.client_id)
-        await site.turns.take()  # the answer takes its turn too (a full queue: answer anyway)
+        # the answer takes a turn too: the fetches of a burst fail together at their deadline (a full
+        # queue: answer anyway)
+        await site.turns.take()
         if refused:
             self.log_detail = refused[1]
             return self.refuse_page(400, f"This client cannot sign in here: {refused[0]}.")
@@ -353,7 +355,6 @@ class TokenHandler(_ServiceHandler):
             resp = Response(400, {"error": "invalid_grant", "error_description": "the JupyterHub sign-in ended"}, {})
         else:
             resp = await site.off_loop(site.server.create_token_response, req)
-            await site.turns.take()  # the answer takes its turn too (a full queue: answer anyway)
         self._cors()
         _send(self, resp)
 
@@ -374,10 +375,8 @@ class RevokeHandler(TokenHandler):
 
     async def post(self) -> None:
         req = FormRequest("POST", self.site.public + "oauth/revoke", dict(self.request.headers), "", self.request.body)
-        resp = await self.site.off_loop(self.site.server.create_endpoint_response, "revocation", req)
-        await self.site.turns.take()
         self._cors()
-        _send(self, resp)
+        _send(self, await self.site.off_loop(self.site.server.create_endpoint_response, "revocation", req))
 
 
 class RegisterHandler(TokenHandler):
