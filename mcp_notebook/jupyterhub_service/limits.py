@@ -10,6 +10,7 @@ caller writes itself comes before it and is never read.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Any
 
@@ -83,18 +84,21 @@ class PendingSignIns:
 
 class Turns:
     """The unauthenticated endpoints' handlers take turns on the event loop: one at a time, each
-    in a loop iteration of its own, so a burst of them (a hundred at once) runs interleaved with
-    the signed-in users' reads instead of ahead of them. At most ``waiting`` wait; past that a
+    in a loop iteration of its own, and together at most ``share`` of the loop's time while they
+    queue (after a step that took t, the next waits t * (1 / share - 1)). So a burst of them (a
+    hundred at once) is answered spread out, interleaved with the signed-in users' reads, instead
+    of ahead of them; a lone request waits for nothing. At most ``waiting`` wait; past that a
     request is refused at once (``take`` returns False)."""
 
-    def __init__(self, waiting: int = 512):
-        self.waiting = waiting
+    def __init__(self, waiting: int = 512, share: float = 0.25):
+        self.waiting, self.rest = waiting, 1.0 / share - 1.0
         self._queue: deque[asyncio.Future[None]] = deque()
         self._handing = False
+        self._given = 0.0  # when the last turn was given (perf_counter)
 
     async def take(self) -> bool:
         """Wait for this request's turn (False: too many wait, refuse it). The turn is the rest of
-        the caller's synchronous step: the next is handed over in the following loop iteration."""
+        the caller's synchronous step: the next is handed over once it ended."""
         if len(self._queue) >= self.waiting:
             return False
         loop = asyncio.get_running_loop()
@@ -108,11 +112,20 @@ class Turns:
 
     def _hand_over(self) -> None:
         """Wake the first waiter (its step runs in the next iteration, with whatever I/O became
-        ready), and come back after it for the next one."""
+        ready), and come back after it (the step's length later) for the next one."""
+        loop = asyncio.get_running_loop()
         while self._queue:
             turn = self._queue.popleft()
             if not turn.done():  # a caller that went away (its connection closed)
                 turn.set_result(None)
-                asyncio.get_running_loop().call_soon(self._hand_over)
+                self._given = time.perf_counter()
+                loop.call_soon(self._after_step)
                 return
         self._handing = False
+
+    def _after_step(self) -> None:
+        """Right after the step of the turn just given: the next turn after a rest of its length."""
+        if not self._queue:
+            self._handing = False
+            return
+        asyncio.get_running_loop().call_later((time.perf_counter() - self._given) * self.rest, self._hand_over)
