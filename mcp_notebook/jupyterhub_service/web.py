@@ -58,7 +58,7 @@ class Site:
     oauth_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(4, thread_name_prefix="mcp-notebook-oauth")
     )
-    # the unauthenticated endpoints' handlers, one per loop iteration (a burst never runs ahead of reads)
+    # the unauthenticated endpoints' handlers take turns on the loop (a burst never runs ahead of reads)
     turns: Turns = field(default_factory=Turns)
 
     @property
