@@ -17,6 +17,7 @@ import functools
 import hashlib
 import hmac
 import json
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from .limits import MAX_BODY, PendingSignIns, RateLimit, Turns, caller_address, 
 from .oauth import AuthorizationServer, Client, FormRequest, JsonBodyRequest, JupyterHubUser, Response
 
 TOKEN_HEADER = re.compile(r"(?:token|bearer)\s+(\S+)\s*$", re.IGNORECASE)
+access_log = logging.getLogger("tornado.access")
 
 
 @dataclass
@@ -90,6 +92,21 @@ def _send(handler: web.RequestHandler, resp: Response, cors: bool = False) -> No
     handler.finish(body or b"")
 
 
+def log_request(handler: web.RequestHandler) -> None:
+    """Refusals and failures only, one line each with the handler's reason if it gave one (a line
+    per read would cost the service more than the read); none for a handler that logged its line
+    before answering (``logged``)."""
+    status = handler.get_status()
+    if status >= 400 and not getattr(handler, "logged", False):
+        level = logging.WARNING if status < 500 else logging.ERROR
+        ms = 1000.0 * handler.request.request_time()
+        detail = getattr(handler, "log_detail", "")
+        request = handler.request
+        access_log.log(
+            level, "%d %s %s %.1fms%s", status, request.method, request.path, ms, f": {detail}" * bool(detail)
+        )
+
+
 class QuietSummary:
     """Tornado names a request in its logs by its path only: never its query (codes, states)."""
 
@@ -102,6 +119,14 @@ class QuietSummary:
 class _ServiceHandler(QuietSummary, web.RequestHandler):
     site: Site
     log_detail = ""  # why a request was refused, for its one log line (never for the caller)
+    logged = False  # that line was written before the answer went
+
+    def log_before_answer(self, status: int, detail: str) -> None:
+        """The refusal's one line now, before the answer: whoever reads the log once answered finds it."""
+        self.set_status(status)
+        self.log_detail = detail
+        log_request(self)
+        self.logged = True
 
     def initialize(self, site: Site) -> None:
         self.site = site
@@ -174,7 +199,7 @@ class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
         # queue: answer anyway)
         await site.turns.take()
         if refused:
-            self.log_detail = refused[1]
+            self.log_before_answer(400, refused[1])
             return self.refuse_page(400, f"This client cannot sign in here: {refused[0]}.")
         try:
             site.server.get_consent_grant(req)
