@@ -113,6 +113,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "load",
         "jupyterhub_service",
         "jupyterhub_paced",
+        "jupyterhub_burst",
         "bridge_latency",
         "http_codec",
         "hook",

@@ -39,11 +39,11 @@ from .web import (
     ServerMetadataHandler,
     Site,
     TokenHandler,
+    log_request,
 )
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 READ_THREADS = 64  # MCP requests handled at once (each on a thread: it waits on a user's server)
-access_log = logging.getLogger("tornado.access")
 
 
 class SharedStateHubOAuth(HubOAuth):
@@ -102,15 +102,6 @@ class Chores:
 def _log_failure(future: Future[object]) -> None:
     if not future.cancelled() and future.exception() is not None:
         logging.getLogger(__name__).error("a periodic task failed", exc_info=future.exception())
-
-
-def log_request(handler: web.RequestHandler) -> None:
-    """Refusals and failures only: a line per read would cost the service more than the read."""
-    status = handler.get_status()
-    if status >= 400:
-        level = logging.WARNING if status < 500 else logging.ERROR
-        ms = 1000.0 * handler.request.request_time()
-        access_log.log(level, "%d %s %s %.1fms", status, handler.request.method, handler.request.path, ms)
 
 
 def _server(settings: JupyterHubService, resource: str, issuer: str) -> AuthorizationServer:

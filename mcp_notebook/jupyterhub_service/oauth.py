@@ -10,7 +10,6 @@ are revoked).
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from collections import defaultdict
@@ -31,7 +30,6 @@ from .cimd import GENERIC, MetadataError, MetadataFetcher, is_metadata_url, redi
 from .config import SCOPE
 from .store import Store, check_secret, unseal
 
-log = logging.getLogger(__name__)
 AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
 
 
@@ -464,19 +462,19 @@ class AuthorizationServer(_AuthorizationServer):
         for callback in self.on_revoke:
             callback(family)
 
-    async def fetch_client_metadata(self, client_id: str | None) -> str | None:
+    async def fetch_client_metadata(self, client_id: str | None) -> tuple[str, str] | None:
         """Fetch a metadata document client (the authorization endpoint only; the work runs on the
-        fetcher's own threads) and keep it in the store for the token endpoint; the error for the
-        caller, if any (generic: the reason goes to the log)."""
+        fetcher's own threads) and keep it in the store for the token endpoint. None when the
+        client may go on; else what the caller is told (generic) and what the log says (why)."""
         if not is_metadata_url(client_id):
             return None
         if self.fetcher is None:
-            return "this server does not accept Client ID Metadata Documents"
+            reason = "this server does not accept Client ID Metadata Documents"
+            return reason, reason
         try:
             doc = await self.fetcher.fetch(str(client_id))
         except MetadataError as exc:
-            log.warning("client metadata document %s refused: %s", client_id, exc)
-            return GENERIC
+            return GENERIC, f"client metadata document {client_id} refused: {exc}"
         self.store.save_client(str(client_id), "cimd", doc, None)
         return None
 

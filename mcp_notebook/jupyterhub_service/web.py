@@ -17,6 +17,7 @@ import functools
 import hashlib
 import hmac
 import json
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,10 +34,11 @@ from ..protocol.security import JUPYTERHUB_SCOPE
 from .browser import PAGE_HEADERS, answer_problem, consent_cookie, page_problem
 from .config import SCOPE
 from .endpoint import Fronts
-from .limits import MAX_BODY, PendingSignIns, RateLimit, caller_address, registration_problem
+from .limits import MAX_BODY, PendingSignIns, RateLimit, Turns, caller_address, registration_problem
 from .oauth import AuthorizationServer, Client, FormRequest, JsonBodyRequest, JupyterHubUser, Response
 
 TOKEN_HEADER = re.compile(r"(?:token|bearer)\s+(\S+)\s*$", re.IGNORECASE)
+access_log = logging.getLogger("tornado.access")
 
 
 @dataclass
@@ -58,6 +60,8 @@ class Site:
     oauth_pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(4, thread_name_prefix="mcp-notebook-oauth")
     )
+    # the unauthenticated endpoints' handlers take turns on the loop (a burst never runs ahead of reads)
+    turns: Turns = field(default_factory=Turns)
 
     @property
     def secure(self) -> bool:
@@ -88,6 +92,21 @@ def _send(handler: web.RequestHandler, resp: Response, cors: bool = False) -> No
     handler.finish(body or b"")
 
 
+def log_request(handler: web.RequestHandler) -> None:
+    """Refusals and failures only, one line each with the handler's reason if it gave one (a line
+    per read would cost the service more than the read); none for a handler that logged its line
+    before answering (``logged``)."""
+    status = handler.get_status()
+    if status >= 400 and not getattr(handler, "logged", False):
+        level = logging.WARNING if status < 500 else logging.ERROR
+        ms = 1000.0 * handler.request.request_time()
+        detail = getattr(handler, "log_detail", "")
+        request = handler.request
+        access_log.log(
+            level, "%d %s %s %.1fms%s", status, request.method, request.path, ms, f": {detail}" * bool(detail)
+        )
+
+
 class QuietSummary:
     """Tornado names a request in its logs by its path only: never its query (codes, states)."""
 
@@ -99,6 +118,15 @@ class QuietSummary:
 
 class _ServiceHandler(QuietSummary, web.RequestHandler):
     site: Site
+    log_detail = ""  # why a request was refused, for its one log line (never for the caller)
+    logged = False  # that line was written before the answer went
+
+    def log_before_answer(self, status: int, detail: str) -> None:
+        """The refusal's one line now, before the answer: whoever reads the log once answered finds it."""
+        self.set_status(status)
+        self.log_detail = detail
+        log_request(self)
+        self.logged = True
 
     def initialize(self, site: Site) -> None:
         self.site = site
@@ -156,15 +184,23 @@ class KeysHandler(_ServiceHandler):
 class AuthorizeHandler(HubOAuthenticated, _ServiceHandler):
     """The authorization endpoint: validate, remember, and send the browser through JupyterHub."""
 
+    async def prepare(self) -> None:  # type: ignore[override]
+        if not await self.site.turns.take():
+            self.refuse_page(503, "Too many sign-ins are being started: try again in a minute.")
+
     async def get(self) -> None:
         site = self.site
         problem = page_problem(self.request.headers, site.secure)
         if problem:
             return self.refuse_page(403, problem)
         req = FormRequest("GET", site.public + "oauth/authorize", dict(self.request.headers), self.request.query)
-        problem = await site.server.fetch_client_metadata(req.payload.client_id)
-        if problem:
-            return self.refuse_page(400, f"This client cannot sign in here: {problem}.")
+        refused = await site.server.fetch_client_metadata(req.payload.client_id)
+        # the answer takes a turn too: the fetches of a burst fail together at their deadline (a full
+        # queue: answer anyway)
+        await site.turns.take()
+        if refused:
+            self.log_before_answer(400, refused[1])
+            return self.refuse_page(400, f"This client cannot sign in here: {refused[0]}.")
         try:
             site.server.get_consent_grant(req)
         except OAuth2Error as error:
@@ -319,6 +355,13 @@ class TokenHandler(_ServiceHandler):
 
     def check_xsrf_cookie(self) -> None:
         """Client credentials or PKCE, never cookies."""
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        if self.request.method == "POST" and not await self.site.turns.take():
+            self._cors()
+            self.set_header("Retry-After", "5")
+            error = {"error": "temporarily_unavailable", "error_description": "too many requests: try again"}
+            _send(self, Response(503, error, {}))
 
     def options(self) -> None:
         self._cors()
