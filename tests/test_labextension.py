@@ -390,6 +390,33 @@ def test_a_figure_in_the_notebook_gets_alt_text_and_its_description(lab):
     anyio.run(_figure_scenario, lab)
 
 
+_KERNEL_READY = """() => { const w = window.jupyterapp.shell.currentWidget; const k = w && w.sessionContext
+  && w.sessionContext.session && w.sessionContext.session.kernel; return !!k && k.connectionStatus === 'connected'
+  && w.sessionContext.kernelDisplayStatus === 'idle'; }"""
+
+
+async def _run_cell(page: Any, nth: int) -> None:
+    """Run the notebook's ``nth`` cell and see it start (its prompt leaves ``[ ]``). Lab can show an
+    idle indicator before its kernel connection is ready, and a run asked for then is dropped: the
+    test waits for the connection, and asks again (at most three times) if the cell did not start."""
+    prompt = f".jp-Notebook .jp-Cell >> nth={nth} >> .jp-InputPrompt"
+    await page.wait_for_function(_KERNEL_READY, timeout=90_000)
+    for _ in range(3):
+        await page.click(prompt)
+        await page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+        try:
+            await page.wait_for_function(
+                "(sel) => { const p = document.querySelectorAll('.jp-Notebook .jp-Cell')[sel]"
+                "  .querySelector('.jp-InputPrompt'); return !!p && p.textContent.replace(/\\s/g, '') !== '[]:'; }",
+                arg=nth,
+                timeout=10_000,
+            )
+            return
+        except Exception:
+            continue
+    raise AssertionError(f"the notebook's cell {nth} did not start after three runs")
+
+
 async def _figure_scenario(lab: dict[str, Any]) -> None:
     async with playwright_api.async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -401,8 +428,7 @@ async def _figure_scenario(lab: dict[str, Any]) -> None:
             await page.wait_for_selector(
                 ".jp-Notebook-ExecutionIndicator[data-status='idle'] >> visible=true", timeout=90_000
             )
-            await page.click(".jp-Notebook .jp-Cell >> nth=0 >> .jp-InputPrompt")
-            await page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+            await _run_cell(page, 0)
             try:
                 await page.wait_for_selector(
                     ".mcp-nb-status[data-status='connected']", state="attached", timeout=90_000
@@ -411,8 +437,7 @@ async def _figure_scenario(lab: dict[str, Any]) -> None:
                 ARTIFACTS.mkdir(parents=True, exist_ok=True)
                 await page.screenshot(path=str(ARTIFACTS / "lab-figure-not-connected.png"))
                 raise
-            await page.click(".jp-Notebook .jp-Cell >> nth=1 >> .jp-InputPrompt")
-            await page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+            await _run_cell(page, 1)
             img = page.locator(".jp-Notebook .jp-Cell >> nth=1 >> .jp-OutputArea-output img")
             await img.wait_for()
             await page.wait_for_function(
