@@ -81,6 +81,7 @@ class TableReader:
         self._dict_id = 0
         self._slots = (c_void_p(), c_void_p())
         self._known: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # address, offset, fields, capacity, entries
+        self._layout = b""  # the known table's header bytes that fix its layout (set when it is new)
 
     def read(self, d: dict[Any, Any]) -> DictCopy | None:
         """The table of ``d`` now, or None (split values, an unknown header, or ``d`` changed
@@ -94,31 +95,29 @@ class TableReader:
         keys_addr = keys_slot.value
         if not keys_addr or values_slot.value:  # no table, or split values
             return None
-        if keys_addr == self._known[0]:
-            table = self._read_known(keys_slot, keys_addr)
-            if table is not None:
-                return table
-        return self._read_new(keys_slot, keys_addr)
-
-    def _read_known(self, keys_slot: c_void_p, keys_addr: int) -> DictCopy | None:
-        """Every cell's read (the table seen last time): one copy, the fewest calls."""
-        _, offset, fields, capacity, last = self._known
+        known, offset, fields, capacity, last = self._known
+        if keys_addr != known:
+            return self._read_new(keys_slot, keys_addr)
+        # Every cell's read (the table seen last time), inlined (issue #48, eighth cut): its header and
+        # its slots up to the last count plus _GUESS in one copy, the header's layout bytes compared
+        # with the ones checked when the table was new (the same bytes: the same layout).
         slot_bytes = fields * WORD
         want = min(capacity, last + _GUESS) * slot_bytes
         turn = self._turn ^ 1
         buf, addr = self._buffers[turn]
         if len(buf) < want:
             buf, addr = self._next_buffer(want)
-        if self._copy(self._hdr_addr, keys_addr, _HEADER, addr, keys_addr + offset, want) != _HEADER + want:
-            return None
-        layout = _parse_header(self._hdr)  # the same table: the same layout, and no more slots than read
-        if layout is None or layout[0] != offset or layout[2] != fields or layout[3] != capacity:
-            return None
-        entries = layout[1]
-        if entries * slot_bytes > want or keys_slot.value != keys_addr:
-            return None
-        self._known, self._turn = (keys_addr, offset, fields, capacity, entries), turn
-        return DictCopy(keys_addr, entries, fields, buf)
+        hdr = self._hdr
+        if (
+            self._copy(self._hdr_addr, keys_addr, _HEADER, addr, keys_addr + offset, want) == _HEADER + want
+            and hdr.startswith(self._layout, _LAYOUT_AT)
+            and keys_slot.value == keys_addr
+        ):
+            (entries,) = _ENTRIES(hdr, _ENTRIES_AT)
+            if 0 <= entries and entries * slot_bytes <= want:  # no more slots than read
+                self._known, self._turn = (keys_addr, offset, fields, capacity, entries), turn
+                return DictCopy(keys_addr, entries, fields, buf)
+        return self._read_new(keys_slot, keys_addr)
 
     def _read_new(self, keys_slot: c_void_p, keys_addr: int) -> DictCopy | None:
         if self._copy(self._hdr_addr, keys_addr, _HEADER) != _HEADER:
@@ -136,6 +135,7 @@ class TableReader:
             return None
         if self._after != self._hdr:
             return None
+        self._layout = bytes(self._hdr[_LAYOUT_AT : _LAYOUT_AT + _LAYOUT_LEN])
         return self._done((keys_addr, offset, fields, capacity, entries), buf)
 
     def _next_buffer(self, size: int) -> tuple[bytearray, int]:
@@ -160,8 +160,12 @@ def _buffer(size: int) -> tuple[bytearray, int]:
 
 # -- layouts ---------------------------------------------------------------------------------
 
+_ENTRIES = struct.Struct("n").unpack_from  # the header's count of slots used
+_LAYOUT_AT = WORD  # the header's bytes that fix a table's layout start here (after the refcount)
+
 if sys.version_info >= (3, 11):
     _HEADER = 4 * WORD  # refcount; log2 size, log2 index bytes, kind, pad, version; usable; entries
+    _LAYOUT_LEN, _ENTRIES_AT = 3, 3 * WORD  # log2 size, log2 index bytes, kind
 
     def _parse_header(hdr: bytearray) -> tuple[int, int, int, int] | None:
         """(offset of the slots, slots used, words per slot, slots allocated) or None."""
@@ -176,6 +180,7 @@ if sys.version_info >= (3, 11):
 
 else:
     _HEADER = 5 * WORD  # refcount, size, lookup function, usable, entries
+    _LAYOUT_LEN, _ENTRIES_AT = WORD, 4 * WORD  # size (the lookup function may change: not the layout)
 
     def _parse_header(hdr: bytearray) -> tuple[int, int, int, int] | None:
         """(offset of the slots, slots used, words per slot, slots allocated) or None."""
@@ -193,7 +198,7 @@ else:
 def _process_vm_copy() -> Copy | None:
     """A fault-free memcpy of one or two ranges of our own memory that keeps the GIL, or None."""
     import ctypes
-    from os import getpid
+    import os
 
     try:
         fn = ctypes.PyDLL(None).process_vm_readv  # PyDLL: the call keeps the GIL
@@ -205,13 +210,16 @@ def _process_vm_copy() -> Copy | None:
     fn.restype = ctypes.c_ssize_t
     vec = (ctypes.c_size_t * 8)()
     local, remote = ctypes.c_void_p(ctypes.addressof(vec)), ctypes.c_void_p(ctypes.addressof(vec) + 4 * WORD)
+    # Our pid, kept (getpid is a system call, ~0.3 us a cell) and taken again in a forked child.
+    pid = [os.getpid()]
+    os.register_at_fork(after_in_child=lambda: pid.__setitem__(0, os.getpid()))
 
     def copy(dest: int, src: int, size: int, dest2: int = 0, src2: int = 0, size2: int = 0) -> int:
         vec[0], vec[1], vec[4], vec[5] = dest, size, src, size
         if not size2:
-            return fn(getpid(), local, 1, remote, 1, 0)  # our pid now: also right after a fork
+            return fn(pid[0], local, 1, remote, 1, 0)
         vec[2], vec[3], vec[6], vec[7] = dest2, size2, src2, size2
-        return fn(getpid(), local, 2, remote, 2, 0)
+        return fn(pid[0], local, 2, remote, 2, 0)
 
     return copy
 

@@ -29,6 +29,7 @@ from .nsdiff import ARRAY_CODE, NEAR_WORDS, Snapshot, changed_words, pointers
 _RESYNC_TRIES = 5  # reads of a new table per cell before the listing answers that cell
 _GIVE_UP = 3  # cells in a row whose new table never agreed with the listing: the listing for good
 _PAIR = struct.Struct("PP").unpack_from  # (key, value) words of a slot at a byte offset
+_NO_NAME = object()  # never a key of the namespace: what an empty dict's last name is taken to be
 
 
 class NamespaceWatch:
@@ -138,7 +139,16 @@ class NamespaceWatch:
                 deleted.append(i)
             elif k0 or k1:  # a slot never takes another key within one table: not the table we think
                 return self._resync(prev)
-        added = self._name_new_slots(prev, cur)
+        count = cur.entries - prev.entries
+        if not count:
+            added: list[tuple[str, int]] | None = []
+        elif count == 1 and (kv := _PAIR(new, (prev.entries * fields + fields - 2) * WORD))[0] == id(
+            last := next(reversed(self._ns), _NO_NAME)  # type: ignore[call-overload]
+        ):  # one new slot, IPython's _iN on most cells: its key word is the dict's last name (no call)
+            names.append(last)
+            added = [(last, kv[1])]
+        else:
+            added = self._name_new_slots(prev, cur)
         if added is None:
             return self._resync(prev)
         gone = {names[i]: prev.slot(i)[1] for i in deleted}
