@@ -66,7 +66,8 @@ _GUESS = 64  # slots read past the last count in the one-copy read (a cell addin
 
 class TableReader:
     """Copies one dict's entry table into two alternating buffers (no allocation per cell): a
-    table returned stays intact until the second read after it.
+    table returned (the buffer and its DictCopy, which is filled again with it) stays intact until
+    the second read after it.
 
     The table read last time is read again in one copy (its header and its slots up to the last
     count plus ``_GUESS``, all inside the table's own allocation); a new table takes three (its
@@ -81,6 +82,8 @@ class TableReader:
         self._dict_id = 0
         self._slots = (c_void_p(), c_void_p())
         self._known: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # address, offset, fields, capacity, entries
+        # One DictCopy per buffer, filled again with it (like the buffer, intact until the second read after)
+        self._copies = (DictCopy(0, 0, 2, self._buffers[0][0]), DictCopy(0, 0, 2, self._buffers[1][0]))
         self._layout = b""  # the known table's header bytes that fix its layout (set when it is new)
 
     def read(self, d: dict[Any, Any]) -> DictCopy | None:
@@ -116,7 +119,9 @@ class TableReader:
             (entries,) = _ENTRIES(hdr, _ENTRIES_AT)
             if 0 <= entries and entries * slot_bytes <= want:  # no more slots than read
                 self._known, self._turn = (keys_addr, offset, fields, capacity, entries), turn
-                return DictCopy(keys_addr, entries, fields, buf)
+                table = self._copies[turn]  # this buffer's DictCopy, filled in place: no call
+                table.keys_addr, table.entries, table.fields, table.data = keys_addr, entries, fields, buf
+                return table
         return self._read_new(keys_slot, keys_addr)
 
     def _read_new(self, keys_slot: c_void_p, keys_addr: int) -> DictCopy | None:
@@ -149,7 +154,9 @@ class TableReader:
     def _done(self, known: tuple[int, int, int, int, int], buf: bytearray) -> DictCopy:
         self._known = known
         self._turn ^= 1
-        return DictCopy(known[0], known[4], known[2], buf)
+        table = self._copies[self._turn]
+        table.keys_addr, table.entries, table.fields, table.data = known[0], known[4], known[2], buf
+        return table
 
 
 def _buffer(size: int) -> tuple[bytearray, int]:

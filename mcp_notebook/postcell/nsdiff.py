@@ -83,11 +83,24 @@ def changed_words(
     about once, plus a few small pieces per difference; small runs are unpacked."""
     out: list[int] = []
     n = min(len(a), len(b)) // WORD if words is None else words
-    stack = _ranges(n, near)
+    stack: list[tuple[int, int]] = []  # [0, n) cut around the words of ``near``, popped lowest first
+    lo = 0
+    for w in near:
+        if lo <= w < n:
+            if lo < w:
+                stack.append((lo, w))
+            stack.append((w, w + 1))
+            lo = w + 1
+    if lo < n:
+        stack.append((lo, n))
+    stack.reverse()
     view = memoryview(b)
     while stack:  # bounded: every step splits a range or drops it
         lo, hi = stack.pop()
         if a.startswith(view[lo * WORD : hi * WORD], lo * WORD):
+            continue
+        if hi - lo == 1:  # a word alone (one that changed last time, or a halving's last): it differs
+            out.append(lo)
             continue
         if hi - lo <= _LEAF:
             fmt = f"{hi - lo}P"
@@ -101,23 +114,6 @@ def changed_words(
         mid = (lo + hi) // 2
         stack += ((mid, hi), (lo, mid))  # the lower half first: indexes come out in order
     return out
-
-
-def _ranges(n: int, near: Iterable[int]) -> list[tuple[int, int]]:
-    """``[0, n)`` cut around the words of ``near`` (each a range of its own), as a stack: popped
-    lowest first."""
-    ranges: list[tuple[int, int]] = []
-    lo = 0
-    for w in near:
-        if lo <= w < n:
-            if lo < w:
-                ranges.append((lo, w))
-            ranges.append((w, w + 1))
-            lo = w + 1
-    if lo < n:
-        ranges.append((lo, n))
-    ranges.reverse()
-    return ranges
 
 
 class Snapshot:
