@@ -19,7 +19,7 @@ import struct
 import sys
 import sysconfig
 from collections.abc import Callable
-from ctypes import addressof, c_char, c_void_p  # ctypes: already imported by ipykernel
+from ctypes import addressof, c_char, c_size_t, c_void_p  # ctypes: already imported by ipykernel
 from typing import Any
 
 from .. import portable
@@ -84,6 +84,9 @@ class TableReader:
         self._known: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)  # address, offset, fields, capacity, entries
         # One DictCopy per buffer, filled again with it (like the buffer, intact until the second read after)
         self._copies = (DictCopy(0, 0, 2, self._buffers[0][0]), DictCopy(0, 0, 2, self._buffers[1][0]))
+        vm = getattr(copy, "vm", None)  # process_vm_readv and our pid, for the known table's read
+        vec = (c_size_t * 8)()  # this reader's own two iovec pairs (local, then remote), as in the copy
+        self._vm = None if vm is None else (*vm, vec, c_void_p(addressof(vec)), c_void_p(addressof(vec) + 4 * WORD))
         self._layout = b""  # the known table's header bytes that fix its layout (set when it is new)
 
     def read(self, d: dict[Any, Any]) -> DictCopy | None:
@@ -110,9 +113,16 @@ class TableReader:
         buf, addr = self._buffers[turn]
         if len(buf) < want:
             buf, addr = self._next_buffer(want)
-        hdr = self._hdr
+        hdr, vm = self._hdr, self._vm
+        if vm is None:
+            got = self._copy(self._hdr_addr, keys_addr, _HEADER, addr, keys_addr + offset, want)
+        else:  # process_vm_readv called here, the reader's own iovecs: no Python call
+            fn, pid, vec, local, remote = vm
+            vec[0], vec[1], vec[2], vec[3] = self._hdr_addr, _HEADER, addr, want
+            vec[4], vec[5], vec[6], vec[7] = keys_addr, _HEADER, keys_addr + offset, want
+            got = fn(pid[0], local, 2, remote, 2, 0)
         if (
-            self._copy(self._hdr_addr, keys_addr, _HEADER, addr, keys_addr + offset, want) == _HEADER + want
+            got == _HEADER + want
             and hdr.startswith(self._layout, _LAYOUT_AT)
             and keys_slot.value == keys_addr
         ):
@@ -228,6 +238,7 @@ def _process_vm_copy() -> Copy | None:
         vec[2], vec[3], vec[6], vec[7] = dest2, size2, src2, size2
         return fn(pid[0], local, 2, remote, 2, 0)
 
+    copy.vm = (fn, pid)  # type: ignore[attr-defined]  # the readers call it themselves on their hot path
     return copy
 
 
