@@ -356,14 +356,15 @@ class Resources:
             self.generation = next(self._generations)  # after the snapshots changed provider state
             if list_changed:
                 self._emit(LIST_CHANGED, (), seq)
-            updated = tuple(sorted(all_updated & watched))
+            updated = tuple(sorted(all_updated & watched)) if watched else ()
             cell = self.cells_seen
             if updated:
                 for uri in updated:
                     self._announced[uri] = cell
                 self._emit(UPDATED, updated, seq)
-            if all_updated - watched:  # nobody subscribed, but polling clients (changes_since) see them
-                self.journal.append(UPDATED, tuple(sorted(all_updated - watched)), seq)
+            unwatched = all_updated - watched if watched else all_updated
+            if unwatched:  # nobody subscribed, but polling clients (changes_since) see them
+                self.journal.append(UPDATED, tuple(sorted(unwatched)), seq)
             recheck = (maybe & watched) - all_updated
             if updated or recheck:
                 self._submit(lambda: self._exact_check(updated, recheck, cell, seq))

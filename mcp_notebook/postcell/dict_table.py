@@ -121,11 +121,7 @@ class TableReader:
             vec[0], vec[1], vec[2], vec[3] = self._hdr_addr, _HEADER, addr, want
             vec[4], vec[5], vec[6], vec[7] = keys_addr, _HEADER, keys_addr + offset, want
             got = fn(pid[0], local, 2, remote, 2, 0)
-        if (
-            got == _HEADER + want
-            and hdr.startswith(self._layout, _LAYOUT_AT)
-            and keys_slot.value == keys_addr
-        ):
+        if got == _HEADER + want and hdr.startswith(self._layout, _LAYOUT_AT) and keys_slot.value == keys_addr:
             (entries,) = _ENTRIES(hdr, _ENTRIES_AT)
             if 0 <= entries and entries * slot_bytes <= want:  # no more slots than read
                 self._known, self._turn = (keys_addr, offset, fields, capacity, entries), turn

@@ -128,7 +128,7 @@ class NamespaceWatch:
         fields, old, new = cur.fields, prev.data, cur.data
         words = changed_words(new, old, prev.entries * fields, self._near)  # below prev's end, in order
         self._near = words if len(words) <= NEAR_WORDS else []
-        slots = sorted({w // fields for w in words})
+        slots = [words[0] // fields] if len(words) == 1 else sorted({w // fields for w in words})  # usually one
         for i in slots:
             at = (i * fields + fields - 2) * WORD
             (k0, v0), (k1, v1) = _PAIR(old, at), _PAIR(new, at)
