@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import random
 import sys
 import threading
+import warnings
 from typing import Any
 
 import pytest
@@ -168,6 +170,29 @@ def test_the_copy_cannot_fault():
     assert copy(ctypes.addressof(dest), addr, 64) == -1
     assert copy(ctypes.addressof(dest), 0, 64) == -1
     assert copy(ctypes.addressof(dest), addr - 64, 128) in (-1, 64)  # up to the unmapped page at most
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_reads_its_own_table():
+    """The copy keeps our pid (no system call a cell) and takes the child's after a fork: a child
+    reading with the parent's pid would read the parent's unchanged table and see nothing."""
+    ns: dict[str, Any] = {f"v{i}": object() for i in range(2000)}
+    watch = NamespaceWatch(ns)
+    watch.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running: the child only reads
+        pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            ns["v7"] = object()  # in the child's memory only
+            ns["fresh"] = 1
+            code = 0 if watch.diff() == (["v7", "fresh"], []) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert watch.diff() == ([], [])  # the parent's table did not change
 
 
 def test_an_unknown_layout_is_never_trusted(monkeypatch: pytest.MonkeyPatch):
