@@ -320,3 +320,61 @@ def profile_handle(kind: str, uri: str, calls: int, top: int = 12) -> None:
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
     emit({"profile": buf.getvalue()})
+
+
+_PART_STAMPS: dict[str, int] = {}
+_PART_TIMES: dict[str, list[int]] = {}
+
+
+def stamp_callbacks(where: str) -> None:
+    """Register a pre_run_cell and a post_run_cell callback that stamp the main thread's CPU time
+    (``time.thread_time_ns``: time preempted by other processes is not counted); ``where``: "before"
+    (register them before the hub's own callbacks) or "after" (after them)."""
+    ip = _ip()
+    for event in ("pre_run_cell", "post_run_cell"):
+        tag = f"{event}:{where}"
+
+        def stamp(*_: Any, _tag: str = tag) -> None:
+            _PART_STAMPS[_tag] = time.thread_time_ns()
+
+        ip.events.register(event, stamp)
+
+
+def time_part(path: str, tag: str) -> None:
+    """Wrap the callable at ``path`` (dotted, from the hub: ``variables._watch.diff``) so that each call's
+    main-thread CPU time is kept under ``tag``."""
+    import mcp_notebook
+
+    obj: Any = mcp_notebook.hub()
+    *parents, attr = path.split(".")
+    for name in parents:
+        obj = getattr(obj, name)
+    inner = getattr(obj, attr)
+
+    def timed(*args: Any, **kw: Any) -> Any:
+        t0 = time.thread_time_ns()
+        try:
+            return inner(*args, **kw)
+        finally:
+            _PART_TIMES.setdefault(tag, []).append(time.thread_time_ns() - t0)
+
+    setattr(obj, attr, timed)
+
+
+def time_parts(cells: int) -> None:
+    """Medians (µs of main-thread CPU time) of the hub's pre- and post-cell callbacks (between the stamps
+    of stamp_callbacks) and of every part wrapped by time_part, over ``cells`` cells that rebind one name."""
+    import statistics
+
+    ip = _ip()
+    if not isinstance(ip.user_ns.get("bench_tick"), int):
+        ip.user_ns["bench_tick"] = 0
+    _PART_TIMES.clear()
+    got: dict[str, list[int]] = {"pre": [], "post": []}
+    for _ in range(cells):
+        ip.run_cell("bench_tick = bench_tick + 1", store_history=True)
+        s = _PART_STAMPS
+        got["pre"].append(s["pre_run_cell:after"] - s["pre_run_cell:before"])
+        got["post"].append(s["post_run_cell:after"] - s["post_run_cell:before"])
+    got.update(_PART_TIMES)
+    emit({tag: statistics.median(v) / 1e3 for tag, v in got.items() if v})

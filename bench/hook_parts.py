@@ -1,0 +1,97 @@
+"""Where the post-cell hook's time goes, in the main thread's CPU time (issue #48), trees alternated.
+
+    .venv/bin/python bench/hook_parts.py [--trees PATH,PATH] [--names 10000] [--rounds 4] [--blocks 4]
+
+For each round and tree (a checkout of this package, put first on the kernel's PYTHONPATH): a fresh
+kernel with ``--names`` variables, callbacks that stamp ``time.thread_time_ns`` registered before and
+after the hub's own (so the hub's pre- and post-cell callbacks are timed between them), the namespace
+diff, the table's read and ``changed_words`` wrapped in place, and ``--blocks`` blocks of 60 cells
+(``bench_tick = bench_tick + 1``, history stored). CPU time, not wall time: what the kernel's process
+lost to other processes on a shared machine is not counted (cache contention still is). Each stamp and
+wrapper adds ~0.5 µs. Prints one line per round and tree and one JSON line; all local, loops bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import sections as S
+
+PARTS = {  # tag: what is wrapped, from the hub
+    "diff": "variables._watch.diff",
+    "read": "variables._watch._reader.read",
+}
+
+
+def one(runtime: str, tree: str, names: int, blocks: int) -> dict[str, Any]:
+    os.environ["PYTHONPATH"] = tree
+    k = S.BenchKernel(runtime)
+    try:
+        k.run(f"kside.define_vars({names})", timeout=300)
+        k.run("kside.stamp_callbacks('before')")
+        k.run("%load_ext mcp_notebook")
+        k.json("kside.after_load()")
+        k.run("kside.stamp_callbacks('after')")
+        where = k.run("import mcp_notebook; print(mcp_notebook.__file__)").stdout.strip()
+        if not where.startswith(tree):
+            raise RuntimeError(f"the kernel imported {where}, not the tree {tree}")
+        if k.run("print(mcp_notebook.hub().variables._watch.reads_table)").stdout.strip() == "True":
+            for tag, path in PARTS.items():
+                k.run(f"kside.time_part({path!r}, {tag!r})")
+            k.run(
+                "import mcp_notebook.postcell.nswatch as _nw, kside as _ks\n"
+                "_cw = _nw.changed_words\n"
+                "def _timed_cw(*a, **kw):\n"
+                "    t0 = _ks.time.thread_time_ns()\n"
+                "    try:\n        return _cw(*a, **kw)\n"
+                "    finally:\n        _ks._PART_TIMES.setdefault('changed_words', []).append(_ks.time.thread_time_ns() - t0)\n"
+                "_nw.changed_words = _timed_cw"
+            )
+        got = [k.json("kside.time_parts(60)") for _ in range(blocks)]
+        return {tag: statistics.median(g[tag] for g in got) for tag in got[0]}
+    finally:
+        k.shutdown()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trees", default=str(Path(__file__).resolve().parent.parent))
+    ap.add_argument("--names", type=int, default=10000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--blocks", type=int, default=4)
+    args = ap.parse_args()
+    trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
+    rows = []
+    saved = os.environ.get("PYTHONPATH")
+    try:
+        with tempfile.TemporaryDirectory(prefix="mcpnb-parts-") as runtime:
+            for rnd in range(args.rounds):
+                for tree in trees:  # alternated
+                    row = {
+                        "round": rnd,
+                        "tree": tree,
+                        "names": args.names,
+                        **one(runtime, tree, args.names, args.blocks),
+                    }
+                    rows.append(row)
+                    parts = ", ".join(f"{k} {v:.1f}" for k, v in row.items() if isinstance(v, float))
+                    print(f"round {rnd} {Path(tree).name:>12} {args.names:>7,} names: µs CPU {parts}", file=sys.stderr)
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    print("BENCHJSON " + json.dumps({"load": os.getloadavg(), "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
