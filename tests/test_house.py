@@ -117,6 +117,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "bridge_latency",
         "http_codec",
         "hook",
+        "hook_parts",
         "switch_cost",
         "request_ab",
     ),
