@@ -207,6 +207,15 @@ class LocalJupyterHub:
         assert r.status_code == 201, r.text
         return r.json()["token"]
 
+    def __enter__(self) -> LocalJupyterHub:
+        return self
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        """Stopped on leaving; the log's tail printed first when set-up failed."""
+        if error is not None:
+            print(self.log_text()[-5000:])
+        self.stop()
+
     def stop(self) -> None:
         for kc in self.clients:
             kc.stop_channels()

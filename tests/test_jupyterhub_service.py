@@ -76,8 +76,7 @@ def jupyterhub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> 
         "--JupyterHubService.clients=" + json.dumps([PRECONF]),
         "--JupyterHubServiceApp.log_level=DEBUG",  # every library's DEBUG lines: none may hold a secret
     )
-    h = LocalJupyterHub(tmp_path_factory.mktemp("jhub"), args)
-    try:
+    with LocalJupyterHub(tmp_path_factory.mktemp("jhub"), args) as h:
         made = {
             "alice": h.kernel("alice", "alice_nb.ipynb", "mine = 'alice-41'"),
             "extra": h.kernel("alice", "extra.ipynb", "other = 'alice-second'", server="second"),
@@ -86,11 +85,6 @@ def jupyterhub(tmp_path_factory: pytest.TempPathFactory, cimd: MetadataHost) -> 
         h.kids = {name: kid for name, (kid, _) in made.items()}
         h.kcs = {name: kc for name, (_, kc) in made.items()}
         yield h
-    except BaseException:
-        print(h.log_text()[-5000:])
-        raise
-    finally:
-        h.stop()
 
 
 def test_the_documented_config_block_is_what_the_tests_run():

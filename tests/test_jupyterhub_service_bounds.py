@@ -65,15 +65,9 @@ class Tarpit:
 @pytest.fixture(scope="module")
 def jupyterhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalJupyterHub]:
     args = ("--JupyterHubService.cimd_allow_hosts=localhost", "--JupyterHubService.cimd_timeout_seconds=3")
-    h = LocalJupyterHub(tmp_path_factory.mktemp("jhub"), args)
-    try:
+    with LocalJupyterHub(tmp_path_factory.mktemp("jhub"), args) as h:
         h.kernel("alice", "alice_nb.ipynb", "mine = 'alice-41'")
         yield h
-    except BaseException:
-        print(h.log_text()[-5000:])
-        raise
-    finally:
-        h.stop()
 
 
 @pytest.fixture

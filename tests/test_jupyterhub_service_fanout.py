@@ -34,19 +34,13 @@ QUIET_SECONDS = 1.5  # after the last expected event: time for any event that sh
 
 @pytest.fixture(scope="module")
 def jupyterhub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalJupyterHub]:
-    h = LocalJupyterHub(tmp_path_factory.mktemp("jhub"), ("--JupyterHubService.registration_burst=1000",))
-    try:
+    with LocalJupyterHub(tmp_path_factory.mktemp("jhub"), ("--JupyterHubService.registration_burst=1000",)) as h:
         made = {
             "alice": h.kernel("alice", "alice_nb.ipynb", "a = b = c = d = 0"),
             "bob": h.kernel("bob", "bob_nb.ipynb", "a = b = 0"),
         }
         h.kcs = {name: kc for name, (_, kc) in made.items()}
         yield h
-    except BaseException:
-        print(h.log_text()[-5000:])
-        raise
-    finally:
-        h.stop()
 
 
 def hub_listens(jupyterhub: LocalJupyterHub, user: str) -> list[list[str]]:
