@@ -104,12 +104,21 @@ class Reader:
             "Mcp-Name": "nb://kernels/alice_nb/vars/mine",
             "Accept": "application/json, text/event-stream",
         }
+        self.timeline: list[tuple[float, float]] = []  # every read: when it started (monotonic), its seconds
+        self.went = 0.0  # when the last burst was sent (monotonic)
+
+    def slowest(self, since: float, n: int = 4) -> str:
+        """The ``n`` slowest reads started after ``since`` (monotonic): their ms, and when they started."""
+        reads = sorted(((s, t - since) for t, s in self.timeline if t >= since), reverse=True)[:n]
+        return ", ".join(f"{1000 * s:.0f} ms at {at:+.2f} s" for s, at in reads)
 
     def once(self) -> tuple[bool, float]:
         start = time.perf_counter()
         r = self.http.post(self.url, json=read_body("nb://kernels/alice_nb/vars/mine"), headers=self.headers)
         ok = r.status_code == 200 and "alice-41" in r.text
-        return ok, time.perf_counter() - start
+        took = time.perf_counter() - start
+        self.timeline.append((time.monotonic() - took, took))
+        return ok, took
 
     def until(self, done: threading.Event, at_least: int) -> list[tuple[bool, float]]:
         out: list[tuple[bool, float]] = []
@@ -262,12 +271,13 @@ class Responder:
 
 def under(reader: Reader, attacker: Attacker, reads: int) -> tuple[list[tuple[bool, float]], list[Any], float]:
     """The user's reads (``reads`` at least, paced as the quiet ones) while ``attacker`` sends its
-    burst; the burst's answers and the seconds they took."""
+    burst; the burst's answers and the seconds they took (the slowest reads after "go": the
+    reader's ``went``)."""
     done = threading.Event()
     loaded: list[tuple[bool, float]] = []
     reading = threading.Thread(target=lambda: loaded.extend(reader.until(done, reads)))
     reading.start()
-    start = time.monotonic()
+    start = reader.went = time.monotonic()
     try:
         answers = attacker.attack()
     finally:
@@ -305,8 +315,10 @@ def test_a_tarpit_named_by_100_callers_leaves_a_users_reads_alone(jupyterhub, ta
         quiet = reader.until(quiet_done, 100)
         assert all(ok for ok, _ in quiet)
         loaded, answers, spent = under(reader, attacker, len(quiet))
+        slowest = reader.slowest(reader.went)
         # the control arm: the same requests (same client, same bodies) at once to the responder
         controlled, control_answers, _ = under(reader, control, len(quiet))
+        slowest_control = reader.slowest(reader.went)
     finally:
         attacker.close()
         control.close()
@@ -316,6 +328,7 @@ def test_a_tarpit_named_by_100_callers_leaves_a_users_reads_alone(jupyterhub, ta
         f"\ncontrol (the same 100 requests to a responder off the read path): {figures(controlled)}"
         f"\np99 added: by the tarpit's burst {p99(loaded) - p99(quiet):+.1f} ms, "
         f"by the attacker's own work (control) {p99(controlled) - p99(quiet):+.1f} ms"
+        f"\nslowest reads after go: under the tarpit {slowest}; control {slowest_control}"
     )
     assert all(ok for ok, _ in loaded), "a read of the signed-in user failed while the tarpit was named"
     assert all(ok for ok, _ in controlled), "a read of the signed-in user failed in the control arm"
