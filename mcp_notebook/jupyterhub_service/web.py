@@ -408,18 +408,14 @@ class RevokeHandler(TokenHandler):
 class RegisterHandler(TokenHandler):
     """Dynamic Client Registration (RFC 7591). The body is streamed: its first ``MAX_BODY`` + 1
     bytes are kept and the rest dropped as it arrives (a body over the limit is refused whole), so an
-    oversized one is never gathered and joined in memory; it is read only once the request's turn
-    came (``prepare``), so a burst's bodies are read spread out too. A request past the turns' queue
-    is refused after its body (finishing before it would close a connection the proxy is still
-    writing to)."""
+    oversized one is never gathered and joined in memory. The turn is taken once the body is in, as
+    a token request's (a request past the turns' queue is refused then: answering before the body
+    is read would close a connection the proxy is still writing to)."""
 
     _body: bytearray
-    _queued_out = False
 
     async def prepare(self) -> None:  # type: ignore[override]
         self._body = bytearray()
-        if self.request.method == "POST":
-            self._queued_out = not await self.site.turns.take()
 
     def data_received(self, chunk: bytes) -> None:
         room = MAX_BODY + 1 - len(self._body)
@@ -428,7 +424,7 @@ class RegisterHandler(TokenHandler):
 
     async def post(self) -> None:
         self._cors()
-        if self._queued_out:
+        if not await self.site.turns.take():
             self.set_header("Retry-After", "5")
             return self._refuse(503, "too many requests: try again")
         site = self.site
