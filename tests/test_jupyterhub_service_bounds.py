@@ -3,7 +3,9 @@ the service, alice's server and kernel): a tarpit host (accepts, never answers) 
 metadata-document client by 100 concurrent unauthenticated authorization, token and registration
 requests while a signed-in user reads; oversized and repeated registrations; revocations raced
 against refreshes through HTTP. The figures (p50/p99 of the user's reads, quiet and under the
-tarpit) are printed, not asserted: bench/ keeps figures."""
+tarpit, and under the same 100 requests sent to a trivial responder off the read path: what the
+attacker's own work on the machine's cores costs the reads) are printed, not asserted: bench/ keeps
+figures."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -95,12 +98,21 @@ class Reader:
             "Mcp-Name": "nb://kernels/alice_nb/vars/mine",
             "Accept": "application/json, text/event-stream",
         }
+        self.timeline: list[tuple[float, float]] = []  # every read: when it started (monotonic), its seconds
+        self.went = 0.0  # when the last burst was sent (monotonic)
+
+    def slowest(self, since: float, n: int = 4) -> str:
+        """The ``n`` slowest reads started after ``since`` (monotonic): their ms, and when they started."""
+        reads = sorted(((s, t - since) for t, s in self.timeline if t >= since), reverse=True)[:n]
+        return ", ".join(f"{1000 * s:.0f} ms at {at:+.2f} s" for s, at in reads)
 
     def once(self) -> tuple[bool, float]:
         start = time.perf_counter()
         r = self.http.post(self.url, json=read_body("nb://kernels/alice_nb/vars/mine"), headers=self.headers)
         ok = r.status_code == 200 and "alice-41" in r.text
-        return ok, time.perf_counter() - start
+        took = time.perf_counter() - start
+        self.timeline.append((time.monotonic() - took, took))
+        return ok, took
 
     def until(self, done: threading.Event, at_least: int) -> list[tuple[bool, float]]:
         out: list[tuple[bool, float]] = []
@@ -195,17 +207,98 @@ class Attacker:
             self.proc.communicate(timeout=30)
 
 
-def figures(samples: list[tuple[bool, float]]) -> str:
+# The control arm's peer: answers every request at once (its body read, a 400 with a small JSON
+# body, the connection kept), in a process of its own on 127.0.0.1: on no read's path (neither the
+# proxy nor the service), so the reads it slows are slowed by the attacker's and its own work on the
+# machine's cores alone. Ends when its stdin closes.
+RESPONDER = """
+import asyncio, sys
+
+BODY = b'{"error":"invalid_client"}'
+ANSWER = b"HTTP/1.1 400 Bad Request\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s" % (len(BODY), BODY)
+
+async def serve(reader, writer):
+    try:
+        for _ in range(100_000):  # bounded
+            head = await reader.readuntil(b"\\r\\n\\r\\n")
+            length = 0
+            for line in head.split(b"\\r\\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            writer.write(ANSWER)
+            await writer.drain()
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
+        pass
+    finally:
+        writer.close()
+
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, backlog=512)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    server.close()
+
+asyncio.run(main())
+"""
+
+
+class Responder:
+    """The control arm's trivial HTTP responder (a process of its own), on 127.0.0.1 at ``port``."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", RESPONDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline())
+
+    def elsewhere(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """``spec`` (the same method, path, query, headers and body) sent to this responder instead."""
+        url = urlsplit(spec["url"])
+        return spec | {"url": url._replace(scheme="http", netloc=f"127.0.0.1:{self.port}").geturl()}
+
+    def close(self) -> None:
+        self.proc.communicate(timeout=30)  # its stdin closed: it ends
+
+
+def under(reader: Reader, attacker: Attacker, reads: int) -> tuple[list[tuple[bool, float]], list[Any], float]:
+    """The user's reads (``reads`` at least, paced as the quiet ones) while ``attacker`` sends its
+    burst; the burst's answers and the seconds they took (the slowest reads after "go": the
+    reader's ``went``)."""
+    done = threading.Event()
+    loaded: list[tuple[bool, float]] = []
+    reading = threading.Thread(target=lambda: loaded.extend(reader.until(done, reads)))
+    reading.start()
+    start = reader.went = time.monotonic()
+    try:
+        answers = attacker.attack()
+    finally:
+        spent = time.monotonic() - start
+        done.set()
+        reading.join(300)
+    return loaded, answers, spent
+
+
+def p99(samples: list[tuple[bool, float]]) -> float:
     ms = sorted(1000 * s for _, s in samples)
-    p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
-    return f"n={len(ms)} p50={statistics.median(ms):.1f} ms p99={p99:.1f} ms"
+    return ms[min(len(ms) - 1, int(0.99 * len(ms)))]
+
+
+def figures(samples: list[tuple[bool, float]]) -> str:
+    ms = [1000 * s for _, s in samples]
+    return f"n={len(ms)} p50={statistics.median(ms):.1f} ms p99={p99(samples):.1f} ms"
 
 
 def test_a_tarpit_named_by_100_callers_leaves_a_users_reads_alone(jupyterhub, tarpit):
     _, tokens = sign_in(jupyterhub, "alice")
     reader = Reader(jupyterhub, tokens["access_token"])
     assert all(ok for ok, _ in (reader.once() for _ in range(20)))  # warm: the grant's front is open
-    attacker = Attacker([hostile(jupyterhub, tarpit.port, i) for i in range(HOSTILE)])
+    specs = [hostile(jupyterhub, tarpit.port, i) for i in range(HOSTILE)]
+    attacker = Attacker(specs)
+    responder = Responder()
+    control = Attacker([responder.elsewhere(spec) for spec in specs])
     try:
         # the quiet figure is paced and timed as the loaded one (reads every 20 ms for the seconds
         # the attack lasts): the user's own server pauses now and then (a full garbage collection of
@@ -215,21 +308,25 @@ def test_a_tarpit_named_by_100_callers_leaves_a_users_reads_alone(jupyterhub, ta
         threading.Timer(QUIET_SECONDS, quiet_done.set).start()
         quiet = reader.until(quiet_done, 100)
         assert all(ok for ok, _ in quiet)
-        done = threading.Event()
-        loaded: list[tuple[bool, float]] = []
-        reading = threading.Thread(target=lambda: loaded.extend(reader.until(done, len(quiet))))
-        reading.start()
-        start = time.monotonic()
-        answers = attacker.attack()
-        spent = time.monotonic() - start
-        done.set()
-        reading.join(300)
+        loaded, answers, spent = under(reader, attacker, len(quiet))
+        slowest = reader.slowest(reader.went)
+        # the control arm: the same requests (same client, same bodies) at once to the responder
+        controlled, control_answers, _ = under(reader, control, len(quiet))
+        slowest_control = reader.slowest(reader.went)
     finally:
         attacker.close()
+        control.close()
+        responder.close()
     print(
         f"\nquiet: {figures(quiet)}; under the tarpit: {figures(loaded)}; 100 hostile requests answered in {spent:.1f} s"
+        f"\ncontrol (the same 100 requests to a responder off the read path): {figures(controlled)}"
+        f"\np99 added: by the tarpit's burst {p99(loaded) - p99(quiet):+.1f} ms, "
+        f"by the attacker's own work (control) {p99(controlled) - p99(quiet):+.1f} ms"
+        f"\nslowest reads after go: under the tarpit {slowest}; control {slowest_control}"
     )
     assert all(ok for ok, _ in loaded), "a read of the signed-in user failed while the tarpit was named"
+    assert all(ok for ok, _ in controlled), "a read of the signed-in user failed in the control arm"
+    assert {status for _, status in control_answers} == {400}, control_answers[:5]  # all sent and answered
     kinds = {
         kind: sorted({status for k, status in answers if k == kind}) for kind in ("authorize", "token", "register")
     }

@@ -404,14 +404,32 @@ class RevokeHandler(TokenHandler):
         _send(self, await self.site.off_loop(self.site.server.create_endpoint_response, "revocation", req))
 
 
+@web.stream_request_body
 class RegisterHandler(TokenHandler):
-    """Dynamic Client Registration (RFC 7591)."""
+    """Dynamic Client Registration (RFC 7591). The body is streamed: its first ``MAX_BODY`` + 1
+    bytes are kept and the rest dropped as it arrives (a body over the limit is refused whole), so an
+    oversized one is never gathered and joined in memory. The turn is taken once the body is in, as
+    a token request's (a request past the turns' queue is refused then: answering before the body
+    is read would close a connection the proxy is still writing to)."""
+
+    _body: bytearray
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        self._body = bytearray()
+
+    def data_received(self, chunk: bytes) -> None:
+        room = MAX_BODY + 1 - len(self._body)
+        if room > 0:
+            self._body += chunk[:room]
 
     async def post(self) -> None:
         self._cors()
+        if not await self.site.turns.take():
+            self.set_header("Retry-After", "5")
+            return self._refuse(503, "too many requests: try again")
         site = self.site
         try:
-            data = json.loads(self.request.body or b"{}") if len(self.request.body) <= MAX_BODY else None
+            data = json.loads(self._body or b"{}") if len(self._body) <= MAX_BODY else None
         except ValueError:
             data = None
         if not isinstance(data, dict):
