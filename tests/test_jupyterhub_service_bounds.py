@@ -392,5 +392,9 @@ def test_oversized_and_repeated_registrations_are_refused(jupyterhub):
     assert big_name.status_code == 400 and many_uris.status_code == 400
     # 300 in a row, each naming another address of its own: the address counted is the proxy's entry
     spoofed = [{"X-Forwarded-For": f"198.51.100.{k % 250}"} for k in range(300)]
+    began = time.monotonic()
     statuses = [httpx.post(url, json=ok, headers=h, timeout=30).status_code for h in spoofed]
-    assert statuses.count(201) <= 20 and statuses[-1] == 429, statuses[:30]
+    # a burst of 20, then 10 a minute: what the bucket refilled while the 300 were sent (a loaded
+    # machine takes seconds) is allowed too
+    allowed = 20 + int((time.monotonic() - began) * 10 / 60) + 1
+    assert statuses.count(201) <= allowed and statuses[-1] == 429, (allowed, statuses[:30])
