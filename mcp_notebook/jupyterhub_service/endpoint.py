@@ -176,9 +176,7 @@ class Fronts:
         try:
             with self._lock:
                 links = [gf.link for gf in self._fronts.values()]
-            list(self._renew_pool.map(_renew, links))
-        except RuntimeError:  # closing: the pool is shut down
-            pass
+            renew(links, self._renew_pool)
         finally:
             self._renewing.release()
 
@@ -210,11 +208,19 @@ class Fronts:
         self._renew_pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _renew(link: JupyterHubLink) -> None:
-    """One grant's answer asked again if it goes stale soon (a fresh one costs nothing)."""
+def renew(links: list[JupyterHubLink], pool: ThreadPoolExecutor) -> None:
+    """Each grant's answer asked again if it goes stale soon (a fresh one costs nothing), as many at
+    once as ``pool`` has threads; returns when all are done."""
+
+    def one(link: JupyterHubLink) -> None:
+        try:
+            link.model(min(RENEW_AHEAD_SECONDS, link.check_seconds / 3))
+        except Exception:  # refused: the sweep ends the grant; unreachable: a read asks and says so
+            pass
+
     try:
-        link.model(min(RENEW_AHEAD_SECONDS, link.check_seconds / 3))
-    except Exception:  # refused: the sweep ends the grant; unreachable: a read asks and says so
+        list(pool.map(one, links))
+    except RuntimeError:  # closing: the pool is shut down
         pass
 
 
