@@ -2,7 +2,7 @@
 path (``Fronts.renew_checks`` calls ``JupyterHubLink.model(ahead)``): a read then finds it fresh,
 and never waits behind that renewal while the answer it has is fresh. A server's kernel listing is
 renewed the same way, in the background (``Listings``). A real HTTP server on 127.0.0.1 stands for
-JupyterHub's ``/user``. And the service's start-up heap is frozen before it serves (``settle_heap``)."""
+JupyterHub's ``/user``. Answers that come due together are asked several at a time. And the service's start-up heap is frozen before it serves (``settle_heap``)."""
 
 from __future__ import annotations
 
@@ -185,3 +185,31 @@ def test_the_start_up_heap_is_frozen_and_later_cycles_are_still_collected():
         assert ref() is None
     finally:
         gc.unfreeze()
+
+
+def test_answers_due_together_are_renewed_several_at_a_time(jupyterhub):
+    """Thirty grants opened together come due together: asked one after another, the round took
+    longer than the second asked ahead, and reads waited for JupyterHub (issue #42, fifth pass)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mcp_notebook.jupyterhub_service.endpoint import RENEW_THREADS, renew
+
+    url, asked, gate = jupyterhub
+    links = [JupyterHubLink(url, "alice", f"token-{i}", check_seconds=30.0) for i in range(2 * RENEW_THREADS)]
+    pool = ThreadPoolExecutor(RENEW_THREADS)
+    try:
+        gate.clear()  # JupyterHub slow: each question waits until the gate opens
+        round_ = threading.Thread(target=renew, args=(links, pool))
+        round_.start()
+        until(lambda: len(asked) >= RENEW_THREADS)  # that many asked at once (one at a time: just one)
+        time.sleep(0.2)
+        assert len(asked) == RENEW_THREADS
+        gate.set()
+        round_.join(10)
+        assert not round_.is_alive() and len(asked) == 2 * RENEW_THREADS
+        assert all(link.fresh() for link in links)
+        renew(links, pool)  # all fresh now: nobody is asked again
+        assert len(asked) == 2 * RENEW_THREADS
+    finally:
+        gate.set()
+        pool.shutdown()

@@ -1,18 +1,21 @@
 """Listen streams shared by the fronts of one user (allkernels/shared_listens.py) against a real hub
 on 127.0.0.1 (an McpServer behind the loopback HTTP carrier): fronts with equal wishes share one
 stream, another user never does, each front hears only its own sets, a muted front hears nothing
-more, and a stream whose opener left is reopened with a remaining front's token."""
+more (not even an event whose routing was in progress when it was muted), and a stream whose
+opener left is reopened with a remaining front's token; events are routed on the streams' own
+thread, the fronts ticked by one timer on a few shared threads."""
 
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from mcp_notebook.allkernels.shared_listens import SharedListens, Tap
+from mcp_notebook.allkernels.shared_listens import FRONT_THREADS, SharedListens, Tap
 from mcp_notebook.hubclient.address import HubAddress
 from mcp_notebook.protocol.server import McpServer, ServerSettings
 from mcp_notebook.providers.custom import CustomProvider, make_registration
@@ -131,3 +134,53 @@ def test_a_muted_front_hears_nothing_more_and_its_stream_reopens_with_another_to
     other.mute()
     until(lambda: hub.listens() == [], "the last front gone, the stream closes")
     assert shared.counts() == (0, 0)
+
+
+def test_events_are_routed_on_the_reading_thread_and_a_mute_waits_for_a_routing_in_flight(world):
+    hub, _shared, tap = world
+    many = [tap("alice", {"test://common"}) for _ in range(30)]  # thirty fronts of one user
+    loops = [t for t in threading.enumerate() if t.name == "mcp-notebook-kernels"]
+    fronts = [t for t in threading.enumerate() if t.name.startswith("mcp-notebook-fronts")]
+    assert len(loops) == 1 and len(fronts) <= FRONT_THREADS  # the shared streams' loop; no thread per front
+    for t, _ in many:
+        assert t.wait_covering("k", "test://common", 30)
+    gate, inside, where = threading.Event(), threading.Event(), []
+
+    def slow(key: str, kind: str, uri: str | None) -> None:
+        where.append(threading.current_thread().name)
+        if kind == "updated":
+            inside.set()
+            gate.wait(10)  # a routing in progress while the grant is revoked
+            heard.put(uri)
+
+    heard: queue.Queue[Any] = queue.Queue()
+    first = many[0][0]
+    first.notify = slow
+    hub.resources.changed(["test://common"])
+    assert inside.wait(30)
+    muted = threading.Thread(target=first.mute)
+    muted.start()
+    muted.join(0.3)
+    assert muted.is_alive()  # the mute waits for the routing it found in progress...
+    gate.set()
+    muted.join(10)
+    assert not muted.is_alive() and heard.get_nowait() == "test://common"
+    hub.resources.changed(["test://common"])  # ...and after it, nothing reaches the muted front
+    until(lambda: all(q.qsize() >= 2 for _, q in many[1:]), "the other fronts hear both changes")
+    assert heard.empty() and set(where) == {"mcp-notebook-kernels"}  # the shared streams' own thread
+
+
+def test_one_timer_ticks_every_front_on_shared_threads_and_stops_at_a_mute(world):
+    _hub, shared, tap = world
+    ticks: dict[int, list[str]] = {0: [], 1: []}
+    taps = [tap("alice", {"test://common"})[0] for _ in range(2)]
+    for i, t in enumerate(taps):
+        t.every(1.0, lambda i=i: ticks[i].append(threading.current_thread().name))
+    until(lambda: len(ticks[0]) >= 2 and len(ticks[1]) >= 2, f"ticks: {ticks}")
+    assert {n.rsplit("_", 1)[0] for n in ticks[0] + ticks[1]} == {"mcp-notebook-fronts"}
+    taps[0].mute()
+    time.sleep(0.2)  # a tick already handed over may still finish
+    seen = len(ticks[0])
+    until(lambda: len(ticks[1]) >= seen + 2, "the other front keeps ticking")
+    assert len(ticks[0]) == seen
+    assert shared.schemes("alice") is shared.schemes("alice") is not shared.schemes("bob")

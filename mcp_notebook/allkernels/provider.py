@@ -28,7 +28,7 @@ from ..types import Annotations, Contents, Resource, ResourceTemplate
 from .directory import Directory, KernelEntry
 from .links import Linker, schemes_of, unqualify, unqualify_inside
 from .naming import KERNEL_VAR, KERNELS_URI, labels, notebook_stem, qualify, qualify_template, split
-from .shared_listens import SharedListens, Tap
+from .shared_listens import Schemes, SharedListens, Tap
 from .upstream import HubError, HubGone, Listens, call
 
 log = logging.getLogger(__name__)
@@ -93,18 +93,22 @@ class KernelsProvider(Provider):
         self._hubs: tuple[HubAddress, ...] = ()
         self._current: str | None = None
         self._facts_cache: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._schemes: dict[str, frozenset[str]] = {}  # kernel id -> the URI schemes it serves
-        self._schemes_fresh: set[str] = set()  # kernel ids whose templates were read since their last list change
+        self._seen: tuple[list[KernelEntry], dict[str, str]] = ([], {})  # what the last look found
+        self._listens: Listens | Tap
         if shared is not None:
-            self._listens: Listens = shared.tap(scope, frozenset([EXECUTION_URI]), self._upstream, self._wanted)
+            self._schemes = shared.schemes(scope)  # the user's kernels serve the same schemes to every grant
+            self._listens = shared.tap(scope, frozenset([EXECUTION_URI]), self._upstream, self._wanted)
         else:
+            self._schemes = Schemes()
             self._listens = Listens(self._upstream, self._wanted)
         self._listens.every(TICK_SECONDS, self.refresh)
 
     # -- kernels ----------------------------------------------------------------------------
     def kernels(self, fresh: bool = False) -> tuple[list[KernelEntry], dict[str, str]]:
         entries = self.directory.entries(fresh)
-        return entries, labels(((e.id, e.notebook) for e in entries), {e.id: e.where for e in entries})
+        found = entries, labels(((e.id, e.notebook) for e in entries), {e.id: e.where for e in entries})
+        self._seen = found
+        return found
 
     def current(self, entries: list[KernelEntry]) -> KernelEntry | None:
         """The kernel of the latest of: a frontend focusing it, it running a cell; else the newest.
@@ -148,7 +152,10 @@ class KernelsProvider(Provider):
 
     def refresh(self) -> None:
         """Called every tick: a kernel appeared or went, its hub moved, or the current one changed."""
-        entries, _ = self.kernels()
+        self._follow(self.kernels()[0])
+
+    def _follow(self, entries: list[KernelEntry]) -> None:
+        """The listens follow ``entries`` (and the current kernel among them) if they changed."""
         ids = tuple(e.id for e in entries)
         current = self.current(entries)
         cur = current.id if current else None
@@ -188,15 +195,16 @@ class KernelsProvider(Provider):
         }
 
     def _upstream(self, kernel_id: str, kind: str, uri: str | None) -> None:
-        """A hub's notification, as changes of the URIs watched here."""
+        """A hub's notification, as changes of the URIs watched here. Never waits (the shared
+        listens route events on their reading thread): the kernels are those of the last look."""
         if self._muted:
             return
         if kind == "list_changed":
-            self._schemes_fresh.discard(kernel_id)  # a custom template may have come: look again on use
+            self._schemes.fresh.discard(kernel_id)  # a custom template may have come: look again on use
             self.changed([], True)
             return
         assert uri is not None
-        entries, names = self.kernels()
+        entries, names = self._seen
         entry = next((e for e in entries if e.id == kernel_id), None)
         if entry is None:
             return
@@ -211,7 +219,7 @@ class KernelsProvider(Provider):
         if hit or uri == EXECUTION_URI:
             self.changed(hit + [KERNELS_URI] * (uri == EXECUTION_URI and KERNELS_URI in self._watched), False)
         if uri == EXECUTION_URI and current is not None and current.id != self._current:
-            self.refresh()
+            self._follow(entries)
 
     # -- Provider --------------------------------------------------------------------------
     def owns(self, uri: str) -> bool:
@@ -363,22 +371,24 @@ class KernelsProvider(Provider):
         """What qualifies the links in ``entry``'s replies: its label and the URI schemes it serves
         (learnt from its templates once per list change, and from every listing the front makes;
         a scheme once seen is kept)."""
-        if entry.id not in self._schemes_fresh:
+        schemes = self._schemes
+        if entry.id not in schemes.fresh:
             try:
                 found = self._pages(entry, "resources/templates/list", "resourceTemplates")
             except (HubGone, HubError):
                 found = []
             self._learn(entry.id, [str(t.get("uriTemplate", "")) for t in found])
-            self._schemes_fresh.add(entry.id)
-        return Linker(label, self._schemes.get(entry.id, frozenset()))
+            schemes.fresh.add(entry.id)
+        return Linker(label, schemes.known.get(entry.id, frozenset()))
 
     def _learn(self, kernel_id: str, uris: list[str]) -> frozenset[str]:
-        schemes = frozenset(schemes_of(uris) | self._schemes.get(kernel_id, frozenset()))
-        if len(self._schemes) > 1024:
-            self._schemes.clear()
-            self._schemes_fresh.clear()
-        self._schemes[kernel_id] = schemes
-        return schemes
+        known = self._schemes.known
+        found = frozenset(schemes_of(uris) | known.get(kernel_id, frozenset()))
+        if len(known) > 1024:
+            known.clear()
+            self._schemes.fresh.clear()
+        known[kernel_id] = found
+        return found
 
     def _listing(self) -> dict[str, Any]:
         entries, names = self.kernels(fresh=True)

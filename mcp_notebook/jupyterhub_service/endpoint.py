@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from tornado import web
@@ -33,6 +34,7 @@ from .users import RENEW_AHEAD_SECONDS, JupyterHubLink, JupyterHubRefused, Listi
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 1800.0  # a front nobody used for this long (and with no stream open) is closed
+RENEW_THREADS = 8  # JupyterHub asked about this many grants at once when their answers come due together
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Fronts:
         self._revoked_since = time.time() - 60.0
         self._lock = threading.Lock()
         self._renewing = threading.Lock()
+        self._renew_pool = ThreadPoolExecutor(RENEW_THREADS, thread_name_prefix="mcp-notebook-renew")
         self.listings = Listings()
         self.listens = SharedListens()  # one listen per kernel and URI set, shared by a user's grants
         self.sessions = SharedSessions(server.store)
@@ -165,17 +168,15 @@ class Fronts:
     def renew_checks(self) -> None:
         """JupyterHub's answers about the fronts' users, asked again just before they go stale (every
         half second, off the event loop), so a read almost never waits for JupyterHub; a refusal ends
-        the grant at the next sweep, as before."""
+        the grant at the next sweep, as before. Grants whose answers come due together (fronts
+        opened together) are asked ``RENEW_THREADS`` at a time: one after another, thirty took
+        longer than the second asked ahead, and reads then waited for JupyterHub."""
         if not self._renewing.acquire(blocking=False):
             return  # the last round is still waiting for JupyterHub
         try:
             with self._lock:
                 links = [gf.link for gf in self._fronts.values()]
-            for link in links:
-                try:
-                    link.model(min(RENEW_AHEAD_SECONDS, link.check_seconds / 3))
-                except Exception:  # refused: the sweep ends the grant; unreachable: a read asks and says so
-                    pass
+            renew(links, self._renew_pool)
         finally:
             self._renewing.release()
 
@@ -204,6 +205,23 @@ class Fronts:
         for gf in fronts:
             gf.front.close()
         self.listens.close()
+        self._renew_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def renew(links: list[JupyterHubLink], pool: ThreadPoolExecutor) -> None:
+    """Each grant's answer asked again if it goes stale soon (a fresh one costs nothing), as many at
+    once as ``pool`` has threads; returns when all are done."""
+
+    def one(link: JupyterHubLink) -> None:
+        try:
+            link.model(min(RENEW_AHEAD_SECONDS, link.check_seconds / 3))
+        except Exception:  # refused: the sweep ends the grant; unreachable: a read asks and says so
+            pass
+
+    try:
+        list(pool.map(one, links))
+    except RuntimeError:  # closing: the pool is shut down
+        pass
 
 
 class McpHandler(SseReplies, web.RequestHandler):
