@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .core import REPLY_START
 from .exchange import HttpReply
-from .fast_read import PLAIN_BYTES, FlatReads, ReadShape
+from .fast_read import FlatReads, ReadShape
 from .jsonrpc import MAX_URI
 from .wire_http11 import CRLF, value_spans
 
@@ -42,6 +43,7 @@ class HeadFamily:
         "lengths",
         "named",
         "parts",
+        "reads",
         "shape",
         "uri_first_in_body",
         "uri_first_in_head",
@@ -54,6 +56,7 @@ class HeadFamily:
         body: tuple[bytes, bytes, bytes],
         uri_first: bool,
         shape: ReadShape,
+        reads: dict[bytes, Any],
     ):
         self.parts = parts
         self.lengths = tuple(map(len, parts))
@@ -63,6 +66,7 @@ class HeadFamily:
         self.body_lengths = tuple(map(len, body))
         self.uri_first_in_body = uri_first
         self.shape = shape  # the replay memo of the read it was learnt on
+        self.reads = reads  # the core's cached reads of plain URIs of its revision, by their bytes
         self.last = ""  # the URI of the member last answered (for its memo)
 
 
@@ -71,6 +75,7 @@ class Families:
 
     def __init__(self, flat: FlatReads):
         self.flat = flat
+        self.core = flat.core
 
     def learn(self, head: bytes, memo: Any) -> HeadFamily | None:
         """The family of ``head`` (an admitted keep-alive head's bytes, blank line included) whose
@@ -87,7 +92,8 @@ class Families:
         body = memo.others or self.flat.body_family(memo)  # (a plain URI, proved by a probe body)
         if body is None:
             return None
-        return HeadFamily(parts, tuple(name == _NAME for name in order), body.parts, body.uri_first, memo)
+        holes = tuple(name == _NAME for name in order)
+        return HeadFamily(parts, holes, body.parts, body.uri_first, memo, body.reads)
 
     def answer(self, family: HeadFamily, data: bytes) -> tuple[HttpReply, int] | None:
         """The reply to ``data`` (one whole request) when it is a member of ``family`` whose read is
@@ -127,16 +133,21 @@ class Families:
             start = end + lp
         if not ok or not data.endswith(r) or stop <= start or stop - start > 15 or (named is not None and uri != named):
             return None
-        if not uri or uri.translate(None, PLAIN_BYTES) or uri[0] == 61:  # plain characters, no "=" first
-            return None
         digits = data[start:stop]
         if not digits.isdigit() or (digits[0] == 48 and stop - start > 1):
             return None  # a JSON integer: ASCII digits, no leading zero
-        text = uri.decode("ascii")
-        reply = self.flat.replay_uri(family.shape, text, digits)
-        if reply is None:
+        # The URI's cached read by its bytes (the per-URI record): only plain URIs (no "=" first,
+        # within MAX_URI) are kept there, so a hit is a plain URI whose JSON string is these bytes.
+        entry = family.reads.get(uri)
+        shape = family.shape
+        if entry is None or (shape.still_open is not None and not shape.still_open()):
             return None
-        family.last = text
+        tail = self.core.fresh_tail(entry)
+        if tail is None:
+            return None
+        reply = shape.reply
+        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        family.last = entry[3]
         return reply, end
 
     def member_memo(self, family: HeadFamily) -> ReadShape:
