@@ -208,7 +208,7 @@ def _learn(s: socket.socket, transport: HttpTransport, first_id: int = 12000000)
     """Learn the family of test_fast_read's well-formed stateless reads on this connection; the
     transport's remembered heads are forgotten first (as when that memory fills up), so no request
     is replayed as a whole instead."""
-    transport.heads._heads.clear()
+    transport.heads.clear()
     for n in range(3):
         assert _send(s, mutated("stateless", URIS[20 + n], first_id + n, False, []))[0] == 200
 
@@ -335,7 +335,7 @@ def test_an_ended_session_is_not_answered_from_the_family(transport, hits):
     sid = open_session(SERVER)
     _warm_session(URIS[40:80], sid)
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()  # no plain replays of heads remembered by other tests
+        transport.heads.clear()  # no plain replays of heads remembered by other tests
         for n, uri in enumerate(URIS[40:70]):
             head, body = session_head(sid), session_body(uri, 6000 + n)
             same(exchange(s, head, body), general(head, body))
@@ -373,7 +373,7 @@ def test_every_departure_from_a_sessions_family_member_gets_the_general_paths_an
     sid = SESSIONS[test_fast_read.SID if era == "handshake" else test_fast_read.OLD_SID]
     _warm_session([*URIS[20:23], "nb://vars/v9"], sid)
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n in range(3):
             assert _send_session(s, mutated(era, URIS[20 + n], 13000000 + n, True, []))[0] == 200
         req = mutated(era, "nb://vars/v9", msg_id, True, mutations)
@@ -385,7 +385,7 @@ def test_every_departure_from_a_sessions_family_member_gets_the_general_paths_an
 def test_a_sessions_family_answers_a_well_formed_member(transport, hits):
     _warm_session([*URIS[20:23], "nb://vars/v9"])
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n in range(3):
             assert _send_session(s, mutated("handshake", URIS[20 + n], 14000000 + n, True, []))[0] == 200
         req = mutated("handshake", "nb://vars/v9", 12345678901234, True, [])
@@ -401,7 +401,7 @@ def test_a_sessions_uris_of_every_kind_get_the_general_paths_answer(transport, o
     JSON around it must all take the general path (or be answered exactly as it would)."""
     _warm_session(["nb://vars/v1", "nb://vars/v2"])
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n, uri in enumerate(["nb://vars/v1", "nb://vars/v2", odd, "nb://vars/v1", odd]):
             head = session_head()
             body = session_body(uri, 170 + n)
@@ -423,7 +423,7 @@ def test_sixteen_connections_reading_25_uris_in_turn(transport, hits):
     replies stay the general path's, for the stateless era as well."""
     _warm_session(URIS[:25])
     _warm(URIS[:25])
-    transport.heads._heads.clear()
+    transport.heads.clear()
     socks = [socket.create_connection(("127.0.0.1", transport.port), timeout=5) for _ in range(16)]
     try:
         for n in range(400):
@@ -600,7 +600,7 @@ def test_a_head_the_family_answers_is_replayed_from_then_on(transport, hits):
     path for good)."""
     _warm([*URIS[20:23]])
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n, uri in enumerate(URIS[20:23]):  # this connection learns the family of head_for's heads
             assert exchange(s, head_for(uri), body_for(uri, 5_000_000_000_000 + n))[0] == 200
         SERVER.core.resources.after_cell()  # every cached read is stale: the next read of v5 is not learnt

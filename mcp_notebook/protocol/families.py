@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..redact import REDACTOR
 from .core import REPLY_START
 from .exchange import HttpReply
 from .fast_read import FlatReads, ReadShape
@@ -75,7 +76,7 @@ class Families:
 
     def __init__(self, flat: FlatReads):
         self.flat = flat
-        self.core = flat.core
+        self.resources = flat.core.resources
 
     def learn(self, head: bytes, memo: Any) -> HeadFamily | None:
         """The family of ``head`` (an admitted keep-alive head's bytes, blank line included) whose
@@ -98,7 +99,7 @@ class Families:
     def answer(self, family: HeadFamily, data: bytes) -> tuple[HttpReply, int] | None:
         """The reply to ``data`` (one whole request) when it is a member of ``family`` whose read is
         cached, and the length of its head; None: take the usual path. One function: it runs for
-        every read of a client reading one URI after another."""
+        every read of a client reading one URI after another (each C call here is ~0.1 µs under load)."""
         a, b = family.parts[0], family.parts[1]
         la, lb = family.lengths[0], family.lengths[1]
         if not data.startswith(a):
@@ -116,7 +117,8 @@ class Families:
                 return None
             named, length = (length, data[end:j]) if family.uri_first_in_head else (data[end:j], length)
             end = j + lc
-        if not length.isdigit() or len(length) > 9 or int(length) != len(data) - end:
+        size = len(data)
+        if length != b"%d" % (size - end):  # Content-Length, as digits (another spelling: the usual path)
             return None
         p, q, r = family.body
         lp, lq, lr = family.body_lengths
@@ -124,9 +126,9 @@ class Families:
             stop = data.find(q, end + lp) if named is None else end + lp + len(named)
             uri = data[end + lp : stop]
             ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
-            start, stop = stop + lq, len(data) - lr
+            start, stop = stop + lq, size - lr
         else:  # p ID q URI r
-            tail = len(data) - lr
+            tail = size - lr
             stop = data.rfind(q, end + lp, tail) if named is None else tail - len(named) - lq
             uri = data[stop + lq : tail]
             ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
@@ -142,11 +144,14 @@ class Families:
         shape = family.shape
         if entry is None or (shape.still_open is not None and not shape.still_open()):
             return None
-        tail = self.core.fresh_tail(entry)
-        if tail is None:
+        try:  # Core.fresh_tail, inlined (keep in step): the entry's stamp holds
+            token = entry[2].read_token(entry[3])
+        except Exception:
+            return None
+        if token is None or entry[0] != (token, self.resources.generation, REDACTOR.version):
             return None
         reply = shape.reply
-        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        reply.body = b"".join((REPLY_START, digits, entry[1]))
         family.last = entry[3]
         return reply, end
 

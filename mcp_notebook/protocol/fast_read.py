@@ -175,7 +175,7 @@ class FlatReads:
         if tail is None:
             return None
         reply = shape.reply
-        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        reply.body = b"".join((REPLY_START, digits, tail))  # (join: the cheapest of the three ways)
         return reply
 
     def replay_other(self, shape: ReadShape, body: bytes) -> HttpReply | None:
@@ -206,7 +206,7 @@ class FlatReads:
         if tail is None:
             return None
         reply = shape.reply
-        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        reply.body = b"".join((REPLY_START, digits, tail))  # (join: the cheapest of the three ways)
         return reply
 
     def body_family(self, shape: ReadShape) -> BodyFamily | None:
