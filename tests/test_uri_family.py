@@ -632,3 +632,120 @@ def test_a_replayed_stateless_read_marks_its_client_seen():
     assert reply is not None and reply.after_send is not None
     reply.after_send()
     assert [c[:3] for c in SERVER.stateless_clients()] == [("replayer-" + "x" * 91, "9", STATELESS)]
+
+
+# -- many connections, third cut: the family first once the memory of heads is full (issue #48) ------
+
+
+def test_a_full_memory_of_heads_puts_the_family_first(transport, hits):
+    """A stateless client rotating over more URIs than the memory of heads holds fills it; its
+    connection then tries its head family first (no hash of each head, no per-head objects), each
+    URI's cached read found by the URI's bytes (``Core.plain_reads``). Every reply stays the general
+    path's: a changed value, a value the redactor learnt as a secret, a provider added later, a URI
+    whose read is not cached."""
+    import secrets
+
+    from mcp_notebook.providers.custom import CustomProvider
+    from mcp_notebook.redact import REDACTOR
+
+    _warm(URIS)
+    transport.heads.clear()
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(700):
+            uri = URIS[n % len(URIS)]
+            head, body = head_for(uri), body_for(uri, 7_000_000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert transport.heads.full
+        assert any(conn.memos.family_first for conn in transport.connections)
+        hits.clear()
+        for n, uri in enumerate(URIS[:40]):
+            head, body = head_for(uri), body_for(uri, 7_100_000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert hits == URIS[:40]  # the family answered each, first
+        secret = "plainvalue-" + secrets.token_hex(6)
+        NS["v3"] = secret
+        SERVER.core.resources.after_cell()
+        try:
+            head, body = head_for("nb://vars/v3"), body_for("nb://vars/v3", 7_200_001)
+            got = exchange(s, head, body)
+            assert secret.encode() in got[2]
+            same(got, general(head, body))
+            same(
+                exchange(s, head, body_for("nb://vars/v3", 7_200_002)),
+                general(head, body_for("nb://vars/v3", 7_200_002)),
+            )
+            hits.clear()
+            REDACTOR.add([secret])  # a secret now: the cached reply is stale, the general path masks it
+            got = exchange(s, head, body_for("nb://vars/v3", 7_200_003))
+            assert secret.encode() not in got[2] and hits == []
+            same(got, general(head, body_for("nb://vars/v3", 7_200_003)))
+            SERVER.core.resources.add_provider(CustomProvider())  # the generation moves: every entry stale
+            got = exchange(s, head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_004))
+            assert hits == []
+            same(got, general(head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_004)))
+            same(
+                exchange(s, head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_005)),
+                general(head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_005)),
+            )
+            for n, uri in enumerate(["nb://vars/obj", "nb://vars/missing", "nb://vars/n"]):
+                head, body = head_for(uri), body_for(uri, 7_300_000 + n)
+                same(exchange(s, head, body), general(head, body))
+        finally:
+            NS["v3"] = 3 * 7 + 1000
+            SERVER.core.resources.after_cell()
+
+
+def _raw_exchange(s: socket.socket, raw: bytes) -> tuple[int, bytes]:
+    s.sendall(raw)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk
+        data += chunk
+    top, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next(f for f in top.split(b"\r\n") if f.lower().startswith(b"content-length:")).split(b":")[1])
+    while len(rest) < length:
+        rest += s.recv(65536)
+    return int(top.split(b" ")[1]), rest[:length]
+
+
+@pytest.mark.parametrize("spelling", ["0%d", "00%d", "+%d", " %d", "%d "])
+def test_a_content_length_spelled_otherwise_is_not_a_family_member(transport, hits, spelling):
+    """The family compares Content-Length with the body's length as plain digits: any other spelling
+    (leading zeros, a sign, spaces) is answered as a connection without a family
+    answers the same bytes."""
+    _warm(URIS)
+    transport.heads.clear()
+    uri = "nb://vars/v6"
+    body = body_for(uri, 8_000_001)
+    lines = "".join(f"{k}: {v}\r\n" for k, v in head_for(uri).items())
+    raw = f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {spelling % len(body)}\r\n\r\n".encode() + body
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(300):
+            u = URIS[n % len(URIS)]
+            assert exchange(s, head_for(u), body_for(u, 8_100_000 + n))[0] == 200
+        hits.clear()
+        got = _raw_exchange(s, raw)
+    assert hits == []
+    transport.heads.clear()
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as fresh:
+        assert _raw_exchange(fresh, raw) == got
+
+
+def test_the_per_uri_records_are_the_read_caches_plain_entries(monkeypatch):
+    """``Core.plain_reads`` holds, by the URI's bytes, the very entries of the read cache whose URI is
+    plain, and nothing else; it is cleared with the cache (memory bounded)."""
+    from mcp_notebook.protocol import core as core_module
+    from mcp_notebook.protocol.core import plain_bytes
+
+    core = SERVER.core
+    monkeypatch.setattr(core_module, "READ_CACHE_SIZE", 40)
+    SERVER.core.resources.after_cell()  # every cached read stale: the reads below are cached again
+    _warm(URIS[:100])
+    index = core.plain_reads(STATELESS)
+    assert 0 < len(index) <= len(core._read_cache) <= 40
+    for raw, entry in index.items():
+        assert core._read_cache[(STATELESS, raw.decode("ascii"))] is entry
+    for uri in ("nb://vars/sp ace", "=nb://vars/v1", "nb://vars/é", 'nb://vars/"q"', "nb://vars/back\\slash", ""):
+        assert plain_bytes(uri) is None
+    assert plain_bytes("nb://vars?limit=1") == b"nb://vars?limit=1"
