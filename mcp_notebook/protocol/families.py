@@ -5,7 +5,8 @@ the stateless era, ``Mcp-Name``), and its body but for the id and the URI. Once 
 admitted head was answered by the flat path and learnt as a replay memo (``fast_read.ReadShape``),
 :meth:`Families.learn` finds the places of those values in the head's and the body's bytes; a
 later request that is those same bytes with other values in those places is that same read with
-another id and another URI, and :meth:`Families.answer` answers it as a replay of that URI.
+another id and another URI, and :meth:`Families.answer` answers it as a replay of that URI (its
+cached read found by the URI's bytes: ``Core.plain_reads``, one lookup, nothing decoded).
 
 This is the protocol's side of a carrier's replays: a carrier hands over bytes (a head, a whole
 request) and keeps what it gets back as an opaque memo; it never looks inside. Both eras: the

@@ -20,8 +20,8 @@ one resource after another sends the same head bytes (while the body's length ho
 URI in the body. A shape learnt under such a head also keeps the body's bytes around its URI and
 its id (:class:`BodyFamily`, proved like the shape); a body made of those three parts around a
 plain URI and a JSON integer is that read of the other URI, answered from the same reply cache
-(keyed by revision and URI, shared by every connection and session). So the head's one memo,
-shared by every connection that sends it, answers all of them.
+(shared by every connection and session; its entry found by the URI's bytes, ``Core.plain_reads``).
+So the head's one memo, shared by every connection that sends it, answers all of them.
 """
 
 from __future__ import annotations

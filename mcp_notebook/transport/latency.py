@@ -7,7 +7,9 @@ A client repeats its head byte for byte (only the body's id changes), and parsin
 (Host, Origin, token) are pure functions of those bytes and the server's settings: a head seen
 before under the same settings object skips both. The memory is bounded (cleared when full) and
 keeps only heads with a body of known length. Each head keeps the server's replay memo, opaque
-here: the server alone knows what it means (protocol/fast_read.py, protocol/families.py).
+here: the server alone knows what it means (protocol/fast_read.py, protocol/families.py). While
+the memory is ``full`` a connection with a head family tries it before looking a head up (a client
+rotating over more URIs than it holds: docs/DESIGN.md, "Many connections, third cut").
 
 **Busy poll.** Keep the hub's loop polling for a moment after a reply, so a client's next
 request finds it awake.
