@@ -208,7 +208,7 @@ def _learn(s: socket.socket, transport: HttpTransport, first_id: int = 12000000)
     """Learn the family of test_fast_read's well-formed stateless reads on this connection; the
     transport's remembered heads are forgotten first (as when that memory fills up), so no request
     is replayed as a whole instead."""
-    transport.heads._heads.clear()
+    transport.heads.clear()
     for n in range(3):
         assert _send(s, mutated("stateless", URIS[20 + n], first_id + n, False, []))[0] == 200
 
@@ -335,7 +335,7 @@ def test_an_ended_session_is_not_answered_from_the_family(transport, hits):
     sid = open_session(SERVER)
     _warm_session(URIS[40:80], sid)
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()  # no plain replays of heads remembered by other tests
+        transport.heads.clear()  # no plain replays of heads remembered by other tests
         for n, uri in enumerate(URIS[40:70]):
             head, body = session_head(sid), session_body(uri, 6000 + n)
             same(exchange(s, head, body), general(head, body))
@@ -373,7 +373,7 @@ def test_every_departure_from_a_sessions_family_member_gets_the_general_paths_an
     sid = SESSIONS[test_fast_read.SID if era == "handshake" else test_fast_read.OLD_SID]
     _warm_session([*URIS[20:23], "nb://vars/v9"], sid)
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n in range(3):
             assert _send_session(s, mutated(era, URIS[20 + n], 13000000 + n, True, []))[0] == 200
         req = mutated(era, "nb://vars/v9", msg_id, True, mutations)
@@ -385,7 +385,7 @@ def test_every_departure_from_a_sessions_family_member_gets_the_general_paths_an
 def test_a_sessions_family_answers_a_well_formed_member(transport, hits):
     _warm_session([*URIS[20:23], "nb://vars/v9"])
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n in range(3):
             assert _send_session(s, mutated("handshake", URIS[20 + n], 14000000 + n, True, []))[0] == 200
         req = mutated("handshake", "nb://vars/v9", 12345678901234, True, [])
@@ -401,7 +401,7 @@ def test_a_sessions_uris_of_every_kind_get_the_general_paths_answer(transport, o
     JSON around it must all take the general path (or be answered exactly as it would)."""
     _warm_session(["nb://vars/v1", "nb://vars/v2"])
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n, uri in enumerate(["nb://vars/v1", "nb://vars/v2", odd, "nb://vars/v1", odd]):
             head = session_head()
             body = session_body(uri, 170 + n)
@@ -423,7 +423,7 @@ def test_sixteen_connections_reading_25_uris_in_turn(transport, hits):
     replies stay the general path's, for the stateless era as well."""
     _warm_session(URIS[:25])
     _warm(URIS[:25])
-    transport.heads._heads.clear()
+    transport.heads.clear()
     socks = [socket.create_connection(("127.0.0.1", transport.port), timeout=5) for _ in range(16)]
     try:
         for n in range(400):
@@ -600,7 +600,7 @@ def test_a_head_the_family_answers_is_replayed_from_then_on(transport, hits):
     path for good)."""
     _warm([*URIS[20:23]])
     with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
-        transport.heads._heads.clear()
+        transport.heads.clear()
         for n, uri in enumerate(URIS[20:23]):  # this connection learns the family of head_for's heads
             assert exchange(s, head_for(uri), body_for(uri, 5_000_000_000_000 + n))[0] == 200
         SERVER.core.resources.after_cell()  # every cached read is stale: the next read of v5 is not learnt
@@ -632,3 +632,120 @@ def test_a_replayed_stateless_read_marks_its_client_seen():
     assert reply is not None and reply.after_send is not None
     reply.after_send()
     assert [c[:3] for c in SERVER.stateless_clients()] == [("replayer-" + "x" * 91, "9", STATELESS)]
+
+
+# -- many connections, third cut: the family first once the memory of heads is full (issue #48) ------
+
+
+def test_a_full_memory_of_heads_puts_the_family_first(transport, hits):
+    """A stateless client rotating over more URIs than the memory of heads holds fills it; its
+    connection then tries its head family first (no hash of each head, no per-head objects), each
+    URI's cached read found by the URI's bytes (``Core.plain_reads``). Every reply stays the general
+    path's: a changed value, a value the redactor learnt as a secret, a provider added later, a URI
+    whose read is not cached."""
+    import secrets
+
+    from mcp_notebook.providers.custom import CustomProvider
+    from mcp_notebook.redact import REDACTOR
+
+    _warm(URIS)
+    transport.heads.clear()
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(700):
+            uri = URIS[n % len(URIS)]
+            head, body = head_for(uri), body_for(uri, 7_000_000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert transport.heads.full
+        assert any(conn.memos.family_first for conn in transport.connections)
+        hits.clear()
+        for n, uri in enumerate(URIS[:40]):
+            head, body = head_for(uri), body_for(uri, 7_100_000 + n)
+            same(exchange(s, head, body), general(head, body))
+        assert hits == URIS[:40]  # the family answered each, first
+        secret = "plainvalue-" + secrets.token_hex(6)
+        NS["v3"] = secret
+        SERVER.core.resources.after_cell()
+        try:
+            head, body = head_for("nb://vars/v3"), body_for("nb://vars/v3", 7_200_001)
+            got = exchange(s, head, body)
+            assert secret.encode() in got[2]
+            same(got, general(head, body))
+            same(
+                exchange(s, head, body_for("nb://vars/v3", 7_200_002)),
+                general(head, body_for("nb://vars/v3", 7_200_002)),
+            )
+            hits.clear()
+            REDACTOR.add([secret])  # a secret now: the cached reply is stale, the general path masks it
+            got = exchange(s, head, body_for("nb://vars/v3", 7_200_003))
+            assert secret.encode() not in got[2] and hits == []
+            same(got, general(head, body_for("nb://vars/v3", 7_200_003)))
+            SERVER.core.resources.add_provider(CustomProvider())  # the generation moves: every entry stale
+            got = exchange(s, head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_004))
+            assert hits == []
+            same(got, general(head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_004)))
+            same(
+                exchange(s, head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_005)),
+                general(head_for("nb://vars/v4"), body_for("nb://vars/v4", 7_200_005)),
+            )
+            for n, uri in enumerate(["nb://vars/obj", "nb://vars/missing", "nb://vars/n"]):
+                head, body = head_for(uri), body_for(uri, 7_300_000 + n)
+                same(exchange(s, head, body), general(head, body))
+        finally:
+            NS["v3"] = 3 * 7 + 1000
+            SERVER.core.resources.after_cell()
+
+
+def _raw_exchange(s: socket.socket, raw: bytes) -> tuple[int, bytes]:
+    s.sendall(raw)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk
+        data += chunk
+    top, _, rest = data.partition(b"\r\n\r\n")
+    length = int(next(f for f in top.split(b"\r\n") if f.lower().startswith(b"content-length:")).split(b":")[1])
+    while len(rest) < length:
+        rest += s.recv(65536)
+    return int(top.split(b" ")[1]), rest[:length]
+
+
+@pytest.mark.parametrize("spelling", ["0%d", "00%d", "+%d", " %d", "%d "])
+def test_a_content_length_spelled_otherwise_is_not_a_family_member(transport, hits, spelling):
+    """The family compares Content-Length with the body's length as plain digits: any other spelling
+    (leading zeros, a sign, spaces) is answered as a connection without a family
+    answers the same bytes."""
+    _warm(URIS)
+    transport.heads.clear()
+    uri = "nb://vars/v6"
+    body = body_for(uri, 8_000_001)
+    lines = "".join(f"{k}: {v}\r\n" for k, v in head_for(uri).items())
+    raw = f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {spelling % len(body)}\r\n\r\n".encode() + body
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as s:
+        for n in range(300):
+            u = URIS[n % len(URIS)]
+            assert exchange(s, head_for(u), body_for(u, 8_100_000 + n))[0] == 200
+        hits.clear()
+        got = _raw_exchange(s, raw)
+    assert hits == []
+    transport.heads.clear()
+    with socket.create_connection(("127.0.0.1", transport.port), timeout=5) as fresh:
+        assert _raw_exchange(fresh, raw) == got
+
+
+def test_the_per_uri_records_are_the_read_caches_plain_entries(monkeypatch):
+    """``Core.plain_reads`` holds, by the URI's bytes, the very entries of the read cache whose URI is
+    plain, and nothing else; it is cleared with the cache (memory bounded)."""
+    from mcp_notebook.protocol import core as core_module
+    from mcp_notebook.protocol.core import plain_bytes
+
+    core = SERVER.core
+    monkeypatch.setattr(core_module, "READ_CACHE_SIZE", 40)
+    SERVER.core.resources.after_cell()  # every cached read stale: the reads below are cached again
+    _warm(URIS[:100])
+    index = core.plain_reads(STATELESS)
+    assert 0 < len(index) <= len(core._read_cache) <= 40
+    for raw, entry in index.items():
+        assert core._read_cache[(STATELESS, raw.decode("ascii"))] is entry
+    for uri in ("nb://vars/sp ace", "=nb://vars/v1", "nb://vars/é", 'nb://vars/"q"', "nb://vars/back\\slash", ""):
+        assert plain_bytes(uri) is None
+    assert plain_bytes("nb://vars?limit=1") == b"nb://vars?limit=1"

@@ -39,9 +39,16 @@ LIST_METHODS = {
 }
 READ_CACHE_SIZE = 4096  # encoded read replies kept (cleared when full)
 REPLY_START = b'{"jsonrpc":"2.0","id":'
+# The bytes of a plain URI: its JSON string and its header value are the URI itself (no quote,
+# backslash, space, control or non-ASCII character); plain also means no "=" first (not the
+# "=?base64?...?=" form of Mcp-Name).
+PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~!$&'()*+,;=@%?#[]-"
 
 Handler = Callable[[Ctx, dict[str, Any]], dict[str, Any]]
 ReadKey = tuple[str, str]  # (revision, uri): the revision also names the era
+# A cached read: (stamp, encoded result tail, the URI's provider, the URI). One immutable tuple, so
+# a reader on another thread sees a whole entry, old or new, never half of each.
+CachedRead = tuple[Any, bytes, Provider, str]
 
 
 class ReadAccess:
@@ -91,10 +98,13 @@ class Core:
             "tools/list": lambda ctx, params: self.tools.list_tools(ctx, params),
             "tools/call": lambda ctx, params: self.tools.call_tool(ctx, params),
         }
-        # (revision, URI) -> (stamp, encoded result tail, the URI's provider): the provider is kept
-        # so a hit asks it for its token without looking it up again (a provider added since
-        # moves the resources' generation, which is in the stamp)
-        self._read_cache: dict[ReadKey, tuple[Any, bytes, Provider]] = {}
+        # (revision, URI) -> (stamp, encoded result tail, the URI's provider, the URI): the provider
+        # is kept so a hit asks it for its token without looking it up again (a provider added
+        # since moves the resources' generation, which is in the stamp)
+        self._read_cache: dict[ReadKey, CachedRead] = {}
+        # revision -> {a plain URI's bytes -> the same entry}: the flat path's per-URI record, found
+        # by the bytes a request carries (no decoding, no key to build); cleared with the cache
+        self._plain_reads: dict[str, dict[bytes, CachedRead]] = {}
         # (method, revision, id(provider)) -> (token, items when untokened, encoded items)
         self._listings: dict[tuple[str, str, int], tuple[Any, list[Any] | None, list[bytes]]] = {}
 
@@ -243,16 +253,46 @@ class Core:
             reply = self.run(era, ctx, msg, read)
             if "result" not in reply or ctx.logs:
                 return self.answer(ctx, reply, session_id)
-            if len(self._read_cache) >= READ_CACHE_SIZE:
-                self._read_cache.clear()
-            entry = (stamp, b',"result":' + rpc.dumps(reply["result"]) + b"}", provider)
-            self._read_cache[key] = entry
+            entry = (stamp, b',"result":' + rpc.dumps(reply["result"]) + b"}", provider, uri)
+            self._keep_read(key, entry)
         else:
             try:
                 check_params("resources/read", msg.params)
             except RpcError:  # reported by run()
                 return self.answer(ctx, self.run(era, ctx, msg, read), session_id)
         return Answer(encoded=REPLY_START + rpc.dumps(msg.id) + entry[1], session_id=session_id)
+
+    def _keep_read(self, key: ReadKey, entry: CachedRead) -> None:
+        """Cache ``entry`` under ``key`` and, for a plain URI, under its bytes (memory bounded:
+        both cleared when the cache is full)."""
+        if len(self._read_cache) >= READ_CACHE_SIZE:
+            self._read_cache.clear()
+            for index in list(self._plain_reads.values()):  # (a copy: another thread may add a revision)
+                index.clear()
+        self._read_cache[key] = entry
+        raw = plain_bytes(key[1])
+        if raw is not None:
+            self.plain_reads(key[0])[raw] = entry
+
+    def plain_reads(self, version: str) -> dict[bytes, CachedRead]:
+        """The cached reads of plain URIs under ``version``, by the URI's bytes: the same entries as
+        the read cache, one lookup from the bytes of a request (protocol/fast_read.py, families.py).
+        The dict is cleared, never replaced, so a memo may keep it."""
+        index = self._plain_reads.get(version)
+        if index is None:
+            index = self._plain_reads.setdefault(version, {})
+        return index
+
+    def fresh_tail(self, entry: CachedRead) -> bytes | None:
+        """The encoded result tail of ``entry`` while its stamp holds, else None (``cached_read``'s
+        check, for an entry found already; keep the two in step)."""
+        try:
+            token = entry[2].read_token(entry[3])
+        except Exception:
+            return None
+        if token is None or entry[0] != (token, self.resources.generation, REDACTOR.version):
+            return None
+        return entry[1]
 
     def read_stamp(self, provider: Provider, uri: str) -> tuple[Hashable, ...] | None:
         """What a cached encoded read of ``uri`` must match to be served again: the provider's
@@ -375,6 +415,14 @@ class Core:
                 callback()
             except Exception:
                 log.exception("activity callback failed")
+
+
+def plain_bytes(uri: str) -> bytes | None:
+    """The bytes of ``uri`` when it is plain (see ``PLAIN_BYTES``), else None."""
+    if not uri or not uri.isascii() or uri[0] == "=":
+        return None
+    raw = uri.encode("ascii")
+    return None if raw.translate(None, PLAIN_BYTES) else raw
 
 
 def uri_param(params: dict[str, Any]) -> str:

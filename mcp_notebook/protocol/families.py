@@ -5,7 +5,8 @@ the stateless era, ``Mcp-Name``), and its body but for the id and the URI. Once 
 admitted head was answered by the flat path and learnt as a replay memo (``fast_read.ReadShape``),
 :meth:`Families.learn` finds the places of those values in the head's and the body's bytes; a
 later request that is those same bytes with other values in those places is that same read with
-another id and another URI, and :meth:`Families.answer` answers it as a replay of that URI.
+another id and another URI, and :meth:`Families.answer` answers it as a replay of that URI (its
+cached read found by the URI's bytes: ``Core.plain_reads``, one lookup, nothing decoded).
 
 This is the protocol's side of a carrier's replays: a carrier hands over bytes (a head, a whole
 request) and keeps what it gets back as an opaque memo; it never looks inside. Both eras: the
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..redact import REDACTOR
+from .core import REPLY_START
 from .exchange import HttpReply
-from .fast_read import PLAIN_BYTES, FlatReads, ReadShape
+from .fast_read import FlatReads, ReadShape
 from .jsonrpc import MAX_URI
 from .wire_http11 import CRLF, value_spans
 
@@ -42,6 +45,7 @@ class HeadFamily:
         "lengths",
         "named",
         "parts",
+        "reads",
         "shape",
         "uri_first_in_body",
         "uri_first_in_head",
@@ -54,6 +58,7 @@ class HeadFamily:
         body: tuple[bytes, bytes, bytes],
         uri_first: bool,
         shape: ReadShape,
+        reads: dict[bytes, Any],
     ):
         self.parts = parts
         self.lengths = tuple(map(len, parts))
@@ -63,6 +68,7 @@ class HeadFamily:
         self.body_lengths = tuple(map(len, body))
         self.uri_first_in_body = uri_first
         self.shape = shape  # the replay memo of the read it was learnt on
+        self.reads = reads  # the core's cached reads of plain URIs of its revision, by their bytes
         self.last = ""  # the URI of the member last answered (for its memo)
 
 
@@ -71,6 +77,7 @@ class Families:
 
     def __init__(self, flat: FlatReads):
         self.flat = flat
+        self.resources = flat.core.resources
 
     def learn(self, head: bytes, memo: Any) -> HeadFamily | None:
         """The family of ``head`` (an admitted keep-alive head's bytes, blank line included) whose
@@ -87,12 +94,13 @@ class Families:
         body = memo.others or self.flat.body_family(memo)  # (a plain URI, proved by a probe body)
         if body is None:
             return None
-        return HeadFamily(parts, tuple(name == _NAME for name in order), body.parts, body.uri_first, memo)
+        holes = tuple(name == _NAME for name in order)
+        return HeadFamily(parts, holes, body.parts, body.uri_first, memo, body.reads)
 
     def answer(self, family: HeadFamily, data: bytes) -> tuple[HttpReply, int] | None:
         """The reply to ``data`` (one whole request) when it is a member of ``family`` whose read is
         cached, and the length of its head; None: take the usual path. One function: it runs for
-        every read of a client reading one URI after another."""
+        every read of a client reading one URI after another (each C call here is ~0.1 µs under load)."""
         a, b = family.parts[0], family.parts[1]
         la, lb = family.lengths[0], family.lengths[1]
         if not data.startswith(a):
@@ -110,7 +118,8 @@ class Families:
                 return None
             named, length = (length, data[end:j]) if family.uri_first_in_head else (data[end:j], length)
             end = j + lc
-        if not length.isdigit() or len(length) > 9 or int(length) != len(data) - end:
+        size = len(data)
+        if length != b"%d" % (size - end):  # Content-Length, as digits (another spelling: the usual path)
             return None
         p, q, r = family.body
         lp, lq, lr = family.body_lengths
@@ -118,25 +127,33 @@ class Families:
             stop = data.find(q, end + lp) if named is None else end + lp + len(named)
             uri = data[end + lp : stop]
             ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
-            start, stop = stop + lq, len(data) - lr
+            start, stop = stop + lq, size - lr
         else:  # p ID q URI r
-            tail = len(data) - lr
+            tail = size - lr
             stop = data.rfind(q, end + lp, tail) if named is None else tail - len(named) - lq
             uri = data[stop + lq : tail]
             ok = stop >= 0 and data.startswith(p, end) and data.startswith(q, stop)
             start = end + lp
         if not ok or not data.endswith(r) or stop <= start or stop - start > 15 or (named is not None and uri != named):
             return None
-        if not uri or uri.translate(None, PLAIN_BYTES) or uri[0] == 61:  # plain characters, no "=" first
-            return None
         digits = data[start:stop]
         if not digits.isdigit() or (digits[0] == 48 and stop - start > 1):
             return None  # a JSON integer: ASCII digits, no leading zero
-        text = uri.decode("ascii")
-        reply = self.flat.replay_uri(family.shape, text, digits)
-        if reply is None:
+        # The URI's cached read by its bytes (the per-URI record): only plain URIs (no "=" first,
+        # within MAX_URI) are kept there, so a hit is a plain URI whose JSON string is these bytes.
+        entry = family.reads.get(uri)
+        shape = family.shape
+        if entry is None or (shape.still_open is not None and not shape.still_open()):
             return None
-        family.last = text
+        try:  # Core.fresh_tail, inlined (keep in step): the entry's stamp holds
+            token = entry[2].read_token(entry[3])
+        except Exception:
+            return None
+        if token is None or entry[0] != (token, self.resources.generation, REDACTOR.version):
+            return None
+        reply = shape.reply
+        reply.body = b"".join((REPLY_START, digits, entry[1]))
+        family.last = entry[3]
         return reply, end
 
     def member_memo(self, family: HeadFamily) -> ReadShape:

@@ -20,8 +20,8 @@ one resource after another sends the same head bytes (while the body's length ho
 URI in the body. A shape learnt under such a head also keeps the body's bytes around its URI and
 its id (:class:`BodyFamily`, proved like the shape); a body made of those three parts around a
 plain URI and a JSON integer is that read of the other URI, answered from the same reply cache
-(keyed by revision and URI, shared by every connection and session). So the head's one memo,
-shared by every connection that sends it, answers all of them.
+(shared by every connection and session; its entry found by the URI's bytes, ``Core.plain_reads``).
+So the head's one memo, shared by every connection that sends it, answers all of them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..lazy_re import LazyPatterns
 from ..revisions import classify
 from . import jsonrpc as rpc
-from .core import REPLY_START, Core, ReadAccess, ReadKey
+from .core import PLAIN_BYTES, REPLY_START, CachedRead, Core, ReadAccess, ReadKey
 from .exchange import INLINE_BODY_LIMIT, HttpReply, HttpRequest
 from .jsonrpc import MAX_URI, check_params
 
@@ -42,7 +42,7 @@ MAX_ID_DIGITS = 15
 # and whose header value is too; not the "=?base64?...?=" form of Mcp-Name (it starts with "=").
 PLAIN_URI = rb"[A-Za-z0-9:/._~!$&'()*+,;@%?#\[\]-][A-Za-z0-9:/._~!$&'()*+,;=@%?#\[\]-]*"
 _RE = LazyPatterns(id_field=_ID_FIELD, plain_uri=PLAIN_URI)  # at the first learnt family, or after loading
-PLAIN_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:/._~!$&'()*+,;=@%?#[]-"
+__all__ = ["PLAIN_BYTES", "BodyFamily", "FlatReads", "ReadShape"]  # (PLAIN_BYTES: core's, for families.py)
 PROBE_URI = b"probe:family/0"
 
 
@@ -66,12 +66,19 @@ class BodyFamily:
     ``uri_first``, else ``p ID q URI r``): bodies that differ from the learnt one only there. This and
     ReadShape are plain classes, not ``NamedTuple``s (~0.15 ms each to create: "Loading, eighth cut")."""
 
-    __slots__ = ("lengths", "parts", "uri_first")
+    __slots__ = ("lengths", "parts", "reads", "uri_first")
 
-    def __init__(self, parts: tuple[bytes, bytes, bytes], lengths: tuple[int, int, int], uri_first: bool) -> None:
+    def __init__(
+        self,
+        parts: tuple[bytes, bytes, bytes],
+        lengths: tuple[int, int, int],
+        uri_first: bool,
+        reads: dict[bytes, CachedRead],
+    ) -> None:
         self.parts = parts
         self.lengths = lengths
         self.uri_first = uri_first
+        self.reads = reads  # the core's cached reads of plain URIs of this revision, by their bytes
 
 
 class ReadShape:
@@ -168,7 +175,7 @@ class FlatReads:
         if tail is None:
             return None
         reply = shape.reply
-        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        reply.body = b"".join((REPLY_START, digits, tail))  # (join: the cheapest of the three ways)
         return reply
 
     def replay_other(self, shape: ReadShape, body: bytes) -> HttpReply | None:
@@ -188,17 +195,18 @@ class FlatReads:
         else:  # p ID q URI r (the URI is what follows the last q before r)
             stop = body.rfind(q, lp, end)
             digits, uri = body[lp:stop], body[stop + lq : end]
-        if stop < 0 or not uri or uri.translate(None, PLAIN_BYTES) or uri[0] == 61:  # plain, no "=" first
-            return None
-        if len(digits) > MAX_ID_DIGITS or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):
+        if stop < 0 or len(digits) > MAX_ID_DIGITS or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):
             return None  # a JSON integer: ASCII digits, no leading zero (empty: isdigit is False)
-        if len(uri) > MAX_URI or (shape.still_open is not None and not shape.still_open()):
-            return None  # (replay_uri, inlined: the URI is plain and has no "=" first already)
-        tail = self.core.cached_read((shape.key[0], uri.decode("ascii")))
+        # The URI's cached read, by its bytes: only plain URIs (no "=" first, within MAX_URI) are
+        # kept there, so a hit is a plain URI whose JSON string is these very bytes.
+        entry = family.reads.get(uri)
+        if entry is None or (shape.still_open is not None and not shape.still_open()):
+            return None
+        tail = self.core.fresh_tail(entry)
         if tail is None:
             return None
         reply = shape.reply
-        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
+        reply.body = b"".join((REPLY_START, digits, tail))  # (join: the cheapest of the three ways)
         return reply
 
     def body_family(self, shape: ReadShape) -> BodyFamily | None:
@@ -220,7 +228,8 @@ class FlatReads:
             parts, probe = (prefix, q + b'"', b'"' + r), prefix + b"7" + q + b'"' + PROBE_URI + b'"' + r
         if not self.same_read(shape, probe, PROBE_URI):
             return None
-        return BodyFamily(parts, (len(parts[0]), len(parts[1]), len(parts[2])), quoted in prefix)
+        reads = self.core.plain_reads(shape.key[0])
+        return BodyFamily(parts, (len(parts[0]), len(parts[1]), len(parts[2])), quoted in prefix, reads)
 
     def same_read(self, shape: ReadShape, body: bytes, uri: bytes) -> bool:
         """Whether ``body`` parses to the read ``shape`` was learnt on with id 7 and ``uri``, all
@@ -244,18 +253,6 @@ class FlatReads:
         parts around the URI and the id do not depend on them)."""
         msg = {**shape.msg, "params": {**shape.msg["params"], "uri": uri}}
         return shape.replace(prefix=prefix, suffix=suffix, key=(shape.key[0], uri), msg=msg)
-
-    def replay_uri(self, shape: ReadShape, uri: str, digits: bytes) -> HttpReply | None:
-        """The reply to the read ``shape`` was learnt on, with id ``digits`` and URI ``uri`` (a body
-        ``same_read`` proved equivalent); None: take the usual path (not cached, or stale)."""
-        if len(uri) > MAX_URI or uri.startswith("=") or (shape.still_open is not None and not shape.still_open()):
-            return None
-        tail = self.core.cached_read((shape.key[0], uri))
-        if tail is None:
-            return None
-        reply = shape.reply
-        reply.body = b"%s%s%s" % (REPLY_START, digits, tail)
-        return reply
 
 
 def _parsed_object(req: HttpRequest) -> dict[str, Any] | None:

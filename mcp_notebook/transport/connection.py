@@ -118,9 +118,16 @@ class Connection(asyncio.Protocol, Port):
             memos = self.memos
             head = memos.last_head
             if head is None or head.settings is not settings or not data.startswith(head.block):
+                # The family first when the memory of heads does not hold this client's (a client
+                # rotating over more URIs than it keeps): no hash of the head, no per-head objects.
+                first = memos.family_first
+                if first and self._family_read(data, settings):
+                    if self.paused_reading or http.eof:
+                        self._process()
+                    return
                 end = data.find(http11.HEAD_END)  # (http11.head_end, inlined)
                 head = self.owner.heads.get(data[:end], settings) if end > 0 else None
-                if head is None and memos.family is not None and self._family_read(data, settings):
+                if head is None and not first and memos.family is not None and self._family_read(data, settings):
                     if self.paused_reading or http.eof:
                         self._process()
                     return
@@ -172,17 +179,22 @@ class Connection(asyncio.Protocol, Port):
         assert like is not None
         if like.settings is not settings:
             memos.family = memos.family_head = None
+            memos.family_first = False
             return False
         mcp = self.owner.mcp
-        found = None if self.owner.stopping else mcp.family_reply(memos.family, data)
+        family = memos.family
+        found = None if self.owner.stopping else mcp.family_reply(family, data)
         if found is None:
             return False
         reply, head_length = found
         self._timer_kind = ""
         self._write_replayed(like, reply)
         heads = self.owner.heads
-        if heads.room():  # this very head again (a few URIs in turn): a plain replay
-            heads.adopt(data[:head_length], like, mcp.member_memo(memos.family))
+        if not heads.full:  # this very head again (a few URIs in turn): a plain replay
+            heads.adopt(data[:head_length], like, lambda: mcp.member_memo(family))
+        # The memory of heads full: it does not hold this client's heads; the family first from now
+        # on (no hash of each head, no per-head objects), until the memory has room again.
+        memos.family_first = heads.full
         return True
 
     def _write_replayed(self, head: AdmittedHead, reply: HttpReply) -> None:

@@ -7,7 +7,9 @@ A client repeats its head byte for byte (only the body's id changes), and parsin
 (Host, Origin, token) are pure functions of those bytes and the server's settings: a head seen
 before under the same settings object skips both. The memory is bounded (cleared when full) and
 keeps only heads with a body of known length. Each head keeps the server's replay memo, opaque
-here: the server alone knows what it means (protocol/fast_read.py, protocol/families.py).
+here: the server alone knows what it means (protocol/fast_read.py, protocol/families.py). While
+the memory is ``full`` a connection with a head family tries it before looking a head up (a client
+rotating over more URIs than it holds: docs/DESIGN.md, "Many connections, third cut").
 
 **Busy poll.** Keep the hub's loop polling for a moment after a reply, so a client's next
 request finds it awake.
@@ -46,6 +48,7 @@ import selectors
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .. import portable
@@ -76,10 +79,11 @@ class AdmittedHead:
 class AdmittedHeads:
     """The bounded memory of admitted heads of one transport."""
 
-    __slots__ = ("_heads",)
+    __slots__ = ("_heads", "full")
 
     def __init__(self) -> None:
         self._heads: dict[bytes, AdmittedHead] = {}
+        self.full = False  # no head may be adopted (an attribute: read after every family read)
 
     def get(self, block: bytes, settings: object) -> AdmittedHead | None:
         """The remembered head with these bytes (no blank line), if admitted under ``settings``."""
@@ -91,23 +95,20 @@ class AdmittedHeads:
         if len(block) > HEAD_KEPT_BYTES or head.chunked:
             return None
         if len(self._heads) >= HEADS_KEPT:
-            self._heads.clear()
+            self.clear()
         known = self._heads[block] = AdmittedHead(block + HEAD_END, head.copy(), settings)
+        self.full = len(self._heads) >= HEADS_KEPT - 1
         return known
 
-    def room(self) -> bool:
-        """Whether a head may be adopted (the memory is not full)."""
-        return len(self._heads) < HEADS_KEPT - 1
-
-    def adopt(self, block: bytes, like: AdmittedHead, memo: object) -> None:
+    def adopt(self, block: bytes, like: AdmittedHead, memo: Callable[[], object]) -> None:
         """Remember ``block`` (a head with its blank line) as admitted like ``like``, with the replay
-        memo ``memo``: the server answered a request with these bytes from ``like``'s memo (they
+        memo ``memo()``: the server answered a request with these bytes from ``like``'s memo (they
         differ only in values admission does not read). A head remembered already without a memo
         (its first request was not learnt) takes this one. Never clears the memory."""
         known = self._heads.get(block[:-4])
         if known is not None:
             if known.replay is None and known.settings is like.settings:
-                known.replay, known.seen = memo, True
+                known.replay, known.seen = memo(), True
             return
         if len(block) > HEAD_KEPT_BYTES:
             return
@@ -116,7 +117,13 @@ class AdmittedHeads:
         except BadRequest:
             return
         head = self._heads[block[:-4]] = AdmittedHead(block, parsed, like.settings)
-        head.replay, head.seen = memo, True
+        head.replay, head.seen = memo(), True
+        self.full = len(self._heads) >= HEADS_KEPT - 1
+
+    def clear(self) -> None:
+        """Forget every head."""
+        self._heads.clear()
+        self.full = False
 
     def __len__(self) -> int:
         return len(self._heads)
@@ -127,7 +134,7 @@ class ConnectionMemos:
     changes no reply): the remembered head being read and the one sent last (the fast path's
     replay), and the server's head family learnt on this connection (protocol/families.py)."""
 
-    __slots__ = ("admitted", "family", "family_head", "family_tries", "last_head")
+    __slots__ = ("admitted", "family", "family_first", "family_head", "family_tries", "last_head")
 
     def __init__(self) -> None:
         self.admitted: AdmittedHead | None = None  # the remembered form of the head being read
@@ -135,6 +142,7 @@ class ConnectionMemos:
         self.family: object | None = None  # the server's memo of requests like one head's (families.py)
         self.family_head: AdmittedHead | None = None  # ... the head it was learnt on
         self.family_tries = 0  # attempts at learning one (bounded per connection)
+        self.family_first = False  # try the family before the memory of heads (it misses this client's)
 
 
 # -- polling after a reply ---------------------------------------------------------------------
