@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,6 +80,14 @@ def docs_config_block() -> str:
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
+def _default_interrupts() -> None:
+    """In the child before exec: SIGINT and SIGQUIT back to their defaults. A shell's background job
+    (`cmd &`) starts with both ignored and passes that on: JupyterHub stops its servers and the
+    service with SIGINT, which they then ignore, and outlived the harness's wait as orphans."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 class LocalJupyterHub:
     """``jupyterhub`` with the proxy and the service, stopped by :meth:`stop`."""
 
@@ -120,6 +129,7 @@ class LocalJupyterHub:
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            preexec_fn=_default_interrupts,
         )
         self.api = httpx.Client(
             base_url=self.public + "hub/api/", headers={"Authorization": f"token {TESTER_TOKEN}"}, timeout=60
