@@ -37,6 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import cellspeed
 import loadgen
 import sections as S
 
@@ -247,18 +248,31 @@ def run(prof: dict[str, Any], config: str = "") -> dict[str, Any]:
             info = k.info()
             k.run("x = 1\nkside.define_vars(1000)")
             res = {"busy": busy_reads(k, info, prof["busy_s"])}
-            other = _other_hub(runtime) if prof.get("control") else None
+            other = _other_hub(runtime) if prof.get("control") or prof.get("pairs") else None
             try:
                 for reader in prof.get("readers", ("sdk",)):
-                    key = "cell_slowdown" if reader == "sdk" else f"cell_slowdown_{reader.replace('-', '_')}"
-                    res[key] = S.guarded(
+                    tail = "" if reader == "sdk" else f"_{reader.replace('-', '_')}"
+                    if prof.get("pairs") and other:
+                        res["cell_speed" + tail] = S.guarded(
+                            cellspeed.measure,
+                            k,
+                            info,
+                            other[1],
+                            reader,
+                            prof["pairs"],
+                            prof.get("block_s", 0.3),
+                            pin=prof.get("pin", False),
+                        )
+                    if not prof["slow_blocks"]:
+                        continue
+                    res["cell_slowdown" + tail] = S.guarded(
                         cell_slowdown,
                         k,
                         info,
                         20.0,
                         prof["slow_blocks"],
                         prof["slow_cell_s"],
-                        other and other[1],
+                        other[1] if other and prof.get("control") else None,
                         reader,
                     )
             finally:
@@ -279,7 +293,9 @@ def _other_hub(runtime: str) -> tuple[S.BenchKernel, dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=4.0, help="how long each busy-cell read series lasts")
-    ap.add_argument("--blocks", type=int, default=5, help="alternating blocks of the cell-slowdown measurement")
+    ap.add_argument(
+        "--blocks", type=int, default=5, help="alternating blocks of the cell-slowdown measurement (0: skip it)"
+    )
     ap.add_argument("--cell-seconds", type=float, default=2.0, help="length of the timed pure-Python cell")
     ap.add_argument("--config", default="", help="%%config lines run before loading (e.g. MCPHub settings)")
     ap.add_argument(
@@ -294,6 +310,19 @@ def main() -> None:
         help="comma-separated clients reading during the timed cell: sdk (the official SDK client), one-write "
         "(a raw-socket client whose own CPU is near nothing, so the slowdown is the hub's); default sdk",
     )
+    ap.add_argument(
+        "--pairs",
+        type=int,
+        default=0,
+        help="the cell's own speed measured to 1 %% (bench/cellspeed.py): this many groups of short blocks "
+        "(alone, read, control arm) in random order, in one long cell; 0 (default) skips it",
+    )
+    ap.add_argument("--block-seconds", type=float, default=0.3, help="length of each short block (--pairs)")
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="with --pairs: the cell's thread on core 1 and the reader process on core 0 (2 cores: they never share one)",
+    )
     args = ap.parse_args()
     readers = tuple(r.strip() for r in args.readers.split(",") if r.strip())
     if not readers or set(readers) - {"sdk", "one-write"}:
@@ -304,6 +333,9 @@ def main() -> None:
         "slow_blocks": args.blocks,
         "slow_cell_s": args.cell_seconds,
         "control": args.control,
+        "pairs": args.pairs,
+        "block_s": args.block_seconds,
+        "pin": args.pin,
     }
     start = os.getloadavg()
     res = run(prof, args.config)

@@ -93,10 +93,11 @@ LONG_FUNCTIONS: dict[str, str] = {}
 # bench/ bottom to top: the package and tests/ helpers are below all of it; a script may import
 # scripts of its own layer or below. The package never imports bench/.
 BENCH_LAYERS: list[tuple[str, ...]] = [
-    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "quiet", "figures"),
-    ("sections", "remote", "headline"),
+    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "quiet", "figures", "speed_cell"),
+    ("sections", "remote", "headline", "speed_reader"),
     (
         "busy",
+        "cellspeed",
         "cellfirst",
         "engines",
         "scaling",
