@@ -261,6 +261,7 @@ def run(prof: dict[str, Any], config: str = "") -> dict[str, Any]:
                             reader,
                             prof["pairs"],
                             prof.get("block_s", 0.3),
+                            prof.get("pair_rate", 20.0),
                             pin=prof.get("pin", False),
                         )
                     if not prof["slow_blocks"]:
@@ -319,6 +320,12 @@ def main() -> None:
     )
     ap.add_argument("--block-seconds", type=float, default=0.3, help="length of each short block (--pairs)")
     ap.add_argument(
+        "--pair-rate",
+        type=float,
+        default=20.0,
+        help="reads a second during --pairs' read arms (default 20; a higher rate magnifies the cost of one read)",
+    )
+    ap.add_argument(
         "--pin",
         action="store_true",
         help="with --pairs: the cell's thread on core 1 and the reader process on core 0 (2 cores: they never share one)",
@@ -336,6 +343,7 @@ def main() -> None:
         "pairs": args.pairs,
         "block_s": args.block_seconds,
         "pin": args.pin,
+        "pair_rate": args.pair_rate,
     }
     start = os.getloadavg()
     res = run(prof, args.config)
