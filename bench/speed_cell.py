@@ -20,6 +20,7 @@ from typing import Any
 ALONE, OWN, OTHER, GAP, END = 0, 1, 2, 3, 4
 ARM_NAMES = ("alone", "own", "other")
 BOARD_BYTES = 64  # int64 slots: 0 command seq, 1 command arm, 2 acknowledged seq
+SETTLE_S = 0.003  # after the reader's acknowledgement, before the clock starts
 
 
 class Board:
@@ -110,6 +111,7 @@ def run_blocks(board_path: str, schedule: list[int], n: int, pin_cpu: int = -1) 
         seq += 1
         board.command(seq, arm)
         board.wait_ack(seq)
+        time.sleep(SETTLE_S)  # the GIL let go: the hub handles a close or a first read's aftermath now
         s0 = thread_stats()
         t0 = time.perf_counter()
         work(n)
