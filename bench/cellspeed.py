@@ -122,6 +122,8 @@ def _arm_facts(blocks: list[dict[str, Any]], rows: list[list[Any]]) -> dict[str,
             "cell_voluntary_switches_median": _median([r[4] for r in rs]),
             "cell_involuntary_switches_median": _median([r[5] for r in rs]),
             "cell_cores": sorted({r[6] for r in rs}),
+            "hub_cpu_ms_median": round(_median([r[7] for r in rs]) / 1e6, 3) if len(rows[0]) > 7 else None,
+            "hub_run_queue_ms_median": round(_median([r[8] for r in rs]) / 1e6, 3) if len(rows[0]) > 8 else None,
             "reader_cpu_pct_of_a_core": round(_median([b["cpu_ms"] for b in bs if "cpu_ms" in b]) / 10 / wall, 2),
         }
         if lat:
@@ -151,6 +153,7 @@ def per_read(rows: list[list[Any]], blocks: list[dict[str, Any]], rng: random.Ra
                 "wall_us_vs_other": (own[1] - other[1]) * 1e6 / reads,
                 "run_queue_us_vs_other": (own[3] - other[3]) / 1e3 / reads,
                 "voluntary_switches_vs_alone": (own[4] - alone[4]) / reads,
+                "hub_cpu_us_vs_alone": (own[7] - alone[7]) / 1e3 / reads if len(own) > 7 else 0.0,
             }
         )
     out: dict[str, Any] = {}

@@ -79,6 +79,23 @@ def thread_stats() -> tuple[int, int, int, int, int]:
     return cpu_ns, wait_ns, vol, invol, core
 
 
+def hub_tid() -> int:
+    """The hub thread's native id (its name is the server's), or -1."""
+    import threading
+
+    return next((t.native_id or -1 for t in threading.enumerate() if t.name == "mcp-notebook-http"), -1)
+
+
+def hub_stats(tid: int) -> tuple[int, int]:
+    """The hub thread's CPU ns and run-queue wait ns (``schedstat``), or -1s."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            cpu_ns, wait_ns = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        return -1, -1
+    return cpu_ns, wait_ns
+
+
 def calibrate(block_s: float) -> int:
     """Iterations of ``work`` that take about ``block_s`` here (bounded: at most 8 timings)."""
     n = 100_000
@@ -105,6 +122,7 @@ def run_blocks(board_path: str, schedule: list[int], n: int, pin_cpu: int = -1) 
     if pin_cpu >= 0:
         os.sched_setaffinity(0, {pin_cpu})  # this thread only (Linux: pid 0 is the calling thread)
     board = Board(board_path)
+    hub = hub_tid()
     rows: list[list[Any]] = []
     seq = 0
     for arm in schedule:
@@ -112,14 +130,18 @@ def run_blocks(board_path: str, schedule: list[int], n: int, pin_cpu: int = -1) 
         board.command(seq, arm)
         board.wait_ack(seq)
         time.sleep(SETTLE_S)  # the GIL let go: the hub handles a close or a first read's aftermath now
+        h0 = hub_stats(hub)
         s0 = thread_stats()
         t0 = time.perf_counter()
         work(n)
         t1 = time.perf_counter()
         s1 = thread_stats()
+        h1 = hub_stats(hub)
         seq += 1
         board.command(seq, GAP)
         board.wait_ack(seq)
-        rows.append([arm, t1 - t0, *(b - a for a, b in zip(s0[:4], s1[:4], strict=True)), s1[4]])
+        rows.append(
+            [arm, t1 - t0, *(b - a for a, b in zip(s0[:4], s1[:4], strict=True)), s1[4], h1[0] - h0[0], h1[1] - h0[1]]
+        )
     board.command(seq + 1, END)
     print("BENCHJSON " + json.dumps({"n": n, "pin_cpu": pin_cpu, "rows": rows}))

@@ -27,7 +27,9 @@ def _rows(factors: dict[int, float], groups: int, seed: int = 3) -> tuple[list, 
         rng.shuffle(arms)
         for arm in arms:
             wall = 0.3 * drift * factors[arm]
-            rows.append([arm, wall, int(wall * 1e9), 0, 2 if arm == OWN else 0, 1, 1])
+            rows.append(
+                [arm, wall, int(wall * 1e9), 0, 2 if arm == OWN else 0, 1, 1, 60_000 * 6 if arm == OWN else 0, 0]
+            )
             lat = [] if arm == ALONE else [0.5] * 6
             blocks.append({"arm": arm, "lat_ms": lat, "errors": 0, "cpu_ms": 3.0})
     return rows, {"blocks": blocks, "core": 0, "affinity": [0]}
@@ -44,6 +46,7 @@ def test_paired_groups_cancel_drift_and_find_a_known_slowdown():
     assert res["arms"]["own"]["reads_per_block"] == {"min": 6, "median": 6, "max": 6}
     assert "reads" not in res["arms"]["alone"]
     assert res["per_read"]["voluntary_switches_vs_alone"]["median"] == pytest.approx(2 / 6, abs=0.01)
+    assert res["per_read"]["hub_cpu_us_vs_alone"]["median"] == pytest.approx(60.0)
 
 
 def test_the_bootstrap_interval_widens_with_noise_and_holds_the_median():
@@ -83,3 +86,4 @@ def test_a_short_run_reads_only_in_the_read_arms(client):
         lo, hi = res["wall"][name]["ci95_pct"]
         assert lo <= res["wall"][name]["median_pct"] <= hi
     assert set(res["other_processes"]) >= {"others_core_fraction", "publishable"}
+    assert arms["own"]["hub_cpu_ms_median"] > 0  # the hub thread was found and worked in the read arm
