@@ -119,8 +119,16 @@ def calibrate(block_s: float) -> int:
 def run_blocks(board_path: str, schedule: list[int], n: int, pin_cpu: int = -1) -> None:
     """Run ``work(n)`` once per entry of ``schedule`` (an arm each), the reader set up for that arm
     before the clock starts and idle again (a gap command acknowledged) before the next one."""
+    was = os.sched_getaffinity(0)
     if pin_cpu >= 0:
         os.sched_setaffinity(0, {pin_cpu})  # this thread only (Linux: pid 0 is the calling thread)
+    try:
+        _run(board_path, schedule, n, pin_cpu)
+    finally:
+        os.sched_setaffinity(0, was)  # the kernel's main thread free again for what follows
+
+
+def _run(board_path: str, schedule: list[int], n: int, pin_cpu: int) -> None:
     board = Board(board_path)
     hub = hub_tid()
     rows: list[list[Any]] = []
