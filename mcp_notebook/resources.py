@@ -100,7 +100,8 @@ class Resources:
         self._providers: list[Provider] = []
         self._snapshots: list[Provider] = []  # the providers with something to compare after a cell
         self._snapshots_unwatched: list[Provider] = []  # of them, those that may report with nothing watched
-        self._listeners: list[Listener] = []
+        # A tuple made again on each change (rare): a cell's fan-out iterates it with no copy (issue #48)
+        self._listeners: tuple[Listener, ...] = ()
         self._watched: Counter[str] = Counter()
         self._watched_now: frozenset[str] | None = frozenset()  # its keys; None: made again when next asked
         self._digests: dict[str, bytes | None] = {}
@@ -256,11 +257,15 @@ class Resources:
 
     # -- listeners and watched URIs -----------------------------------------------------
     def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
 
     def remove_listener(self, listener: Listener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
+        with self._lock:
+            if listener in self._listeners:
+                rest = list(self._listeners)
+                rest.remove(listener)
+                self._listeners = tuple(rest)
 
     def watch(self, uri: str) -> None:
         """Count one more watcher of ``uri``; the first one records a baseline digest.
@@ -461,7 +466,7 @@ class Resources:
 
     def _emit(self, kind: str, uris: tuple[str, ...], cell: int | None = None) -> None:
         self.journal.append(kind, uris, cell)
-        for listener in list(self._listeners):
+        for listener in self._listeners:  # a tuple: a listener added meanwhile is told from the next change
             try:
                 listener(kind, uris)
             except Exception:
@@ -492,7 +497,7 @@ class Resources:
 
     def close(self) -> None:
         """Stop the worker; listeners are dropped."""
-        self._listeners.clear()
+        self._listeners = ()
         self.journal.close()
         if self._worker is not None and self._worker.is_alive():
             self._jobs.put(None)
