@@ -102,6 +102,7 @@ class Resources:
         self._snapshots_unwatched: list[Provider] = []  # of them, those that may report with nothing watched
         # A tuple made again on each change (rare): a cell's fan-out iterates it with no copy (issue #48)
         self._listeners: tuple[Listener, ...] = ()
+        self._listeners_lock = threading.Lock()  # its own: a listener may be added from under the hub's lock
         self._watched: Counter[str] = Counter()
         self._watched_now: frozenset[str] | None = frozenset()  # its keys; None: made again when next asked
         self._digests: dict[str, bytes | None] = {}
@@ -257,11 +258,11 @@ class Resources:
 
     # -- listeners and watched URIs -----------------------------------------------------
     def add_listener(self, listener: Listener) -> None:
-        with self._lock:
+        with self._listeners_lock:
             self._listeners = (*self._listeners, listener)
 
     def remove_listener(self, listener: Listener) -> None:
-        with self._lock:
+        with self._listeners_lock:
             if listener in self._listeners:
                 rest = list(self._listeners)
                 rest.remove(listener)
