@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
 from .guard import guarding
@@ -100,8 +100,9 @@ class Resources:
         self._providers: list[Provider] = []
         self._snapshots: list[Provider] = []  # the providers with something to compare after a cell
         self._snapshots_unwatched: list[Provider] = []  # of them, those that may report with nothing watched
-        # A tuple made again on each change (rare): a cell's fan-out iterates it with no copy (issue #48)
-        self._listeners: tuple[Listener, ...] = ()
+        # (listener, gates), a tuple made again on each change (rare): a cell's fan-out iterates it with no
+        # copy, and skips a listener whose gates (its owner's containers) are all empty (issue #48)
+        self._listeners: tuple[tuple[Listener, tuple[Sized, ...]], ...] = ()
         self._listeners_lock = threading.Lock()  # its own: a listener may be added from under the hub's lock
         self._watched: Counter[str] = Counter()
         self._watched_now: frozenset[str] | None = frozenset()  # its keys; None: made again when next asked
@@ -257,16 +258,21 @@ class Resources:
         return None
 
     # -- listeners and watched URIs -----------------------------------------------------
-    def add_listener(self, listener: Listener) -> None:
+    def add_listener(self, listener: Listener, gates: tuple[Sized, ...] = ()) -> None:
+        """Tell ``listener`` of every change; with ``gates`` (containers its owner keeps, never replaced),
+        only while one of them is not empty (the server's sessions and listen streams: with nobody
+        connected a cell's change costs it no call)."""
         with self._listeners_lock:
-            self._listeners = (*self._listeners, listener)
+            self._listeners = (*self._listeners, (listener, gates))
 
     def remove_listener(self, listener: Listener) -> None:
         with self._listeners_lock:
-            if listener in self._listeners:
-                rest = list(self._listeners)
-                rest.remove(listener)
-                self._listeners = tuple(rest)
+            pairs = list(self._listeners)
+            for i, (known, _) in enumerate(pairs):
+                if known == listener:  # the first one, as list.remove did
+                    del pairs[i]
+                    self._listeners = tuple(pairs)
+                    return
 
     def watch(self, uri: str) -> None:
         """Count one more watcher of ``uri``; the first one records a baseline digest.
@@ -467,7 +473,9 @@ class Resources:
 
     def _emit(self, kind: str, uris: tuple[str, ...], cell: int | None = None) -> None:
         self.journal.append(kind, uris, cell)
-        for listener in self._listeners:  # a tuple: a listener added meanwhile is told from the next change
+        for listener, gates in self._listeners:  # a tuple: a listener added meanwhile is told from the next change
+            if gates and not any(gates):  # nobody its owner would tell (read without their locks, as they do)
+                continue
             try:
                 listener(kind, uris)
             except Exception:
