@@ -1,6 +1,6 @@
 """Where the post-cell hook's time goes, in the main thread's CPU time (issue #48), trees alternated.
 
-    .venv/bin/python bench/hook_parts.py [--trees PATH,PATH] [--names 10000] [--rounds 4] [--blocks 4]
+    .venv/bin/python bench/hook_parts.py [--trees PATH,PATH] [--names 10000] [--rounds 4] [--blocks 4] [--phases]
 
 For each round and tree (a checkout of this package, put first on the kernel's PYTHONPATH): a fresh
 kernel with ``--names`` variables, callbacks that stamp ``time.thread_time_ns`` registered before and
@@ -8,7 +8,9 @@ after the hub's own (so the hub's pre- and post-cell callbacks are timed between
 diff, the table's read and ``changed_words`` wrapped in place, and ``--blocks`` blocks of 60 cells
 (``bench_tick = bench_tick + 1``, history stored). CPU time, not wall time: what the kernel's process
 lost to other processes on a shared machine is not counted (cache contention still is). Each stamp and
-wrapper adds ~0.5 µs. Prints one line per round and tree and one JSON line; all local, loops bounded.
+wrapper adds ~0.5 µs. ``--phases`` instead times IPython's own phases of the cell with the hub's callbacks
+off, on, and on without the table's read (``kside.time_phases``): where the time a cell pays outside our
+callbacks lands. Prints one line per round and tree and one JSON line; all local, loops bounded.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ PARTS = {  # tag: what is wrapped, from the hub
     "diff": "variables._watch.diff",
     "read": "variables._watch._reader.read",
 }
+
+
+def phases(runtime: str, tree: str, names: int, blocks: int) -> dict[str, Any]:
+    """IPython's phases of a cell, the hub's callbacks off / on / on without the table (kside.time_phases)."""
+    os.environ["PYTHONPATH"] = tree
+    k = S.BenchKernel(runtime)
+    try:
+        k.run(f"kside.define_vars({names})", timeout=300)
+        k.run("%load_ext mcp_notebook")
+        k.json("kside.after_load()")
+        return k.json(f"kside.time_phases(60, {blocks})", timeout=600)
+    finally:
+        k.shutdown()
 
 
 def one(runtime: str, tree: str, names: int, blocks: int) -> dict[str, Any]:
@@ -68,6 +83,7 @@ def main() -> None:
     ap.add_argument("--names", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--blocks", type=int, default=4)
+    ap.add_argument("--phases", action="store_true", help="IPython's phases, callbacks off / on / on without the table")
     args = ap.parse_args()
     trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
     rows = []
@@ -76,14 +92,17 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="mcpnb-parts-") as runtime:
             for rnd in range(args.rounds):
                 for tree in trees:  # alternated
+                    measure = phases if args.phases else one
                     row = {
                         "round": rnd,
                         "tree": tree,
                         "names": args.names,
-                        **one(runtime, tree, args.names, args.blocks),
+                        **measure(runtime, tree, args.names, args.blocks),
                     }
                     rows.append(row)
-                    parts = ", ".join(f"{k} {v:.1f}" for k, v in row.items() if isinstance(v, float))
+                    parts = ", ".join(
+                        f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in list(row.items())[3:]
+                    )
                     print(f"round {rnd} {Path(tree).name:>12} {args.names:>7,} names: µs CPU {parts}", file=sys.stderr)
     finally:
         if saved is None:

@@ -378,3 +378,76 @@ def time_parts(cells: int) -> None:
         got["post"].append(s["post_run_cell:after"] - s["post_run_cell:before"])
     got.update(_PART_TIMES)
     emit({tag: statistics.median(v) / 1e3 for tag, v in got.items() if v})
+
+
+def time_phases(cells: int, blocks: int) -> None:
+    """Where a cell's main-thread CPU time lands (µs, medians), in three arms alternated ``blocks`` times
+    in this kernel: the hub's two callbacks swapped for no-ops in place ("off"), on ("on"), and on with
+    the namespace diff answering ``(["bench_tick"], [])`` without reading the table ("on, no table").
+    Phases, between stamps registered first and last on each event: ``start`` (run_cell's entry to the
+    first pre_run_cell callback: IPython's transform and tee), ``pre``, ``run`` (compile, execute,
+    displayhook), ``post``, ``end``. A phase of IPython's own that grows with the hub on is what our
+    callbacks cost it (caches and TLB entries displaced), not work of ours (issue #48, ninth cut)."""
+    import statistics
+
+    import mcp_notebook
+
+    ip, hub = _ip(), mcp_notebook.hub()
+    if not isinstance(ip.user_ns.get("bench_tick"), int):
+        ip.user_ns["bench_tick"] = 0
+    events, stamps, tt = ip.events.callbacks, {}, time.thread_time_ns
+
+    def stamp(tag: str) -> Any:
+        def cb(*_: Any) -> None:
+            stamps[tag] = tt()
+
+        return cb
+
+    marks = {"pre_run_cell": (stamp("pre0"), stamp("pre1")), "post_run_cell": (stamp("post0"), stamp("post1"))}
+    real = {"pre_run_cell": hub._pre_run_cell, "post_run_cell": hub._post_run_cell}
+    noop = {event: (lambda *_: None) for event in real}
+    watch = hub.variables._watch
+    diff = watch.diff
+    for event, (first, last) in marks.items():
+        events[event].insert(0, first)
+        events[event].append(last)
+
+    def arm(on: bool, table: bool) -> None:
+        for event in real:
+            calls = events[event]
+            for i, cb in enumerate(calls):
+                if cb in (real[event], noop[event]):
+                    calls[i] = real[event] if on else noop[event]
+        watch.diff = diff if table else (lambda: (["bench_tick"], []))
+
+    names = ("start", "pre", "run", "post", "end", "total")
+    arms = {"off": (False, True), "on": (True, True), "on, no table": (True, False)}
+    got: dict[str, dict[str, list[float]]] = {a: {n: [] for n in names} for a in arms}
+    try:
+        for _ in range(blocks):
+            for name, (on, table) in arms.items():
+                arm(on, table)
+                rows = []
+                for _ in range(cells):
+                    t0 = tt()
+                    ip.run_cell("bench_tick = bench_tick + 1", store_history=True)
+                    t1, s = tt(), stamps
+                    rows.append(
+                        (
+                            s["pre0"] - t0,
+                            s["pre1"] - s["pre0"],
+                            s["post0"] - s["pre1"],
+                            s["post1"] - s["post0"],
+                            t1 - s["post1"],
+                            t1 - t0,
+                        )
+                    )
+                for i, phase in enumerate(names):
+                    got[name][phase].append(statistics.median(r[i] for r in rows) / 1e3)
+    finally:
+        arm(True, True)
+        watch.__dict__.pop("diff", None)
+        for event, pair in marks.items():
+            for cb in pair:
+                events[event].remove(cb)
+    emit({a: {p: round(statistics.median(v), 1) for p, v in phases.items()} for a, phases in got.items()})

@@ -84,6 +84,9 @@ class Output:
         return list(self.data)
 
 
+_NO_ID = object()  # IPython's ExecutionInfo without a cell_id (early 8.x)
+
+
 class CellRecord:
     """One executed cell (``started``: epoch seconds, ``t0``: perf_counter; ``origin``: the header of
     the execute request, when one came)."""
@@ -185,17 +188,14 @@ class CellCapture:
             limits = self.limits
             source = getattr(info, "raw_cell", None) or ""
             origin = None if self.current is not None else request_origin(self.shell)  # not for a nested run_cell
+            cell_id = getattr(info, "cell_id", _NO_ID)  # one lookup, not hasattr and getattr (issue #48)
+            if cell_id is _NO_ID:
+                cell_id = self._request_cell_id()
+            store = bool(getattr(info, "store_history", True))
             with self.lock:
                 self.seq += 1
-                cell = CellRecord(
-                    seq=self.seq,
-                    source=source,
-                    cell_id=getattr(info, "cell_id", None) if hasattr(info, "cell_id") else self._request_cell_id(),
-                    store_history=bool(getattr(info, "store_history", True)),
-                    started=time.time(),
-                    t0=time.perf_counter(),
-                    origin=origin,
-                )
+                # positional: seq, source, cell_id, store_history, started, t0, execution_count, origin
+                cell = CellRecord(self.seq, source, cell_id, store, time.time(), time.perf_counter(), None, origin)
                 self.cells.append(cell)
                 while len(self.cells) > max(1, limits.max_cells):
                     self.cells.popleft()

@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sized
 from typing import Any
 
 from .guard import guarding
@@ -100,7 +100,10 @@ class Resources:
         self._providers: list[Provider] = []
         self._snapshots: list[Provider] = []  # the providers with something to compare after a cell
         self._snapshots_unwatched: list[Provider] = []  # of them, those that may report with nothing watched
-        self._listeners: list[Listener] = []
+        # (listener, gates), a tuple made again on each change (rare): a cell's fan-out iterates it with no
+        # copy, and skips a listener whose gates (its owner's containers) are all empty (issue #48)
+        self._listeners: tuple[tuple[Listener, tuple[Sized, ...]], ...] = ()
+        self._listeners_lock = threading.Lock()  # its own: a listener may be added from under the hub's lock
         self._watched: Counter[str] = Counter()
         self._watched_now: frozenset[str] | None = frozenset()  # its keys; None: made again when next asked
         self._digests: dict[str, bytes | None] = {}
@@ -255,12 +258,21 @@ class Resources:
         return None
 
     # -- listeners and watched URIs -----------------------------------------------------
-    def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+    def add_listener(self, listener: Listener, gates: tuple[Sized, ...] = ()) -> None:
+        """Tell ``listener`` of every change; with ``gates`` (containers its owner keeps, never replaced),
+        only while one of them is not empty (the server's sessions and listen streams: with nobody
+        connected a cell's change costs it no call)."""
+        with self._listeners_lock:
+            self._listeners = (*self._listeners, (listener, gates))
 
     def remove_listener(self, listener: Listener) -> None:
-        if listener in self._listeners:
-            self._listeners.remove(listener)
+        with self._listeners_lock:
+            pairs = list(self._listeners)
+            for i, (known, _) in enumerate(pairs):
+                if known == listener:  # the first one, as list.remove did
+                    del pairs[i]
+                    self._listeners = tuple(pairs)
+                    return
 
     def watch(self, uri: str) -> None:
         """Count one more watcher of ``uri``; the first one records a baseline digest.
@@ -461,7 +473,9 @@ class Resources:
 
     def _emit(self, kind: str, uris: tuple[str, ...], cell: int | None = None) -> None:
         self.journal.append(kind, uris, cell)
-        for listener in list(self._listeners):
+        for listener, gates in self._listeners:  # a tuple: a listener added meanwhile is told from the next change
+            if gates and not any(gates):  # nobody its owner would tell (read without their locks, as they do)
+                continue
             try:
                 listener(kind, uris)
             except Exception:
@@ -492,7 +506,7 @@ class Resources:
 
     def close(self) -> None:
         """Stop the worker; listeners are dropped."""
-        self._listeners.clear()
+        self._listeners = ()
         self.journal.close()
         if self._worker is not None and self._worker.is_alive():
             self._jobs.put(None)

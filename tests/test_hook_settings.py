@@ -157,3 +157,34 @@ def test_a_provider_that_reports_only_watched_uris_is_not_called_while_nothing_i
     resources.unwatch("count://x")
     resources.after_cell()
     assert only.calls == 1 and always.calls == 5
+
+
+def test_a_gated_listener_is_called_only_while_its_owner_has_someone_to_tell():
+    """Issue #48, ninth cut: the server's and the tool watches' listeners are gated on their owners'
+    containers (sessions and listen streams, watching clients): with all of them empty a change costs
+    no call; with one filled (on any thread, without a lock) the next change reaches the listener; an
+    ungated listener hears everything, and removing a listener removes only the first of equal ones."""
+    sessions: dict[str, int] = {}
+    listens: dict[int, int] = {}
+    gated: list[tuple[str, tuple[str, ...]]] = []
+    plain: list[tuple[str, tuple[str, ...]]] = []
+    resources = Resources([_Counting()])
+    resources.add_listener(lambda kind, uris: gated.append((kind, uris)), (sessions, listens))
+    plain_listener = lambda kind, uris: plain.append((kind, uris))  # noqa: E731
+    resources.add_listener(plain_listener)
+    resources.add_listener(plain_listener)
+    resources.changed(["count://a"], list_changed=True)
+    assert gated == [] and len(plain) == 2  # list_changed told to both plain listeners
+    listens[1] = 1  # a listen stream opened (by another thread, in the server)
+    resources.changed([], list_changed=True)
+    assert len(gated) == 1 and len(plain) == 4
+    listens.clear()
+    sessions["s"] = 1
+    resources.changed([], list_changed=True)
+    assert len(gated) == 2
+    resources.remove_listener(plain_listener)
+    resources.changed([], list_changed=True)
+    assert len(plain) == 7  # one of the two equal listeners left
+    sessions.clear()
+    resources.changed([], list_changed=True)
+    assert len(gated) == 3 and len(plain) == 8

@@ -77,6 +77,27 @@ def test_changed_words_with_words_that_changed_before_finds_the_same():
         assert changed_words(bytes(a), bytes(b), n // 2, near) == [w for w in truth if w < n // 2]
 
 
+def test_changed_words_with_hints_close_together_unsorted_or_repeated_finds_the_same():
+    """The hinted words are walked in order, each and each span between two one memcmp (issue #48, ninth
+    cut): a change next to a hinted word, between two, or in a run of them is found, and hints out of
+    order or repeated change nothing in the answer."""
+    rng = random.Random(4809)
+    for _ in range(400):  # bounded, seeded
+        n = rng.choice([3, 16, 70, 300, 5000])
+        a = bytearray(rng.randbytes(n * WORD))
+        b = bytearray(a)
+        base = rng.randrange(n)
+        for _ in range(rng.choice([0, 1, 2, 6])):  # changes among and next to the hints
+            i = min(n - 1, base + rng.randrange(12)) * WORD + rng.randrange(WORD)
+            b[i] = (b[i] + 1) % 256
+        truth = _brute(bytes(a), bytes(b))
+        near = [min(n + 2, base + rng.randrange(0, 20, 2)) for _ in range(rng.choice([1, 3, 5]))]
+        if rng.random() < 0.5:
+            near.sort()
+        assert changed_words(bytes(a), bytes(b), None, near) == truth
+        assert changed_words(bytes(a), bytes(b), None, sorted(set(near))) == truth
+
+
 def _reference(prev: dict[str, int], cur: dict[str, int]) -> tuple[set[str], set[str]]:
     """The plain comparison: names whose value id differs or that are new, names gone."""
     return {k for k, v in cur.items() if prev.get(k) != v}, set(prev) - set(cur)

@@ -81,30 +81,39 @@ def changed_words(
     A range that differs is cut in up to ``_FANOUT`` pieces, then halves: pieces and halves that
     compare equal (``startswith`` on a view: a memcmp, no copy) are skipped, so the bytes are read
     about once, plus a few small pieces per difference; small runs are unpacked."""
-    out: list[int] = []
     n = min(len(a), len(b)) // WORD if words is None else words
-    stack: list[tuple[int, int]] = []  # [0, n) cut around the words of ``near``, popped lowest first
+    view = memoryview(b)
+    if not near:
+        return _search(a, view, 0, n, [])
+    # The usual cell (issue #48, ninth cut): walked in order, no range stack; each hinted word and
+    # each span between two is one memcmp, and only a span that differs is searched.
+    out: list[int] = []
     lo = 0
     for w in near:
         if lo <= w < n:
-            if lo < w:
-                stack.append((lo, w))
-            stack.append((w, w + 1))
+            if lo < w and not a.startswith(view[lo * WORD : w * WORD], lo * WORD):
+                _search(a, view, lo, w, out)
+            if not a.startswith(view[w * WORD : w * WORD + WORD], w * WORD):
+                out.append(w)
             lo = w + 1
-    if lo < n:
-        stack.append((lo, n))
-    stack.reverse()
-    view = memoryview(b)
+    if lo < n and not a.startswith(view[lo * WORD : n * WORD], lo * WORD):
+        _search(a, view, lo, n, out)
+    return out
+
+
+def _search(a: bytes | bytearray, view: memoryview, lo: int, hi: int, out: list[int]) -> list[int]:
+    """Append to ``out`` the words in [lo, hi) where ``a`` and ``view`` differ, in order."""
+    stack = [(lo, hi)]
     while stack:  # bounded: every step splits a range or drops it
         lo, hi = stack.pop()
         if a.startswith(view[lo * WORD : hi * WORD], lo * WORD):
             continue
-        if hi - lo == 1:  # a word alone (one that changed last time, or a halving's last): it differs
+        if hi - lo == 1:  # a word alone (a halving's last): it differs
             out.append(lo)
             continue
         if hi - lo <= _LEAF:
             fmt = f"{hi - lo}P"
-            pairs = map(ne, struct.unpack_from(fmt, a, lo * WORD), struct.unpack_from(fmt, b, lo * WORD))
+            pairs = map(ne, struct.unpack_from(fmt, a, lo * WORD), struct.unpack_from(fmt, view, lo * WORD))
             out += compress(count(lo), pairs)
             continue
         if hi - lo > _PIECE:  # a long range: up to _FANOUT pieces first

@@ -151,10 +151,13 @@ class NamespaceWatch:
             added = self._name_new_slots(prev, cur)
         if added is None:
             return self._resync(prev)
+        self._table = cur
+        if not deleted:  # the usual cell: every new slot is a name bound
+            rebound += [name for name, _ in added]
+            return rebound, []
         gone = {names[i]: prev.slot(i)[1] for i in deleted}
         for i in deleted:
             names[i] = None
-        self._table = cur
         for name, value in added:  # a name deleted and bound again in one cell is not gone
             if gone.pop(name, None) != value:  # new, or bound again to another object
                 rebound.append(name)

@@ -90,7 +90,8 @@ class McpServer:
         self.learn_family = self.families.learn
         self.family_reply = self.families.answer
         self.member_memo = self.families.member_memo
-        resources.add_listener(self.on_change)
+        # called only while a session or a listen stream exists (issue #48: most cells, nobody connected)
+        resources.add_listener(self.on_change, (self.handshake._sessions, self.stateless._listens))
 
     # -- shared state, as the hub and its views see it ------------------------------------
     @property

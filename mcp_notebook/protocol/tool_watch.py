@@ -73,7 +73,7 @@ class ToolWatches:
         self._clients: OrderedDict[str, ClientWatches] = OrderedDict()
         self._lock = threading.Lock()
         self._closed = False
-        resources.add_listener(self._on_change)
+        resources.add_listener(self._on_change, (self._clients,))  # called only while a client watches
 
     # -- clients ------------------------------------------------------------------------
     def client(self, key: str) -> ClientWatches:
