@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -22,69 +23,99 @@ URI = "nb://vars/counter"
 MARKER = "bench-notify"
 
 
-async def _measure(kernel: Any, info: dict[str, Any], mode: str, cells: int, tag: str) -> dict[str, Any]:
-    arrivals: list[float] = []
-    changed = anyio.Event()
-    state = {"event": changed}
+class _Path:
+    """One SDK client's arrivals (one path to the kernel: the user's own server, the service...)."""
 
-    def arrived() -> None:
-        arrivals.append(time.time())
-        state["event"].set()
-        state["event"] = anyio.Event()
+    def __init__(self) -> None:
+        self.arrivals: list[float] = []
+        self.event = anyio.Event()
+
+    def arrived(self) -> None:
+        self.arrivals.append(time.time())
+        self.event.set()
+        self.event = anyio.Event()
+
+    async def wait_past(self, before: int) -> bool:
+        with anyio.move_on_after(5):
+            while len(self.arrivals) <= before:
+                await self.event.wait()
+        return len(self.arrivals) > before
+
+
+async def _client(stack: AsyncExitStack, tg: Any, info: dict[str, Any], mode: str, path: _Path) -> None:
+    """An SDK client at ``info`` subscribed (legacy) or listening (2026-07-28) to URI, its arrivals in ``path``."""
 
     async def on_message(msg: Any) -> None:
         if mode == "legacy" and isinstance(msg, types.ResourceUpdatedNotification) and str(msg.params.uri) == URI:
-            arrived()
-
-    async def run_cells() -> dict[str, Any]:
-        cell_of: dict[str, int] = {}
-        missing = 0
-        # warm-up cell: proves the stream is live before timing starts
-        for i in range(-1, cells):
-            key = f"{tag}{i}"
-            before = len(arrivals)
-            await anyio.to_thread.run_sync(lambda k=key: kernel.run(f"counter = counter + 1  # {MARKER} {k}"))
-            with anyio.move_on_after(5):
-                while len(arrivals) <= before:
-                    await state["event"].wait()
-            if len(arrivals) > before:
-                if i >= 0:
-                    cell_of[key] = before
-            elif i >= 0:
-                missing += 1
-        stamps = await anyio.to_thread.run_sync(lambda: kernel.json(f"kside.stamps_for({MARKER!r})"))
-        lat = sorted((arrivals[idx] - stamps[key]) * 1e3 for key, idx in cell_of.items() if key in stamps)
-        return {
-            "cells": cells,
-            "received": len(lat),
-            "missing": missing,
-            "extra": len(arrivals) - len(lat) - 1,
-            **_ms(lat),
-        }
+            path.arrived()
 
     headers = {"Authorization": f"Bearer {info['token']}"} if info.get("token") else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
-        transport = streamable_http_client(info["url"], http_client=http)
-        async with Client(transport, mode=mode, message_handler=on_message, cache=None) as client:
-            if mode == "legacy":
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    await client.subscribe_resource(URI)
-                await anyio.sleep(0.5)  # the client opens its GET stream after initialize
-                return await run_cells()
-            async with client.listen(resource_subscriptions=[URI]) as sub:
-                result: dict[str, Any] = {}
-                async with anyio.create_task_group() as tg:
+    http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)))
+    transport = streamable_http_client(info["url"], http_client=http)
+    client = await stack.enter_async_context(Client(transport, mode=mode, message_handler=on_message, cache=None))
+    if mode == "legacy":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.subscribe_resource(URI)
+        return
+    sub = await stack.enter_async_context(client.listen(resource_subscriptions=[URI]))
 
-                    async def reader() -> None:
-                        async for ev in sub:
-                            if getattr(ev, "uri", None) is not None and str(ev.uri) == URI:
-                                arrived()
+    async def reader() -> None:
+        async for ev in sub:
+            if getattr(ev, "uri", None) is not None and str(ev.uri) == URI:
+                path.arrived()
 
-                    tg.start_soon(reader)
-                    result = await run_cells()
-                    tg.cancel_scope.cancel()
-                return result
+    tg.start_soon(reader)
+
+
+async def _measure_paths(
+    kernel: Any, infos: dict[str, dict[str, Any]], mode: str, cells: int, tag: str
+) -> dict[str, Any]:
+    """Every path of ``infos`` listening at once; each cell's arrival at each (cells interleaved:
+    the paths share every cell, so their difference is paired per cell)."""
+    paths = {name: _Path() for name in infos}
+    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+        for name, info in infos.items():
+            await _client(stack, tg, info, mode, paths[name])
+        if mode == "legacy":
+            await anyio.sleep(0.5)  # the clients open their GET streams after initialize
+        cell_of: dict[str, dict[str, int]] = {name: {} for name in infos}
+        missing = dict.fromkeys(infos, 0)
+        for i in range(-1, cells):  # a warm-up cell: proves the streams are live before timing starts
+            key = f"{tag}{i}"
+            before = {name: len(p.arrivals) for name, p in paths.items()}
+            await anyio.to_thread.run_sync(lambda k=key: kernel.run(f"counter = counter + 1  # {MARKER} {k}"))
+            for name, p in paths.items():
+                if await p.wait_past(before[name]):
+                    if i >= 0:
+                        cell_of[name][key] = before[name]
+                elif i >= 0:
+                    missing[name] += 1
+        stamps = await anyio.to_thread.run_sync(lambda: kernel.json(f"kside.stamps_for({MARKER!r})"))
+        tg.cancel_scope.cancel()
+    out: dict[str, Any] = {}
+    per_cell: dict[str, dict[str, float]] = {}
+    for name, p in paths.items():
+        lat = {k: (p.arrivals[idx] - stamps[k]) * 1e3 for k, idx in cell_of[name].items() if k in stamps}
+        per_cell[name] = lat
+        out[name] = {
+            "cells": cells,
+            "received": len(lat),
+            "missing": missing[name],
+            "extra": len(p.arrivals) - len(lat) - 1,
+            **_ms(sorted(lat.values())),
+            "per_cell_ms": lat,
+            "arrived_at": {k: p.arrivals[idx] for k, idx in cell_of[name].items()},  # (bench/notify_hops.py)
+        }
+    out["cell_end"] = {k: t for k, t in stamps.items() if k.startswith(tag)}
+    return out
+
+
+async def _measure(kernel: Any, info: dict[str, Any], mode: str, cells: int, tag: str) -> dict[str, Any]:
+    result = (await _measure_paths(kernel, {"one": info}, mode, cells, tag))["one"]
+    for key in ("per_cell_ms", "arrived_at"):
+        result.pop(key, None)
+    return result
 
 
 def _ms(values: list[float]) -> dict[str, Any]:
@@ -110,6 +141,38 @@ def notification_latency(kernel: Any, info: dict[str, Any], cells: int) -> dict[
                 raise
             out[mode] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
     return out
+
+
+def notification_pairs(kernel: Any, infos: dict[str, dict[str, Any]], cells: int) -> dict[str, Any]:
+    """Both eras, every path of ``infos`` timed on the same cells (see ``_measure_paths``); under
+    each era's ``added`` what each later path adds to the first, cell by cell: median, p10, p90."""
+    kernel.run("counter = 100000")
+    out: dict[str, Any] = {}
+    first = next(iter(infos))
+    for mode, tag in (("legacy", "L"), ("2026-07-28", "M")):
+        try:
+            got = anyio.run(_measure_paths, kernel, infos, mode, cells, tag)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            out[mode] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
+            continue
+        added = {}
+        for name in infos:  # (not "cell_end": the kernel's stamps)
+            if name == first:
+                continue
+            a, b = got[first]["per_cell_ms"], got[name]["per_cell_ms"]
+            diffs = sorted(b[k] - a[k] for k in a.keys() & b.keys())
+            added[name] = {"n": len(diffs), **_quantiles(diffs)}
+        out[mode] = {**got, "added": added}
+    return out
+
+
+def _quantiles(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"median_ms": None, "p10_ms": None, "p90_ms": None}
+    pick = lambda q: values[min(len(values) - 1, int(len(values) * q))]  # noqa: E731
+    return {"median_ms": values[len(values) // 2], "p10_ms": pick(0.1), "p90_ms": pick(0.9)}
 
 
 def print_notification_rows(direct: dict[str, Any], other: dict[str, Any]) -> None:

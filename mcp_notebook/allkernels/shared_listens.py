@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from .. import hop_trace
 from ..hubclient.address import HubAddress
 from .upstream import Listens, Notify, Wanted
 
@@ -115,6 +116,8 @@ class Tap:
         with self._gate:
             found = self.keys.get(key)
             if found is not None and not self.muted:  # still registered now: unsubscribed or muted, nothing
+                if hop_trace.ON:
+                    hop_trace.stamp("tap.route", uri or "")
                 self.notify(found[0], kind, uri)
 
     def wait_covering(self, key: str, uri: str, timeout: float) -> bool:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import hop_trace
 from ..hubclient.address import VERSION, HubAddress
 from ..hubclient.aio import request
 from ..hubclient.blocking import exchange
@@ -281,6 +282,8 @@ class Listens:
     async def _read(self, key: str, resp: Any) -> None:
         pending = b""
         async for piece in resp.chunks():
+            if hop_trace.ON:
+                hop_trace.stamp("listen.read", hop_trace.uri_in(piece))
             pending += piece
             *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
             for data in sse_data(b"\n\n".join(events) + b"\n\n"):

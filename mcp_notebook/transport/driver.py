@@ -25,6 +25,7 @@ from collections.abc import Awaitable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import hop_trace
 from ..protocol.exchange import HttpReply, HttpRequest, carrier_error
 from ..protocol.streams import Stream
 
@@ -224,7 +225,10 @@ class ExchangeDriver:
         waiting = port.open_stream(reply.status, reply.headers, events, False)
         wake = ex.wake = asyncio.Event()
         loop = asyncio.get_running_loop()
-        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+        if hop_trace.ON:
+            stream.set_waker(lambda: (hop_trace.stamp("stream.push"), loop.call_soon_threadsafe(wake.set)))
+        else:
+            stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
         task = loop.create_task(self._pump(ex, waiting))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -244,9 +248,14 @@ class ExchangeDriver:
                     self._end(ex, b"".join(events))
                     return
                 if events:
-                    waiting = port.send_events(b"".join(events), False)
+                    data = b"".join(events)
+                    if hop_trace.ON:
+                        hop_trace.stamp("stream.write", hop_trace.uri_in(data))
+                    waiting = port.send_events(data, False)
                     if waiting is not None:
                         await waiting
+                    if hop_trace.ON:
+                        hop_trace.stamp("stream.flushed", hop_trace.uri_in(data))
                 try:
                     if keepalive is None:
                         await wake.wait()

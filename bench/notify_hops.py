@@ -1,0 +1,94 @@
+"""A notification's path, hop by hop: where the milliseconds between a cell's end and the SDK
+clients' arrivals go, from a ``bench/jupyterhub_paced.py --trace DIR`` run.
+
+    .venv/bin/python bench/notify_hops.py bench/results/jupyterhub_paced_{label}.json DIR
+
+Every process the bench started wrote ``DIR/<pid>.tsv`` (mcp_notebook/hop_trace.py: time, hop,
+thread, detail); the bench's JSON has each cell's end (stamped in the kernel) and each client's
+arrival, on the same clock. For each run, phase and era: per hop, the median over cells of the
+first time it was reached after the cell's end (ms), in the order a notification crosses them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+URI = "nb://vars/counter"
+WINDOW = 1.0  # seconds after a cell's end in which its hops are looked for
+
+
+def role(header: str) -> str:
+    if "ipykernel" in header:
+        return "kernel"
+    if "singleuser" in header:
+        return "server"
+    if "jupyterhub_service" in header:
+        return "service"
+    return "other"
+
+
+def load(trace: Path) -> dict[str, list[tuple[float, str]]]:
+    """``role.hop[.agent]`` -> sorted (time, detail) stamps, every process of that role together."""
+    hops: dict[str, list[tuple[float, str]]] = {}
+    for path in trace.glob("*.tsv"):
+        who = "other"
+        for line in path.read_text().splitlines():
+            parts = line.split("\t")
+            if parts[0] == "#":
+                who = role(parts[1] if len(parts) > 1 else "")
+                continue
+            if len(parts) < 4:
+                continue
+            t, hop, detail = float(parts[0]), parts[1], parts[3]
+            if hop == "pipe.read":  # the SDK client's stream (python-httpx) or the service's (no agent)
+                hop += ".client" if "httpx" in detail else ".service"
+            if detail and URI not in detail:
+                continue
+            hops.setdefault(f"{who}.{hop}", []).append((t, detail))
+    for stamps in hops.values():
+        stamps.sort()
+    return hops
+
+
+def first_after(stamps: list[tuple[float, str]], t0: float) -> float | None:
+    i = bisect.bisect_left(stamps, (t0, ""))
+    return stamps[i][0] if i < len(stamps) and stamps[i][0] < t0 + WINDOW else None
+
+
+def summary(era: dict[str, Any], hops: dict[str, list[tuple[float, str]]]) -> dict[str, float]:
+    """Per hop (and each path's arrival), the median ms after the cell's end over the cells."""
+    rows: dict[str, list[float]] = {}
+    for key, t0 in (era.get("cell_end") or {}).items():
+        for name, stamps in hops.items():
+            t = first_after(stamps, t0)
+            if t is not None:
+                rows.setdefault(name, []).append((t - t0) * 1e3)
+        for path in ("direct", "service"):
+            t = ((era.get(path) or {}).get("arrived_at") or {}).get(key)
+            if t is not None:
+                rows.setdefault(f"client.arrived.{path}", []).append((t - t0) * 1e3)
+    return {name: sorted(v)[len(v) // 2] for name, v in rows.items() if v}
+
+
+def main() -> int:
+    results, trace = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
+    hops = load(trace)
+    for replicas, runs in results["deployments"].items():
+        for users, run in runs.items():
+            for phase in ("notify_direct", "notify_service"):
+                for era_name in ("legacy", "2026-07-28"):
+                    era = run[phase].get(era_name) or {}
+                    med = summary(era, hops)
+                    order = sorted(med.items(), key=lambda kv: kv[1])
+                    print(f"\n{replicas} replica(s), {users} users, {phase} (reads through {phase[7:]}), {era_name}:")
+                    for name, ms in order:
+                        print(f"  {ms:7.2f} ms  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
