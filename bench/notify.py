@@ -8,9 +8,13 @@ arrival, and cells are paired with the first notification that follows them.
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+import threading
 import time
 import warnings
-from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,81 +27,81 @@ URI = "nb://vars/counter"
 MARKER = "bench-notify"
 
 
-class _Path:
-    """One SDK client's arrivals (one path to the kernel: the user's own server, the service...)."""
+class _ClientProcess:
+    """bench/notify_client.py at one path: its arrivals, read from its output on a thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, info: dict[str, Any], mode: str):
         self.arrivals: list[float] = []
-        self.event = anyio.Event()
+        self.ready = threading.Event()
+        self.changed = threading.Condition()
+        script = Path(__file__).resolve().parent / "notify_client.py"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), info["url"], mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((info.get("token") or "") + "\n")
+        self.proc.stdin.flush()
+        threading.Thread(target=self._read, daemon=True).start()
 
-    def arrived(self) -> None:
-        self.arrivals.append(time.time())
-        self.event.set()
-        self.event = anyio.Event()
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() == "ready":
+                self.ready.set()
+                continue
+            with contextlib.suppress(ValueError), self.changed:
+                self.arrivals.append(float(line))
+                self.changed.notify_all()
+        self.ready.set()  # it ended (an error): nobody waits for it
 
-    async def wait_past(self, before: int) -> bool:
-        with anyio.move_on_after(5):
-            while len(self.arrivals) <= before:
-                await self.event.wait()
-        return len(self.arrivals) > before
+    def wait_past(self, before: int, timeout: float = 5.0) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: len(self.arrivals) > before, timeout)
 
-
-async def _client(stack: AsyncExitStack, tg: Any, info: dict[str, Any], mode: str, path: _Path) -> None:
-    """An SDK client at ``info`` subscribed (legacy) or listening (2026-07-28) to URI, its arrivals in ``path``."""
-
-    async def on_message(msg: Any) -> None:
-        if mode == "legacy" and isinstance(msg, types.ResourceUpdatedNotification) and str(msg.params.uri) == URI:
-            path.arrived()
-
-    headers = {"Authorization": f"Bearer {info['token']}"} if info.get("token") else {}
-    http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)))
-    transport = streamable_http_client(info["url"], http_client=http)
-    client = await stack.enter_async_context(Client(transport, mode=mode, message_handler=on_message, cache=None))
-    if mode == "legacy":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            await client.subscribe_resource(URI)
-        return
-    sub = await stack.enter_async_context(client.listen(resource_subscriptions=[URI]))
-
-    async def reader() -> None:
-        async for ev in sub:
-            if getattr(ev, "uri", None) is not None and str(ev.uri) == URI:
-                path.arrived()
-
-    tg.start_soon(reader)
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
 
 
-async def _measure_paths(
-    kernel: Any, infos: dict[str, dict[str, Any]], mode: str, cells: int, tag: str
-) -> dict[str, Any]:
-    """Every path of ``infos`` listening at once; each cell's arrival at each (cells interleaved:
-    the paths share every cell, so their difference is paired per cell)."""
-    paths = {name: _Path() for name in infos}
-    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+def _measure_paths(kernel: Any, infos: dict[str, dict[str, Any]], mode: str, cells: int, tag: str) -> dict[str, Any]:
+    """Every path of ``infos`` listening at once, each client in a process of its own, opened in
+    the order of ``infos`` (the kernel writes its listens in the order they opened); each cell's
+    arrival at each (cells interleaved: the paths share every cell, their difference is paired)."""
+    paths: dict[str, _ClientProcess] = {}
+    try:
         for name, info in infos.items():
-            await _client(stack, tg, info, mode, paths[name])
-        if mode == "legacy":
-            await anyio.sleep(0.5)  # the clients open their GET streams after initialize
+            paths[name] = _ClientProcess(info, mode)
+            if not paths[name].ready.wait(60) or paths[name].proc.poll() is not None:
+                raise RuntimeError(f"the {name} client did not start")
         cell_of: dict[str, dict[str, int]] = {name: {} for name in infos}
         missing = dict.fromkeys(infos, 0)
         for i in range(-1, cells):  # a warm-up cell: proves the streams are live before timing starts
             key = f"{tag}{i}"
             before = {name: len(p.arrivals) for name, p in paths.items()}
-            await anyio.to_thread.run_sync(lambda k=key: kernel.run(f"counter = counter + 1  # {MARKER} {k}"))
+            kernel.run(f"counter = counter + 1  # {MARKER} {key}")
             for name, p in paths.items():
-                if await p.wait_past(before[name]):
+                if p.wait_past(before[name]):
                     if i >= 0:
                         cell_of[name][key] = before[name]
                 elif i >= 0:
                     missing[name] += 1
-        stamps = await anyio.to_thread.run_sync(lambda: kernel.json(f"kside.stamps_for({MARKER!r})"))
-        tg.cancel_scope.cancel()
+        stamps = kernel.json(f"kside.stamps_for({MARKER!r})")
+    finally:
+        for p in paths.values():
+            p.close()
     out: dict[str, Any] = {}
-    per_cell: dict[str, dict[str, float]] = {}
     for name, p in paths.items():
         lat = {k: (p.arrivals[idx] - stamps[k]) * 1e3 for k, idx in cell_of[name].items() if k in stamps}
-        per_cell[name] = lat
         out[name] = {
             "cells": cells,
             "received": len(lat),
@@ -112,10 +116,68 @@ async def _measure_paths(
 
 
 async def _measure(kernel: Any, info: dict[str, Any], mode: str, cells: int, tag: str) -> dict[str, Any]:
-    result = (await _measure_paths(kernel, {"one": info}, mode, cells, tag))["one"]
-    for key in ("per_cell_ms", "arrived_at"):
-        result.pop(key, None)
-    return result
+    arrivals: list[float] = []
+    changed = anyio.Event()
+    state = {"event": changed}
+
+    def arrived() -> None:
+        arrivals.append(time.time())
+        state["event"].set()
+        state["event"] = anyio.Event()
+
+    async def on_message(msg: Any) -> None:
+        if mode == "legacy" and isinstance(msg, types.ResourceUpdatedNotification) and str(msg.params.uri) == URI:
+            arrived()
+
+    async def run_cells() -> dict[str, Any]:
+        cell_of: dict[str, int] = {}
+        missing = 0
+        # warm-up cell: proves the stream is live before timing starts
+        for i in range(-1, cells):
+            key = f"{tag}{i}"
+            before = len(arrivals)
+            await anyio.to_thread.run_sync(lambda k=key: kernel.run(f"counter = counter + 1  # {MARKER} {k}"))
+            with anyio.move_on_after(5):
+                while len(arrivals) <= before:
+                    await state["event"].wait()
+            if len(arrivals) > before:
+                if i >= 0:
+                    cell_of[key] = before
+            elif i >= 0:
+                missing += 1
+        stamps = await anyio.to_thread.run_sync(lambda: kernel.json(f"kside.stamps_for({MARKER!r})"))
+        lat = sorted((arrivals[idx] - stamps[key]) * 1e3 for key, idx in cell_of.items() if key in stamps)
+        return {
+            "cells": cells,
+            "received": len(lat),
+            "missing": missing,
+            "extra": len(arrivals) - len(lat) - 1,
+            **_ms(lat),
+        }
+
+    headers = {"Authorization": f"Bearer {info['token']}"} if info.get("token") else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http:
+        transport = streamable_http_client(info["url"], http_client=http)
+        async with Client(transport, mode=mode, message_handler=on_message, cache=None) as client:
+            if mode == "legacy":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    await client.subscribe_resource(URI)
+                await anyio.sleep(0.5)  # the client opens its GET stream after initialize
+                return await run_cells()
+            async with client.listen(resource_subscriptions=[URI]) as sub:
+                result: dict[str, Any] = {}
+                async with anyio.create_task_group() as tg:
+
+                    async def reader() -> None:
+                        async for ev in sub:
+                            if getattr(ev, "uri", None) is not None and str(ev.uri) == URI:
+                                arrived()
+
+                    tg.start_soon(reader)
+                    result = await run_cells()
+                    tg.cancel_scope.cancel()
+                return result
 
 
 def _ms(values: list[float]) -> dict[str, Any]:
@@ -143,15 +205,15 @@ def notification_latency(kernel: Any, info: dict[str, Any], cells: int) -> dict[
     return out
 
 
-def notification_pairs(kernel: Any, infos: dict[str, dict[str, Any]], cells: int) -> dict[str, Any]:
+def notification_pairs(kernel: Any, infos: dict[str, dict[str, Any]], cells: int, base: str) -> dict[str, Any]:
     """Both eras, every path of ``infos`` timed on the same cells (see ``_measure_paths``); under
-    each era's ``added`` what each later path adds to the first, cell by cell: median, p10, p90."""
+    each era's ``added`` what each other path adds to ``base``, cell by cell: median, p10, p90."""
     kernel.run("counter = 100000")
     out: dict[str, Any] = {}
-    first = next(iter(infos))
+    first = base
     for mode, tag in (("legacy", "L"), ("2026-07-28", "M")):
         try:
-            got = anyio.run(_measure_paths, kernel, infos, mode, cells, tag)
+            got = _measure_paths(kernel, infos, mode, cells, tag)
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise

@@ -74,6 +74,42 @@ def summary(era: dict[str, Any], hops: dict[str, list[tuple[float, str]]]) -> di
     return {name: sorted(v)[len(v) // 2] for name, v in rows.items() if v}
 
 
+SEGMENTS = (  # (name, from, to): per cell, the time between two hops
+    ("cell end -> user's server reads the client's event", "", "server.pipe.read.client"),
+    ("cell end -> user's server reads the service's event", "", "server.pipe.read.service"),
+    ("user's server -> proxy -> service's listen read", "server.pipe.read.service", "service.listen.read"),
+    ("service: read -> routed -> pushed to the client's stream", "service.listen.read", "service.stream.push"),
+    ("service: pushed -> written on the loop (a thread hop)", "service.stream.push", "service.stream.write"),
+    ("service: written -> flushed", "service.stream.write", "service.stream.flushed"),
+    ("service flushed -> proxy -> SDK client", "service.stream.flushed", "client.arrived.service"),
+    ("user's server read -> proxy -> SDK client (direct)", "server.pipe.read.client", "client.arrived.direct"),
+    ("added: service arrival - direct arrival", "client.arrived.direct", "client.arrived.service"),
+)
+
+
+def segments(era: dict[str, Any], hops: dict[str, list[tuple[float, str]]]) -> dict[str, tuple[float, float, int]]:
+    """Per segment of ``SEGMENTS``: (median, p90, cells) in ms over the cells that reached both ends."""
+    got: dict[str, list[float]] = {}
+    for key, t0 in (era.get("cell_end") or {}).items():
+        at = {"": t0}
+        for name, stamps in hops.items():
+            t = first_after(stamps, t0)
+            if t is not None:
+                at[name] = t
+        for path in ("direct", "service"):
+            t = ((era.get(path) or {}).get("arrived_at") or {}).get(key)
+            if t is not None:
+                at[f"client.arrived.{path}"] = t
+        for name, a, b in SEGMENTS:
+            if a in at and b in at:
+                got.setdefault(name, []).append((at[b] - at[a]) * 1e3)
+    out = {}
+    for name, values in got.items():
+        values.sort()
+        out[name] = (values[len(values) // 2], values[min(len(values) - 1, int(len(values) * 0.9))], len(values))
+    return out
+
+
 def main() -> int:
     results, trace = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
     hops = load(trace)
@@ -87,6 +123,9 @@ def main() -> int:
                     print(f"\n{replicas} replica(s), {users} users, {phase} (reads through {phase[7:]}), {era_name}:")
                     for name, ms in order:
                         print(f"  {ms:7.2f} ms  {name}")
+                    print("  segments, median / p90 ms (cells):")
+                    for name, (p50, p90, n) in segments(era, hops).items():
+                        print(f"  {p50:7.2f} / {p90:6.2f}  ({n})  {name}")
     return 0
 
 

@@ -19,6 +19,7 @@ from tornado import web
 from tornado.iostream import StreamClosedError
 
 from .. import hop_trace
+from ..allkernels.sse_replies import no_delay
 from ..hubclient.aio import UpstreamResponse, request
 from ..hubclient.rules import HUB_SCHEME, LOOK_AGAIN_STATUS, LOOKUPS, REASON_HEADER, UpstreamError, authorization
 from ..protocol.exchange import HttpRequest
@@ -306,6 +307,7 @@ class McpProxyHandler(_ExtensionHandler):
             elif reply.length is not None and reply.status not in (204, 304):
                 self.set_header("Content-Length", str(reply.length))
             if streaming:
+                no_delay(self)  # each event at once (and the flush below writes it)
                 await self.flush()  # the client sees the stream open before the first event
             pending = 0
             async for piece in reply.chunks():
