@@ -69,11 +69,11 @@ class HandlerPort(Port):
         if end:
             self.handler.finish()
             return None
-        return self._flush()
+        return self._flushed(self.handler.flush())  # on the socket now; the driver waits until it is out
 
-    async def _flush(self) -> None:
+    async def _flushed(self, flushing: Awaitable[None]) -> None:
         try:
-            await self.handler.flush()
+            await flushing
         except StreamClosedError:
             self.gone = True
 
