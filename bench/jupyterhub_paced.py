@@ -50,8 +50,9 @@ from service_oauth import sign_in  # noqa: E402
 WARM_SECONDS = 2.0  # the first reads of a run, while new grants' fronts open (cold reads, reported apart)
 
 
-def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
-    """Every (url, auth) read once a second for ``seconds`` (random phase), each on its own connection.
+def paced(targets: list[tuple[str, str]], seconds: float, until: threading.Event | None = None) -> dict[str, Any]:
+    """Every (url, auth) read once a second for ``seconds`` (random phase; and on until ``until`` is
+    set: the notifications timed meanwhile all have the load), each on its own connection.
     Cold reads are reported apart (``cold_*``): each user's first (it opens the connection) and,
     through the service, its first at each replica (named by the test-only ``X-Replica`` header of
     tests/replicas.py's haproxy): it opens the grant's front there (the token looked up in the store,
@@ -70,7 +71,7 @@ def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
         cold: list[float] = []
         seen: set[str] = set()  # the replicas that answered this user
         with httpx.Client(headers=headers, timeout=60) as http:
-            while due < start + seconds:
+            while due < start + seconds or (until is not None and not until.is_set() and due < start + 120):
                 time.sleep(max(0.0, due - time.monotonic()))
                 t0 = time.perf_counter()
                 try:
@@ -179,17 +180,20 @@ def measured(
     box: dict[str, Any] = {}
     gc.collect()
     gc.disable()
+    done = threading.Event()  # the notifications are timed: the reads may stop after ``seconds``
     try:
-        reads = threading.Thread(target=lambda: box.update(reads=paced(targets, seconds)))
+        reads = threading.Thread(target=lambda: box.update(reads=paced(targets, seconds, done)))
         reads.start()
         time.sleep(1.5)  # the readers are on their pace
         kernel.json("kside.listen_events()")  # counted from here
         began = time.monotonic()
         notes = notification_pairs(kernel, infos, cells, "direct")
-        notes["seconds"] = time.monotonic() - began  # within the reads' window (``seconds``), or say so
+        notes["seconds"] = time.monotonic() - began
         notes["upstream"] = kernel.json("kside.listen_events()")
+        done.set()
         reads.join(seconds + 180)
     finally:
+        done.set()
         gc.enable()
     return box["reads"], notes
 

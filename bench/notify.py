@@ -32,6 +32,7 @@ class _ClientProcess:
 
     def __init__(self, info: dict[str, Any], mode: str):
         self.arrivals: list[float] = []
+        self.imported = threading.Event()
         self.ready = threading.Event()
         self.changed = threading.Condition()
         script = Path(__file__).resolve().parent / "notify_client.py"
@@ -50,13 +51,19 @@ class _ClientProcess:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            if line.strip() == "ready":
-                self.ready.set()
+            if line.strip() in ("imported", "ready"):
+                (self.imported if line.strip() == "imported" else self.ready).set()
                 continue
             with contextlib.suppress(ValueError), self.changed:
                 self.arrivals.append(float(line))
                 self.changed.notify_all()
-        self.ready.set()  # it ended (an error): nobody waits for it
+        self.imported.set()  # it ended (an error): nobody waits for it
+        self.ready.set()
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
 
     def wait_past(self, before: int, timeout: float = 5.0) -> bool:
         with self.changed:
@@ -79,9 +86,12 @@ def _measure_paths(kernel: Any, infos: dict[str, dict[str, Any]], mode: str, cel
     arrival at each (cells interleaved: the paths share every cell, their difference is paired)."""
     paths: dict[str, _ClientProcess] = {}
     try:
-        for name, info in infos.items():
-            paths[name] = _ClientProcess(info, mode)
-            if not paths[name].ready.wait(60) or paths[name].proc.poll() is not None:
+        paths = {name: _ClientProcess(info, mode) for name, info in infos.items()}  # importing together
+        for name, p in paths.items():  # then connected one after the other, in order
+            if not p.imported.wait(60):
+                raise RuntimeError(f"the {name} client did not start")
+            p.go()
+            if not p.ready.wait(60) or p.proc.poll() is not None:
                 raise RuntimeError(f"the {name} client did not start")
         cell_of: dict[str, dict[str, int]] = {name: {} for name in infos}
         missing = dict.fromkeys(infos, 0)

@@ -1,5 +1,7 @@
 """One official SDK client in a process of its own, for bench/notify.py's paired timing: subscribed
-(legacy) or listening (2026-07-28) to ``nb://vars/counter``; prints ``ready`` once it is, then
+(legacy) or listening (2026-07-28) to ``nb://vars/counter``; prints ``imported``, connects when
+told ``go`` on stdin (so the bench opens its clients in an order it chooses), prints ``ready`` once
+subscribed, then
 ``time.time()`` of each ``notifications/resources/updated`` of that URI, one line each, until
 stdin closes. A process of its own: two clients in one process (or next to the bench's reader
 threads) would wait for each other's loop and GIL, and their arrivals would bunch together.
@@ -63,6 +65,9 @@ async def run(url: str, mode: str, token: str) -> None:
 def main() -> int:
     url, mode = sys.argv[1], sys.argv[2]
     token = sys.stdin.readline().strip()
+    print("imported", flush=True)  # the slow part is done: the bench says when to connect
+    if sys.stdin.readline().strip() != "go":
+        return 0
     anyio.run(run, url, mode, token)
     return 0
 
