@@ -24,6 +24,7 @@ user; computing a front's wish after a change) runs on a few threads shared by e
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -154,13 +155,14 @@ class SharedListens:
     """The process's shared streams, the fronts registered for each, and the fronts' shared timer
     and threads (see the module docstring)."""
 
-    def __init__(self, tick_seconds: float = 1.0) -> None:
+    def __init__(self, tick_seconds: float = 1.0, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """``loop``: a running loop whose thread reads and routes the streams (see :class:`Listens`)."""
         self._lock = threading.Lock()
         self._taps: dict[str, list[Tap]] = {}  # stream key -> the fronts registered, first is whose hub opens it
         self._ticked: list[Tap] = []
         self._schemes: dict[str, Schemes] = {}
         self.tick_seconds = tick_seconds
-        self.streams = _Streams(self._event, lists=lambda key: key.endswith(SEP + COMMON))
+        self.streams = _Streams(self._event, lists=lambda key: key.endswith(SEP + COMMON), loop=loop)
         self._pool = ThreadPoolExecutor(FRONT_THREADS, thread_name_prefix="mcp-notebook-fronts")
         self.streams.every(tick_seconds, self._tick_all)
 

@@ -235,10 +235,10 @@ class JupyterHubServiceApp(Application):
             if public.startswith("https://")
             else {"samesite": "Lax"},
         )
-        app, fronts = build(self.service, hub_auth)
         port = self.service.resolved_port()
 
         async def serve() -> None:
+            app, fronts = build(self.service, hub_auth)  # on the loop: the fronts' listens run on it
             # the reads' threads: each waits on a user's server (a busy cell: up to a minute), so
             # every read gets one at once rather than queueing behind others (the loop's default
             # pool has min(32, cores + 4) threads: 6 on two cores, the tail of 50 users' reads)
