@@ -46,7 +46,7 @@ def load(trace: Path) -> dict[str, list[tuple[float, str]]]:
             t, hop, detail = float(parts[0]), parts[1], parts[3]
             if hop == "pipe.read":  # the SDK client's stream (python-httpx) or the service's (no agent)
                 hop += ".client" if "httpx" in detail else ".service"
-            if detail and URI not in detail:
+            if URI not in detail and hop != "stream.push":  # (a push names no URI: the waker's)
                 continue
             hops.setdefault(f"{who}.{hop}", []).append((t, detail))
     for stamps in hops.values():
@@ -80,8 +80,7 @@ SEGMENTS = (  # (name, from, to): per cell, the time between two hops
     ("user's server -> proxy -> service's listen read", "server.pipe.read.service", "service.listen.read"),
     ("service: read -> routed -> pushed to the client's stream", "service.listen.read", "service.stream.push"),
     ("service: pushed -> written on the loop (a thread hop)", "service.stream.push", "service.stream.write"),
-    ("service: written -> flushed", "service.stream.write", "service.stream.flushed"),
-    ("service flushed -> proxy -> SDK client", "service.stream.flushed", "client.arrived.service"),
+    ("service written -> proxy -> SDK client", "service.stream.write", "client.arrived.service"),
     ("user's server read -> proxy -> SDK client (direct)", "server.pipe.read.client", "client.arrived.direct"),
     ("added: service arrival - direct arrival", "client.arrived.direct", "client.arrived.service"),
 )
