@@ -94,7 +94,8 @@ LONG_FUNCTIONS: dict[str, str] = {}
 # bench/ bottom to top: the package and tests/ helpers are below all of it; a script may import
 # scripts of its own layer or below. The package never imports bench/.
 BENCH_LAYERS: list[tuple[str, ...]] = [
-    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "notify_client", "notify_hops", "plot", "quiet", "figures"),
+    ("bare", "refservers", "loadgen", "kside", "abuse", "notify", "plot", "quiet", "figures"),
+    ("notify_client", "notify_hops"),
     ("sections", "remote", "headline"),
     (
         "busy",
