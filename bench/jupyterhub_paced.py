@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import shutil
 import sys
@@ -41,7 +42,7 @@ sys.path.insert(0, str(HERE))
 from jhub import LocalJupyterHub  # noqa: E402
 from jserver import free_port  # noqa: E402
 from jupyterhub_service import _body_and_headers, service_cpu  # noqa: E402
-from notify import notification_latency  # noqa: E402
+from notify import notification_pairs  # noqa: E402
 from remote import ServerKernel  # noqa: E402
 from replicas import Haproxy, Postgres, Replica, service_env  # noqa: E402
 from service_oauth import sign_in  # noqa: E402
@@ -49,8 +50,9 @@ from service_oauth import sign_in  # noqa: E402
 WARM_SECONDS = 2.0  # the first reads of a run, while new grants' fronts open (cold reads, reported apart)
 
 
-def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
-    """Every (url, auth) read once a second for ``seconds`` (random phase), each on its own connection.
+def paced(targets: list[tuple[str, str]], seconds: float, until: threading.Event | None = None) -> dict[str, Any]:
+    """Every (url, auth) read once a second for ``seconds`` (random phase; and on until ``until`` is
+    set: the notifications timed meanwhile all have the load), each on its own connection.
     Cold reads are reported apart (``cold_*``): each user's first (it opens the connection) and,
     through the service, its first at each replica (named by the test-only ``X-Replica`` header of
     tests/replicas.py's haproxy): it opens the grant's front there (the token looked up in the store,
@@ -69,7 +71,7 @@ def paced(targets: list[tuple[str, str]], seconds: float) -> dict[str, Any]:
         cold: list[float] = []
         seen: set[str] = set()  # the replicas that answered this user
         with httpx.Client(headers=headers, timeout=60) as http:
-            while due < start + seconds:
+            while due < start + seconds or (until is not None and not until.is_set() and due < start + 120):
                 time.sleep(max(0.0, due - time.monotonic()))
                 t0 = time.perf_counter()
                 try:
@@ -166,24 +168,32 @@ def proxy_cpu(hub: LocalJupyterHub) -> float:
     return float("nan")
 
 
-def measured(targets: list[tuple[str, str]], seconds: float, kernel: Any, info: dict[str, Any], cells: int) -> tuple:
+def measured(
+    targets: list[tuple[str, str]], seconds: float, kernel: Any, infos: dict[str, dict[str, Any]], cells: int
+) -> tuple:
     """The paced reads of ``targets`` and, while they run, notification latency (both eras) of one
-    SDK client at ``info`` (``cells`` cells each). This process's own garbage collector is off
+    SDK client per path of ``infos`` (the user's own server, the service), all listening to the
+    same ``cells`` cells each: what the service adds is paired cell by cell. This process's own garbage collector is off
     while it times: a full collection of its heap (fifty readers, their samples, the SDK client)
     paused every reader for ~300 ms at the same point of each run, which the table then showed as
     the service's (or the users' servers') tail."""
     box: dict[str, Any] = {}
     gc.collect()
     gc.disable()
+    done = threading.Event()  # the notifications are timed: the reads may stop after ``seconds``
     try:
-        reads = threading.Thread(target=lambda: box.update(reads=paced(targets, seconds)))
+        reads = threading.Thread(target=lambda: box.update(reads=paced(targets, seconds, done)))
         reads.start()
         time.sleep(1.5)  # the readers are on their pace
         kernel.json("kside.listen_events()")  # counted from here
-        notes = notification_latency(kernel, info, cells)
+        began = time.monotonic()
+        notes = notification_pairs(kernel, infos, cells, "direct")
+        notes["seconds"] = time.monotonic() - began
         notes["upstream"] = kernel.json("kside.listen_events()")
+        done.set()
         reads.join(seconds + 180)
     finally:
+        done.set()
         gc.enable()
     return box["reads"], notes
 
@@ -193,6 +203,11 @@ def deployment(n_replicas: int, users: list[int], seconds: float, cells: int, tm
     runs: dict[str, Any] = {}
     two = TwoReplicas(tmp) if n_replicas == 2 else None
     extra = two.config() if two else ""
+    trace = os.environ.get("MCP_NOTEBOOK_HOP_TRACE")
+    if trace:  # JupyterHub gives its servers and its managed service only the environment it is told
+        extra += f"\nc.Spawner.environment['MCP_NOTEBOOK_HOP_TRACE'] = {trace!r}\n"
+        if not two:
+            extra += f"service['environment']['MCP_NOTEBOOK_HOP_TRACE'] = {trace!r}\n"
     svc = ("--JupyterHubService.registration_burst=1000",)
     hub = LocalJupyterHub(tmp / "hub", svc, extra, two.start if two else None)
     cpu_of = two.cpu if two else (lambda: service_cpu(hub))
@@ -211,10 +226,13 @@ def deployment(n_replicas: int, users: list[int], seconds: float, cells: int, tm
         service_info = {"url": hub.mcp_url, "token": grants[0]}
         for n in users:
             targets = [(pipe[names[i]], f"token {hub_tokens[names[i]]}") for i in range(n)]
-            direct, notify_direct = measured(targets, seconds, kernels["alice"], direct_info, cells)
+            paths = {"direct": direct_info, "service": service_info}
+            direct, notify_direct = measured(targets, seconds, kernels["alice"], paths, cells)
             cpu0, proxy0 = cpu_of(), proxy_cpu(hub)
             targets = [(hub.mcp_url, f"Bearer {grants[i]}") for i in range(n)]
-            service, notify_service = measured(targets, seconds, kernels["alice"], service_info, cells)
+            # the kernel writes its listens in the order they opened: the phase's own path opens first
+            paths = {"service": service_info, "direct": direct_info}
+            service, notify_service = measured(targets, seconds, kernels["alice"], paths, cells)
             cpu = (cpu_of() - cpu0) / max(1, service["n"] + service["cold_n"]) * 1e3
             proxy = (proxy_cpu(hub) - proxy0) / max(1, service["n"] + service["cold_n"]) * 1e3
             runs[str(n)] = {
@@ -245,6 +263,13 @@ def _per_change(notes: dict[str, Any]) -> str:
     return f"{up['events'] / up['cells']:.1f} ({up['most_listens']})"
 
 
+def _added(era: dict[str, Any]) -> str:
+    added = (era.get("added") or {}).get("service") or {}
+    if added.get("median_ms") is None:
+        return "error"
+    return f"{added['median_ms']:+.1f} [{added['p10_ms']:+.1f}, {added['p90_ms']:+.1f}] (n={added['n']})"
+
+
 def print_table(out: dict[str, Any]) -> None:
     """One markdown table, ready for docs/start/jupyterhub.md (all figures in ms, p50 / p99)."""
     print(
@@ -257,8 +282,8 @@ def print_table(out: dict[str, Any]) -> None:
             d, s = run["direct"], run["service"]
             added = f"{s['p50_ms'] - d['p50_ms']:+.1f} / {s['p99_ms'] - d['p99_ms']:+.1f}"
             notes = [
-                f"{_pair(run['notify_direct'][era], 'median_ms', 'p99_ms')} → "
-                f"{_pair(run['notify_service'][era], 'median_ms', 'p99_ms')}"
+                f"{_pair(run['notify_direct'][era].get('direct', {}), 'median_ms', 'p99_ms')} → "
+                f"{_pair(run['notify_service'][era].get('service', {}), 'median_ms', 'p99_ms')}"
                 for era in ("legacy", "2026-07-28")
             ]
             print(
@@ -291,6 +316,16 @@ def print_table(out: dict[str, Any]) -> None:
         for n, run in runs.items()
     ]
     print(f"\nconfigurable-http-proxy CPU per read through the service (ms): {'; '.join(proxies)}")
+    print(
+        "\nnotifications: what the service adds, paired cell by cell (both clients listen to every cell, each in a process of its own), median [p10, p90] ms, while the users read through their own servers (the direct client opened first) | through the service (the service's client opened first):"
+    )
+    for replicas, runs in out["deployments"].items():
+        for n, run in runs.items():
+            eras = [
+                f"{era}: {_added(run['notify_direct'][era])} | {_added(run['notify_service'][era])}"
+                for era in ("legacy", "2026-07-28")
+            ]
+            print(f"- {replicas} replica(s), {n} users: {'; '.join(eras)}")
     print(f"\nlisten events per cell at the kernel, user's server → service (most listens): {'; '.join(fanout)}")
     print(
         f"\n{errors} read(s) failed{f' (the first: {first[:200]})' if first else ''}; each read p50/p99 over {out['seconds'] - WARM_SECONDS:.0f} s per user (after {WARM_SECONDS:.0f} s of warm-up), notifications over {out['cells']} cells per era"
@@ -304,7 +339,13 @@ def main() -> int:
     ap.add_argument("--cells", type=int, default=8, help="cells per era for the notification latency")
     ap.add_argument("--label", default="after")
     ap.add_argument("--replicas", type=int, nargs="+", choices=(1, 2), default=[1, 2])
+    ap.add_argument(
+        "--trace", help="a directory: every process stamps a notification's hops there (bench/notify_hops.py)"
+    )
     args = ap.parse_args()
+    if args.trace:  # read once at import by every process started from here (mcp_notebook/hop_trace.py)
+        Path(args.trace).mkdir(parents=True, exist_ok=True)
+        os.environ["MCP_NOTEBOOK_HOP_TRACE"] = str(Path(args.trace).resolve())
     out: dict[str, Any] = {"label": args.label, "seconds": args.seconds, "cells": args.cells, "deployments": {}}
     for n_replicas in args.replicas:
         with tempfile.TemporaryDirectory(prefix="mcpnb-hub-paced-") as tmp:

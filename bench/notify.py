@@ -8,8 +8,13 @@ arrival, and cells are paired with the first notification that follows them.
 
 from __future__ import annotations
 
+import contextlib
+import subprocess
+import sys
+import threading
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +25,104 @@ from mcp.client.streamable_http import streamable_http_client
 
 URI = "nb://vars/counter"
 MARKER = "bench-notify"
+
+
+class _ClientProcess:
+    """bench/notify_client.py at one path: its arrivals, read from its output on a thread."""
+
+    def __init__(self, info: dict[str, Any], mode: str):
+        self.arrivals: list[float] = []
+        self.imported = threading.Event()
+        self.ready = threading.Event()
+        self.changed = threading.Condition()
+        script = Path(__file__).resolve().parent / "notify_client.py"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), info["url"], mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((info.get("token") or "") + "\n")
+        self.proc.stdin.flush()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() in ("imported", "ready"):
+                (self.imported if line.strip() == "imported" else self.ready).set()
+                continue
+            with contextlib.suppress(ValueError), self.changed:
+                self.arrivals.append(float(line))
+                self.changed.notify_all()
+        self.imported.set()  # it ended (an error): nobody waits for it
+        self.ready.set()
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def wait_past(self, before: int, timeout: float = 5.0) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: len(self.arrivals) > before, timeout)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def _measure_paths(kernel: Any, infos: dict[str, dict[str, Any]], mode: str, cells: int, tag: str) -> dict[str, Any]:
+    """Every path of ``infos`` listening at once, each client in a process of its own, opened in
+    the order of ``infos`` (the kernel writes its listens in the order they opened); each cell's
+    arrival at each (cells interleaved: the paths share every cell, their difference is paired)."""
+    paths: dict[str, _ClientProcess] = {}
+    try:
+        paths = {name: _ClientProcess(info, mode) for name, info in infos.items()}  # importing together
+        for name, p in paths.items():  # then connected one after the other, in order
+            if not p.imported.wait(60):
+                raise RuntimeError(f"the {name} client did not start")
+            p.go()
+            if not p.ready.wait(60) or p.proc.poll() is not None:
+                raise RuntimeError(f"the {name} client did not start")
+        cell_of: dict[str, dict[str, int]] = {name: {} for name in infos}
+        missing = dict.fromkeys(infos, 0)
+        for i in range(-1, cells):  # a warm-up cell: proves the streams are live before timing starts
+            key = f"{tag}{i}"
+            before = {name: len(p.arrivals) for name, p in paths.items()}
+            kernel.run(f"counter = counter + 1  # {MARKER} {key}")
+            for name, p in paths.items():
+                if p.wait_past(before[name]):
+                    if i >= 0:
+                        cell_of[name][key] = before[name]
+                elif i >= 0:
+                    missing[name] += 1
+        stamps = kernel.json(f"kside.stamps_for({MARKER!r})")
+    finally:
+        for p in paths.values():
+            p.close()
+    out: dict[str, Any] = {}
+    for name, p in paths.items():
+        lat = {k: (p.arrivals[idx] - stamps[k]) * 1e3 for k, idx in cell_of[name].items() if k in stamps}
+        out[name] = {
+            "cells": cells,
+            "received": len(lat),
+            "missing": missing[name],
+            "extra": len(p.arrivals) - len(lat) - 1,
+            **_ms(sorted(lat.values())),
+            "per_cell_ms": lat,
+            "arrived_at": {k: p.arrivals[idx] for k, idx in cell_of[name].items()},  # (bench/notify_hops.py)
+        }
+    out["cell_end"] = {k: t for k, t in stamps.items() if k.startswith(tag)}
+    return out
 
 
 async def _measure(kernel: Any, info: dict[str, Any], mode: str, cells: int, tag: str) -> dict[str, Any]:
@@ -110,6 +213,38 @@ def notification_latency(kernel: Any, info: dict[str, Any], cells: int) -> dict[
                 raise
             out[mode] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
     return out
+
+
+def notification_pairs(kernel: Any, infos: dict[str, dict[str, Any]], cells: int, base: str) -> dict[str, Any]:
+    """Both eras, every path of ``infos`` timed on the same cells (see ``_measure_paths``); under
+    each era's ``added`` what each other path adds to ``base``, cell by cell: median, p10, p90."""
+    kernel.run("counter = 100000")
+    out: dict[str, Any] = {}
+    first = base
+    for mode, tag in (("legacy", "L"), ("2026-07-28", "M")):
+        try:
+            got = _measure_paths(kernel, infos, mode, cells, tag)
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            out[mode] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
+            continue
+        added = {}
+        for name in infos:  # (not "cell_end": the kernel's stamps)
+            if name == first:
+                continue
+            a, b = got[first]["per_cell_ms"], got[name]["per_cell_ms"]
+            diffs = sorted(b[k] - a[k] for k in a.keys() & b.keys())
+            added[name] = {"n": len(diffs), **_quantiles(diffs)}
+        out[mode] = {**got, "added": added}
+    return out
+
+
+def _quantiles(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"median_ms": None, "p10_ms": None, "p90_ms": None}
+    pick = lambda q: values[min(len(values) - 1, int(len(values) * q))]  # noqa: E731
+    return {"median_ms": values[len(values) // 2], "p10_ms": pick(0.1), "p90_ms": pick(0.9)}
 
 
 def print_notification_rows(direct: dict[str, Any], other: dict[str, Any]) -> None:

@@ -347,3 +347,50 @@ def test_the_smallest_carrier_in_design_answers(rig):
 
     rig.run(go())
     assert json.loads(out.getvalue())["result"]["serverInfo"]["name"] == "mcp-notebook"
+
+
+class SlowPort(SlotPort):
+    """A port whose stream writes each return a future the test resolves (a client slow to read)."""
+
+    def __init__(self, slots: set[SlotPort], loop: asyncio.AbstractEventLoop):
+        super().__init__(slots)
+        self.loop = loop
+        self.pending: list[asyncio.Future[None]] = []
+
+    def send_events(self, events: bytes, end: bool) -> Any:
+        super().send_events(events, end)
+        if end:
+            return None
+        self.pending.append(self.loop.create_future())
+        return self.pending[-1]
+
+
+def test_an_event_pushed_while_the_pump_waits_is_written_by_the_waker_and_back_pressure_holds(rig):
+    """The waker writes an event itself (in the loop pass it runs in, not a pass later in the pump),
+    and never while a write is still pending: the next event waits until the client took the last."""
+    session = rig.session()
+    port = SlowPort(rig.slots, rig.loop)
+    ex = rig.start(port, HttpRequest("GET", headers(**{"mcp-session-id": session, "mcp-protocol-version": VERSION})))
+    assert ex is not None
+    rig.run(rig.until(lambda: ex.parked))
+    stream = ex.stream
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "one"}}
+    written_in_callback: list[bool] = []
+
+    def check() -> None:  # queued right after the waker's callback: the write must be there already
+        written_in_callback.append(any(kind == "events" and b"one" in value for kind, value in port.calls))
+
+    threading.Thread(target=lambda: (stream.push(note), rig.loop.call_soon_threadsafe(check))).start()
+    rig.run(rig.until(lambda: written_in_callback))
+    assert written_in_callback == [True]
+    stream.push({**note, "params": {"level": "info", "data": "two"}})  # the first write still pending
+    rig.run(asyncio.sleep(0.05))
+    assert [v for k, v in port.calls if k == "events" and b"two" in v] == []
+    port.pending[0].set_result(None)  # the client took the first
+    rig.run(rig.until(lambda: any(kind == "events" and b"two" in value for kind, value in port.calls)))
+    for future in port.pending:
+        if not future.done():
+            future.set_result(None)
+    ex.cancel()
+    rig.run(rig.until(lambda: not rig.driver.tasks))
+    assert port.finals == 1 and port.after_final == 0

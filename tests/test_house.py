@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "version",
         "heap",
+        "hop_trace",
         "instructions",
         "portable",
         "lazy_re",
@@ -123,6 +124,7 @@ BENCH_LAYERS: list[tuple[str, ...]] = [
         "request_ab",
     ),
     ("run",),
+    ("notify_client", "notify_hops"),  # the notification bench's helpers (issue #42, sixth pass)
 ]
 LONG_BENCH_FUNCTIONS: dict[str, str] = {
     "run.render": "the README's figure table, one row per measured case in the order the README shows them",

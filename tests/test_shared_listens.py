@@ -3,7 +3,8 @@ on 127.0.0.1 (an McpServer behind the loopback HTTP carrier): fronts with equal 
 stream, another user never does, each front hears only its own sets, a muted front hears nothing
 more (not even an event whose routing was in progress when it was muted), and a stream whose
 opener left is reopened with a remaining front's token; events are routed on the streams' own
-thread, the fronts ticked by one timer on a few shared threads."""
+thread (or on a loop given them: the JupyterHub service's), the fronts ticked by one timer on a
+few shared threads."""
 
 from __future__ import annotations
 
@@ -184,3 +185,46 @@ def test_one_timer_ticks_every_front_on_shared_threads_and_stops_at_a_mute(world
     until(lambda: len(ticks[1]) >= seen + 2, "the other front keeps ticking")
     assert len(ticks[0]) == seen
     assert shared.schemes("alice") is shared.schemes("alice") is not shared.schemes("bob")
+
+
+def test_on_a_given_loop_events_are_routed_on_its_thread_and_closing_leaves_it_running():
+    """The JupyterHub service's mode (issue #42, sixth pass): the streams are read and routed on the
+    service's own loop (no thread of their own, no hop to the loop that writes the clients'
+    streams); a front still waits for its stream off that loop; closing ends the listens only."""
+    import asyncio
+
+    hub = Hub("good")
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, name="service-loop", daemon=True)
+    runner.start()
+
+    def listen_threads() -> int:
+        return sum(t.name == "mcp-notebook-kernels" for t in threading.enumerate())
+
+    before = listen_threads()
+    shared = asyncio.run_coroutine_threadsafe(_make_shared(), loop).result(10)
+    heard: queue.Queue[Any] = queue.Queue()
+    wish = {"k": (HubAddress(hub.url, "good"), frozenset({"test://common", "test://mine"}))}
+    tap = shared.tap(
+        "alice", COMMON, lambda k, kind, uri: heard.put((threading.current_thread().name, uri)), lambda: wish
+    )
+    try:
+        assert listen_threads() == before  # no thread of their own
+        tap.poke()
+        assert tap.wait_covering("k", "test://mine", 30)  # waited here, off the loop
+        hub.resources.changed(["test://mine"])
+        assert heard.get(timeout=30) == ("service-loop", "test://mine")
+        tap.close()
+        shared.close()
+        until(lambda: hub.listens() == [], f"streams left open: {hub.listens()}")
+        assert asyncio.run_coroutine_threadsafe(asyncio.sleep(0, "alive"), loop).result(10) == "alive"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+        hub.stop()
+
+
+async def _make_shared() -> SharedListens:
+    import asyncio
+
+    return SharedListens(loop=asyncio.get_running_loop())

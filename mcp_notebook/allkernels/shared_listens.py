@@ -24,12 +24,14 @@ user; computing a front's wish after a change) runs on a few threads shared by e
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from .. import hop_trace
 from ..hubclient.address import HubAddress
 from .upstream import Listens, Notify, Wanted
 
@@ -115,6 +117,8 @@ class Tap:
         with self._gate:
             found = self.keys.get(key)
             if found is not None and not self.muted:  # still registered now: unsubscribed or muted, nothing
+                if hop_trace.ON:
+                    hop_trace.stamp("tap.route", uri or "")
                 self.notify(found[0], kind, uri)
 
     def wait_covering(self, key: str, uri: str, timeout: float) -> bool:
@@ -151,13 +155,14 @@ class SharedListens:
     """The process's shared streams, the fronts registered for each, and the fronts' shared timer
     and threads (see the module docstring)."""
 
-    def __init__(self, tick_seconds: float = 1.0) -> None:
+    def __init__(self, tick_seconds: float = 1.0, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """``loop``: a running loop whose thread reads and routes the streams (see :class:`Listens`)."""
         self._lock = threading.Lock()
         self._taps: dict[str, list[Tap]] = {}  # stream key -> the fronts registered, first is whose hub opens it
         self._ticked: list[Tap] = []
         self._schemes: dict[str, Schemes] = {}
         self.tick_seconds = tick_seconds
-        self.streams = _Streams(self._event, lists=lambda key: key.endswith(SEP + COMMON))
+        self.streams = _Streams(self._event, lists=lambda key: key.endswith(SEP + COMMON), loop=loop)
         self._pool = ThreadPoolExecutor(FRONT_THREADS, thread_name_prefix="mcp-notebook-fronts")
         self.streams.every(tick_seconds, self._tick_all)
 

@@ -14,6 +14,14 @@ from ..protocol.exchange import HttpReply, HttpRequest
 from ..transport.driver import ExchangeDriver, Port
 
 
+def no_delay(handler: Any) -> None:
+    """An event stream's events go out as written: tornado leaves Nagle's algorithm on while a reply
+    is open, so an event written while the last one is unacknowledged would wait for its ACK."""
+    stream = getattr(handler.request.connection, "stream", None)
+    if stream is not None and not stream.closed():
+        stream.set_nodelay(True)  # tornado turns it off again once the reply is finished
+
+
 class HandlerPort(Port):
     """One exchange written by a ``tornado.web.RequestHandler``; ``on_stream(+1 / -1)`` is told
     when a stream opens and when it ends."""
@@ -43,6 +51,7 @@ class HandlerPort(Port):
             self.handler.set_header("Cache-Control", "no-store")
             self.handler.set_header("X-Accel-Buffering", "no")
         if not end:
+            no_delay(self.handler)
             self.streaming = True
             if self.on_stream is not None:
                 self.on_stream(+1)
@@ -60,11 +69,11 @@ class HandlerPort(Port):
         if end:
             self.handler.finish()
             return None
-        return self._flush()
+        return self._flushed(self.handler.flush())  # on the socket now; the driver waits until it is out
 
-    async def _flush(self) -> None:
+    async def _flushed(self, flushing: Awaitable[None]) -> None:
         try:
-            await self.handler.flush()
+            await flushing
         except StreamClosedError:
             self.gone = True
 

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import hop_trace
 from ..hubclient.address import VERSION, HubAddress
 from ..hubclient.aio import request
 from ..hubclient.blocking import exchange
@@ -106,11 +107,21 @@ class Listens:
     second stream behind; a hub sees at most one listen from a front (plus, for a moment, one it
     has not yet noticed closing)."""
 
-    def __init__(self, notify: Notify, wanted: Wanted | None = None, lists: Callable[[str], bool] | None = None):
+    def __init__(
+        self,
+        notify: Notify,
+        wanted: Wanted | None = None,
+        lists: Callable[[str], bool] | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ):
+        """``loop``: a running loop to listen on (its thread reads and routes the events: the
+        JupyterHub service's own, so an event is written to its clients without a thread hop);
+        None: a loop on a thread of its own."""
         self.notify = notify
         self._wanted_now = wanted or dict
         self._lists = lists or (lambda key: True)  # which keys' streams ask for list changes
-        self._loop = asyncio.new_event_loop()
+        self._own_loop = loop is None
+        self._loop = loop or asyncio.new_event_loop()
         self._wanted: dict[str, tuple[HubAddress, frozenset[str]]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         # key -> (wish, response, the task reading it)
@@ -118,8 +129,19 @@ class Listens:
         self._wake: dict[str, asyncio.Event] = {}
         self._poked = threading.Event()
         self._opened = threading.Condition()  # told each time a stream opens (wait_covering)
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-notebook-kernels", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if self._own_loop:
+            self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-notebook-kernels", daemon=True)
+            self._thread.start()
+
+    def on_loop(self) -> bool:
+        """Called on the thread that runs the streams' loop."""
+        if self._thread is not None:
+            return threading.current_thread() is self._thread
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
 
     def every(self, seconds: float, tick: Callable[[], None]) -> None:
         """Call ``tick`` on the loop thread now and every ``seconds``."""
@@ -191,7 +213,7 @@ class Listens:
     def wait_covering(self, key: str, uri: str, timeout: float) -> bool:
         """Wait (bounded; never on the loop thread) until the open stream of ``key`` covers ``uri``:
         the hub answered that listen, so a change it makes from now on is told here."""
-        if threading.current_thread() is self._thread:
+        if self.on_loop():
             return False
 
         return self.wait(lambda: self.covers(key, uri), timeout)
@@ -203,7 +225,7 @@ class Listens:
 
     def wait(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait (bounded) until ``done()``, looked at again each time a stream opens or :meth:`told`."""
-        if threading.current_thread() is self._thread:
+        if self.on_loop():
             return done()
         with self._opened:
             return self._opened.wait_for(done, timeout)
@@ -281,6 +303,8 @@ class Listens:
     async def _read(self, key: str, resp: Any) -> None:
         pending = b""
         async for piece in resp.chunks():
+            if hop_trace.ON:
+                hop_trace.stamp("listen.read", hop_trace.uri_in(piece))
             pending += piece
             *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
             for data in sse_data(b"\n\n".join(events) + b"\n\n"):
@@ -313,9 +337,17 @@ class Listens:
 
         if self._loop.is_closed():
             return
+        if not self._own_loop:  # not ours to stop: every listen ends, the loop runs on
+            with contextlib.suppress(RuntimeError):
+                if self.on_loop():
+                    self._loop.create_task(stop())
+                else:
+                    asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
+            return
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
+        assert self._thread is not None
         self._thread.join(5)
         if not self._thread.is_alive():
             self._loop.close()

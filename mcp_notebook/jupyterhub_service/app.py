@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import secrets
+import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any as AnyType
@@ -234,10 +235,10 @@ class JupyterHubServiceApp(Application):
             if public.startswith("https://")
             else {"samesite": "Lax"},
         )
-        app, fronts = build(self.service, hub_auth)
         port = self.service.resolved_port()
 
         async def serve() -> None:
+            app, fronts = build(self.service, hub_auth)  # on the loop: the fronts' listens run on it
             # the reads' threads: each waits on a user's server (a busy cell: up to a minute), so
             # every read gets one at once rather than queueing behind others (the loop's default
             # pool has min(32, cores + 4) threads: 6 on two cores, the tail of 50 users' reads)
@@ -250,6 +251,8 @@ class JupyterHubServiceApp(Application):
             chores.every(1.0, fronts.follow_revocations)
             chores.every(0.5, fronts.renew_checks)
             chores.every(600.0, lambda: fronts.server.store.purge(unused))
+            if self.service.switch_interval > 0:  # a notification's wake-ups wait less for a read's thread
+                sys.setswitchinterval(self.service.switch_interval)
             settle_heap()  # last thing before serving: everything made so far lives as long as we do
             self.log.info("mcp-notebook: one MCP endpoint for every user at %smcp", self.service.resolved_public_url())
             try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-from traitlets import Bool, Dict, Int, List, Unicode
+from traitlets import Bool, Dict, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
 SCOPE = "kernels:read"  # the one scope: read the kernels of the user's running servers
@@ -51,6 +51,12 @@ class JupyterHubService(Configurable):
         Dict(),
         help="Pre-registered clients: dicts with client_id, redirect_uris, optional client_name, client_secret "
         "(then the client authenticates with it), token_endpoint_auth_method.",
+    ).tag(config=True)
+    switch_interval = Float(
+        0.001,
+        help="Seconds a thread may hold the GIL while another waits (sys.setswitchinterval; Python's default "
+        "0.005). The event loop, the listens' thread and the reads' threads share one GIL: a notification's two "
+        "wake-ups each waited for a read's thread to give it up. 0: Python's default.",
     ).tag(config=True)
     dynamic_registration = Bool(True, help="Accept Dynamic Client Registration (RFC 7591).").tag(config=True)
     cimd = Bool(True, help="Accept Client ID Metadata Documents (an https URL as client_id).").tag(config=True)

@@ -80,7 +80,10 @@ class Fronts:
         self._renewing = threading.Lock()
         self._renew_pool = ThreadPoolExecutor(RENEW_THREADS, thread_name_prefix="mcp-notebook-renew")
         self.listings = Listings()
-        self.listens = SharedListens()  # one listen per kernel and URI set, shared by a user's grants
+        # one listen per kernel and URI set, shared by a user's grants; read and routed on the
+        # service's own loop when it is built on it (an event goes out to its clients without a
+        # thread hop: issue #42, sixth pass)
+        self.listens = SharedListens(loop=_running_loop())
         self.sessions = SharedSessions(server.store)
         server.on_revoke.append(self.close_family)
 
@@ -206,6 +209,13 @@ class Fronts:
             gf.front.close()
         self.listens.close()
         self._renew_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def renew(links: list[JupyterHubLink], pool: ThreadPoolExecutor) -> None:

@@ -18,6 +18,8 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from .. import hop_trace
+from ..allkernels.sse_replies import no_delay
 from ..hubclient.aio import UpstreamResponse, request
 from ..hubclient.rules import HUB_SCHEME, LOOK_AGAIN_STATUS, LOOKUPS, REASON_HEADER, UpstreamError, authorization
 from ..protocol.exchange import HttpRequest
@@ -305,9 +307,13 @@ class McpProxyHandler(_ExtensionHandler):
             elif reply.length is not None and reply.status not in (204, 304):
                 self.set_header("Content-Length", str(reply.length))
             if streaming:
+                no_delay(self)  # each event at once (and the flush below writes it)
                 await self.flush()  # the client sees the stream open before the first event
             pending = 0
             async for piece in reply.chunks():
+                if hop_trace.ON and streaming:  # whose stream: the service's listens send no User-Agent
+                    agent = self.request.headers.get("User-Agent", "-").split("/")[0]
+                    hop_trace.stamp("pipe.read", f"{hop_trace.uri_in(piece)} {agent}")
                 self.write(piece)
                 pending += len(piece)
                 if streaming or pending >= FLUSH_BYTES:  # each event at once; a long JSON body by 64 KiB

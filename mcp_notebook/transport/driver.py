@@ -25,6 +25,7 @@ from collections.abc import Awaitable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .. import hop_trace
 from ..protocol.exchange import HttpReply, HttpRequest, carrier_error
 from ..protocol.streams import Stream
 
@@ -82,7 +83,7 @@ class Exchange:
     """One request handed off by the driver (to the pool, or as a stream): what a carrier holds to
     end it early. The driver keeps it; a carrier needs it only to :meth:`cancel`."""
 
-    __slots__ = ("done", "driver", "ended", "port", "stream", "wake")
+    __slots__ = ("done", "driver", "ended", "parked", "port", "stream", "wake", "written")
 
     def __init__(self, driver: ExchangeDriver, port: Port):
         self.driver = driver
@@ -90,6 +91,8 @@ class Exchange:
         self.stream: Stream | None = None  # set once the reply is a stream being written
         self.ended = False  # the final call was made
         self.wake: asyncio.Event | None = None
+        self.parked = False  # the pump waits for events (nothing of its own being written): the waker writes
+        self.written: Awaitable[None] | None = None  # what the waker wrote, for the pump to wait on
         self.done: asyncio.Future[None] | None = None  # for serve(): resolved by the final call
         port.exchange = self
 
@@ -222,12 +225,35 @@ class ExchangeDriver:
             self._final(ex, lambda: port.open_stream(reply.status, reply.headers, events, True))
             return
         waiting = port.open_stream(reply.status, reply.headers, events, False)
-        wake = ex.wake = asyncio.Event()
+        ex.wake = asyncio.Event()
         loop = asyncio.get_running_loop()
-        stream.set_waker(lambda: loop.call_soon_threadsafe(wake.set))
+        if hop_trace.ON:
+            stream.set_waker(lambda: (hop_trace.stamp("stream.push"), loop.call_soon_threadsafe(self._woken, ex)))
+        else:
+            stream.set_waker(lambda: loop.call_soon_threadsafe(self._woken, ex))
         task = loop.create_task(self._pump(ex, waiting))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def _woken(self, ex: Exchange) -> None:
+        """The stream has events (on the loop): written here and now when the pump is parked, a loop
+        pass before the pump itself would run (it then waits on the write: back-pressure holds).
+        The stream's end and a client gone are the pump's, as is every write while one is pending."""
+        stream, wake = ex.stream, ex.wake
+        assert stream is not None and wake is not None
+        if ex.parked and ex.written is None and not ex.ended and not ex.port.gone and not stream.closed:
+            events = stream.drain()
+            if events:
+                data = b"".join(events)
+                if hop_trace.ON:
+                    hop_trace.stamp("stream.write", hop_trace.uri_in(data))
+                try:
+                    ex.written = ex.port.send_events(data, False)
+                except Exception:
+                    log.exception("writing a stream's events failed")
+                    self._end(ex, b"")
+                    return
+        wake.set()
 
     async def _pump(self, ex: Exchange, waiting: Awaitable[None] | None) -> None:
         """Write the stream's events as they come, until it closes, the client goes or it is cancelled."""
@@ -244,10 +270,16 @@ class ExchangeDriver:
                     self._end(ex, b"".join(events))
                     return
                 if events:
-                    waiting = port.send_events(b"".join(events), False)
+                    data = b"".join(events)
+                    if hop_trace.ON:
+                        hop_trace.stamp("stream.write", hop_trace.uri_in(data))
+                    waiting = port.send_events(data, False)
                     if waiting is not None:
                         await waiting
+                    if hop_trace.ON:
+                        hop_trace.stamp("stream.flushed", hop_trace.uri_in(data))
                 try:
+                    ex.parked = True
                     if keepalive is None:
                         await wake.wait()
                     else:
@@ -257,8 +289,17 @@ class ExchangeDriver:
                         waiting = port.send_events(KEEPALIVE_COMMENT, False)
                         if waiting is not None:
                             await waiting
+                finally:
+                    ex.parked = False
                 wake.clear()
+                written, ex.written = ex.written, None
+                if written is not None:  # the waker wrote: wait until it is out, as for the pump's own
+                    await written
         finally:
+            written, ex.written = ex.written, None
+            close = getattr(written, "close", None)  # a coroutine the pump will not await now
+            if close is not None:
+                close()
             self._end(ex, b"")
 
     def _end(self, ex: Exchange, events: bytes) -> None:
