@@ -91,7 +91,8 @@ def compare(groups: list[dict[int, dict[str, float]]], key: str, rng: random.Ran
 
 
 def spread(groups: list[dict[int, dict[str, float]]], key: str, rng: random.Random) -> dict[str, Any]:
-    """The blocks' spread by arm (IQR as % of the median) and own/alone's IQR ratio with its interval."""
+    """The blocks' spread by arm (IQR as % of the median) and own/alone's IQR ratio with its interval;
+    the same ratio paired, each block taken over its group's control block (drift cancelled)."""
 
     def ratio(gs: list[dict[int, dict[str, float]]]) -> float:
         return _iqr([g[OWN][key] for g in gs]) / max(1e-12, _iqr([g[ALONE][key] for g in gs]))
@@ -103,6 +104,17 @@ def spread(groups: list[dict[int, dict[str, float]]], key: str, rng: random.Rand
     lo, hi = bootstrap(ratio, groups, rng)
     out["own_vs_alone_iqr_ratio"] = round(ratio(groups), 3)
     out["own_vs_alone_iqr_ratio_ci95"] = [round(lo, 3), round(hi, 3)]
+
+    def paired(gs: list[dict[int, dict[str, float]]]) -> float:
+        # each block over its own group's control block: a drift common to the group cancels, so the
+        # spread left is the blocks' own (the whole run's IQR above counts the drift across groups)
+        own = [g[OWN][key] / g[OTHER][key] for g in gs]
+        alone = [g[ALONE][key] / g[OTHER][key] for g in gs]
+        return _iqr(own) / max(1e-12, _iqr(alone))
+
+    lo, hi = bootstrap(paired, groups, rng)
+    out["own_vs_alone_paired_iqr_ratio"] = round(paired(groups), 3)
+    out["own_vs_alone_paired_iqr_ratio_ci95"] = [round(lo, 3), round(hi, 3)]
     return out
 
 

@@ -49,6 +49,31 @@ def test_paired_groups_cancel_drift_and_find_a_known_slowdown():
     assert res["per_read"]["hub_cpu_us_vs_alone"]["median"] == pytest.approx(60.0)
 
 
+def _noisy_rows(noise: dict[int, float], groups: int, seed: int = 7) -> tuple[list, dict]:
+    """Synthetic blocks under a large common drift (±20 % a group), each arm with its own noise."""
+    rng = random.Random(seed)
+    rows, blocks = [], []
+    for _ in range(groups + 1):
+        drift = rng.uniform(0.8, 1.2)
+        for arm in (ALONE, OWN, OTHER):
+            wall = 0.3 * drift * (1 + rng.gauss(0, noise[arm]))
+            rows.append([arm, wall, int(wall * 1e9), 0, 0, 1, 1, 0, 0])
+            blocks.append({"arm": arm, "lat_ms": [] if arm == ALONE else [0.5], "errors": 0, "cpu_ms": 3.0})
+    return rows, {"blocks": blocks, "core": 0, "affinity": [0]}
+
+
+def test_the_paired_spread_sees_a_noisier_arm_through_the_drift():
+    same = cellspeed.analyse(*_noisy_rows({ALONE: 0.01, OWN: 0.01, OTHER: 0.01}, groups=200), seed=1)
+    noisier = cellspeed.analyse(*_noisy_rows({ALONE: 0.01, OWN: 0.03, OTHER: 0.01}, groups=200), seed=1)
+    # across the whole run the drift swamps a 1 % or 3 % noise: the unpaired ratio cannot tell them apart
+    assert 0.7 < same["spread_wall"]["own_vs_alone_iqr_ratio"] < 1.4
+    assert 0.7 < noisier["spread_wall"]["own_vs_alone_iqr_ratio"] < 1.4
+    lo, hi = same["spread_wall"]["own_vs_alone_paired_iqr_ratio_ci95"]
+    assert lo < 1 < hi  # equal noise: 1 inside the interval
+    lo, _ = noisier["spread_wall"]["own_vs_alone_paired_iqr_ratio_ci95"]
+    assert lo > 1.3  # three times the noise: seen once each block is taken over its group's control
+
+
 def test_the_bootstrap_interval_widens_with_noise_and_holds_the_median():
     rng = random.Random(5)
     noisy = [rng.gauss(0.5, 1.0) for _ in range(50)]
