@@ -16,11 +16,13 @@ callbacks lands. Prints one line per round and tree and one JSON line; all local
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,28 +36,34 @@ PARTS = {  # tag: what is wrapped, from the hub
 }
 
 
-def phases(runtime: str, tree: str, names: int, blocks: int) -> dict[str, Any]:
-    """IPython's phases of a cell, the hub's callbacks off / on / on without the table (kside.time_phases)."""
+@contextlib.contextmanager
+def _loaded(runtime: str, tree: str, names: int, stamps: bool = False) -> Iterator[S.BenchKernel]:
+    """A fresh kernel importing ``tree``, ``names`` variables and the hub loaded (with ``stamps``, the
+    stamping callbacks registered before and after the hub's own); shut down on the way out."""
     os.environ["PYTHONPATH"] = tree
     k = S.BenchKernel(runtime)
     try:
         k.run(f"kside.define_vars({names})", timeout=300)
+        if stamps:
+            k.run("kside.stamp_callbacks('before')")
         k.run("%load_ext mcp_notebook")
         k.json("kside.after_load()")
-        return k.json(f"kside.time_phases(60, {blocks})", timeout=600)
+        if stamps:
+            k.run("kside.stamp_callbacks('after')")
+        yield k
     finally:
         k.shutdown()
 
 
+def phases(runtime: str, tree: str, names: int, blocks: int) -> dict[str, Any]:
+    """IPython's phases of a cell, the hub's callbacks off / on / on without the table (kside.time_phases)."""
+    with _loaded(runtime, tree, names) as k:
+        return k.json(f"kside.time_phases(60, {blocks})", timeout=600)
+
+
 def one(runtime: str, tree: str, names: int, blocks: int) -> dict[str, Any]:
-    os.environ["PYTHONPATH"] = tree
-    k = S.BenchKernel(runtime)
-    try:
-        k.run(f"kside.define_vars({names})", timeout=300)
-        k.run("kside.stamp_callbacks('before')")
-        k.run("%load_ext mcp_notebook")
-        k.json("kside.after_load()")
-        k.run("kside.stamp_callbacks('after')")
+    """The hub's callbacks and the diff's parts in main-thread CPU time, medians of ``blocks`` blocks."""
+    with _loaded(runtime, tree, names, stamps=True) as k:
         where = k.run("import mcp_notebook; print(mcp_notebook.__file__)").stdout.strip()
         if not where.startswith(tree):
             raise RuntimeError(f"the kernel imported {where}, not the tree {tree}")
@@ -73,8 +81,6 @@ def one(runtime: str, tree: str, names: int, blocks: int) -> dict[str, Any]:
             )
         got = [k.json("kside.time_parts(60)") for _ in range(blocks)]
         return {tag: statistics.median(g[tag] for g in got) for tag in got[0]}
-    finally:
-        k.shutdown()
 
 
 def main() -> None:
