@@ -29,6 +29,9 @@ from ..version import __version__
 __all__ = ["HubError", "HubGone", "Listens", "call", "message"]
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
+# The most an event may hold before its end: a hub that never ends one (a user's own server,
+# hostile or broken) ends its stream instead of growing a buffer on a loop other users share.
+MAX_EVENT_BYTES = 1 << 20
 _ids = itertools.count(1)
 
 
@@ -307,6 +310,8 @@ class Listens:
                 hop_trace.stamp("listen.read", hop_trace.uri_in(piece))
             pending += piece
             *events, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
+            if len(pending) > MAX_EVENT_BYTES:
+                raise UpstreamError(f"an event over {MAX_EVENT_BYTES} bytes")  # the stream ends, reopened later
             for data in sse_data(b"\n\n".join(events) + b"\n\n"):
                 self._event(key, data)
 

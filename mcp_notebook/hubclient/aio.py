@@ -105,7 +105,7 @@ class UpstreamResponse:
         return self.head.length
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body, piece by piece: each HTTP chunk as one piece, else up to 64 KiB at a time.
+        """The body, piece by piece, up to 64 KiB at a time (an HTTP chunk in one piece or more).
 
         ``complete`` is True afterwards when the body ended as declared; a broken connection
         raises :class:`UpstreamError`.
@@ -126,9 +126,13 @@ class UpstreamResponse:
                             pass
                         self.complete = True
                         return
-                    data = await reader.readexactly(size)
+                    while size:  # in pieces: a chunk's declared size is the hub's word, not memory to hold
+                        data = await reader.read(min(size, READ_PIECE))
+                        if not data:
+                            raise UpstreamError("the hub closed the stream mid-chunk")
+                        size -= len(data)
+                        yield data
                     await reader.readexactly(2)
-                    yield data
             length = self.length
             if length is not None:
                 left = length
