@@ -29,9 +29,19 @@ def stamp(hop: str, detail: str = "") -> None:
         if not _out:
             assert DIRECTORY is not None
             out = open(os.path.join(DIRECTORY, f"{os.getpid()}.tsv"), "a", buffering=1)
-            out.write("#\t" + " ".join(sys.argv)[:300].replace("\n", " ") + "\n")  # whose hops (a kernel, a server...)
+            out.write("#\t" + _whose() + "\n")
             _out.append(out)
         _out[0].write(line)
+
+
+def _whose() -> str:
+    """The program and the module it runs (``-m``): whose hops (a kernel, a server...). Not its other
+    arguments: a server's command line may carry a token."""
+    argv = sys.argv
+    named = [argv[0]] if argv else []
+    if "-m" in argv[:-1]:
+        named.append(argv[argv.index("-m") + 1])
+    return " ".join(named)[:300].replace("\n", " ").replace("\t", " ")
 
 
 def uri_in(data: bytes, marker: bytes = b"nb://vars/") -> str:

@@ -93,3 +93,11 @@ def test_an_event_stream_goes_out_with_nagle_off():
     finally:
         box["loop"].call_soon_threadsafe(box["loop"].stop)
         thread.join(10)
+
+
+def test_the_hop_trace_names_the_program_not_its_arguments(monkeypatch):
+    """A server's command line may carry a token: the trace's header keeps only the program."""
+    from mcp_notebook import hop_trace
+
+    monkeypatch.setattr("sys.argv", ["/usr/bin/jupyterhub-singleuser", "--ServerApp.token=s3cr3t", "--token", "x9"])
+    assert hop_trace._whose() == "/usr/bin/jupyterhub-singleuser"
